@@ -1,0 +1,208 @@
+/**
+ * The one seam between runtimes. Everything else in the package is plain Web-standard code.
+ *
+ * On Node (and Bun and Deno, which implement `node:crypto`), HMAC goes through `node:crypto`: it is
+ * synchronous and several times faster than WebCrypto, whose every call in Node crosses to the
+ * thread pool (about 50 µs a call whatever the size). Everywhere else (Cloudflare Workers without
+ * the Node compatibility flag, Vercel Edge, browsers) it goes through `crypto.subtle`.
+ *
+ * `node:crypto` is reached through `process.getBuiltinModule` (Node 20.16+), never through an
+ * `import`, so bundlers for edge runtimes see no Node built-in and this file compiles without
+ * Node types. On older Node 20 releases the WebCrypto path is used: correct, but slower.
+ */
+
+import { base64Decode, base64Encode, concatBytes, utf8Encoder } from './encoding.ts';
+
+/** An HMAC-SHA256 key, imported once per verifier or signer. */
+export interface HmacKey {
+  readonly raw: Uint8Array;
+}
+/** An Ed25519 public key, imported once per verifier. */
+export interface Ed25519PublicKey {
+  readonly raw: Uint8Array;
+}
+/** An Ed25519 private key (from the 32-byte seed), imported once per signer. */
+export interface Ed25519SecretKey {
+  readonly seed: Uint8Array;
+}
+
+export interface CryptoBackend {
+  readonly name: 'node' | 'webcrypto';
+  importHmacKey(raw: Uint8Array): HmacKey;
+  /** base64(HMAC-SHA256(key, prefix ‖ body)), `prefix` encoded as UTF-8. */
+  hmacBase64(key: HmacKey, prefix: string, body: Uint8Array): string | Promise<string>;
+  importEd25519PublicKey(raw: Uint8Array): Ed25519PublicKey;
+  ed25519Verify(key: Ed25519PublicKey, prefix: string, body: Uint8Array, signature: Uint8Array): Promise<boolean>;
+  importEd25519SecretKey(seed: Uint8Array): Ed25519SecretKey;
+  ed25519SignBase64(key: Ed25519SecretKey, prefix: string, body: Uint8Array): Promise<string>;
+}
+
+// DER framing that turns raw Ed25519 key bytes into SPKI / PKCS #8 documents (RFC 8410).
+const SPKI_ED25519_PREFIX = Uint8Array.from([0x30, 0x2a, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x03, 0x21, 0x00]);
+const PKCS8_ED25519_PREFIX = Uint8Array.from([
+  0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
+]);
+
+function signedContent(prefix: string, body: Uint8Array): Uint8Array<ArrayBuffer> {
+  return concatBytes(utf8Encoder.encode(prefix), body);
+}
+
+/** WebCrypto's types want an `ArrayBuffer`-backed view; every view this package makes is one. */
+function source(bytes: Uint8Array): Uint8Array<ArrayBuffer> {
+  return bytes as Uint8Array<ArrayBuffer>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// WebCrypto: every runtime has it.
+
+function subtle(): SubtleCrypto {
+  const s = globalThis.crypto?.subtle;
+  if (!s) throw new Error('webhook-receiver needs WebCrypto (globalThis.crypto.subtle), which this runtime lacks');
+  return s;
+}
+
+interface WebHmacKey extends HmacKey {
+  cryptoKey: CryptoKey | undefined;
+  pending: Promise<CryptoKey> | undefined;
+}
+interface WebEd25519PublicKey extends Ed25519PublicKey {
+  pending: Promise<CryptoKey> | undefined;
+}
+interface WebEd25519SecretKey extends Ed25519SecretKey {
+  pending: Promise<CryptoKey> | undefined;
+}
+
+async function webHmacCryptoKey(key: WebHmacKey): Promise<CryptoKey> {
+  key.pending ??= subtle().importKey('raw', source(key.raw), { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+  key.cryptoKey = await key.pending;
+  return key.cryptoKey;
+}
+
+/** The WebCrypto backend, used where `node:crypto` is absent (and by tests, to cover this path). */
+export const webCryptoBackend: CryptoBackend = {
+  name: 'webcrypto',
+  importHmacKey(raw) {
+    const key: WebHmacKey = { raw, cryptoKey: undefined, pending: undefined };
+    return key;
+  },
+  async hmacBase64(key, prefix, body) {
+    const webKey = key as WebHmacKey;
+    const cryptoKey = webKey.cryptoKey ?? (await webHmacCryptoKey(webKey));
+    const mac = await subtle().sign('HMAC', cryptoKey, signedContent(prefix, body));
+    return base64Encode(new Uint8Array(mac));
+  },
+  importEd25519PublicKey(raw) {
+    const key: WebEd25519PublicKey = { raw, pending: undefined };
+    return key;
+  },
+  async ed25519Verify(key, prefix, body, signature) {
+    const webKey = key as WebEd25519PublicKey;
+    webKey.pending ??= subtle().importKey('raw', source(webKey.raw), { name: 'Ed25519' }, false, ['verify']);
+    return subtle().verify({ name: 'Ed25519' }, await webKey.pending, source(signature), signedContent(prefix, body));
+  },
+  importEd25519SecretKey(seed) {
+    const key: WebEd25519SecretKey = { seed, pending: undefined };
+    return key;
+  },
+  async ed25519SignBase64(key, prefix, body) {
+    const webKey = key as WebEd25519SecretKey;
+    webKey.pending ??= subtle().importKey('pkcs8', concatBytes(PKCS8_ED25519_PREFIX, webKey.seed), { name: 'Ed25519' }, false, ['sign']);
+    const signature = await subtle().sign({ name: 'Ed25519' }, await webKey.pending, signedContent(prefix, body));
+    return base64Encode(new Uint8Array(signature));
+  },
+};
+
+// ---------------------------------------------------------------------------------------------
+// node:crypto, typed by the little of it this file uses (the core compiles without Node types).
+
+interface NodeKeyObject {
+  readonly type: string;
+}
+interface NodeHmac {
+  update(data: string | Uint8Array): NodeHmac;
+  digest(encoding: 'base64'): string;
+}
+interface NodeCrypto {
+  createHmac(algorithm: 'sha256', key: NodeKeyObject): NodeHmac;
+  createSecretKey(key: Uint8Array): NodeKeyObject;
+  createPublicKey(key: { key: Uint8Array; format: 'der'; type: 'spki' }): NodeKeyObject;
+  createPrivateKey(key: { key: Uint8Array; format: 'der'; type: 'pkcs8' }): NodeKeyObject;
+  verify(algorithm: null, data: Uint8Array, key: NodeKeyObject, signature: Uint8Array): boolean;
+  sign(algorithm: null, data: Uint8Array, key: NodeKeyObject): Uint8Array;
+}
+
+interface NodeHmacKey extends HmacKey {
+  keyObject: NodeKeyObject;
+}
+interface NodeEd25519PublicKey extends Ed25519PublicKey {
+  keyObject: NodeKeyObject;
+}
+interface NodeEd25519SecretKey extends Ed25519SecretKey {
+  keyObject: NodeKeyObject;
+}
+
+function nodeBackend(node: NodeCrypto): CryptoBackend {
+  return {
+    name: 'node',
+    importHmacKey(raw) {
+      const key: NodeHmacKey = { raw, keyObject: node.createSecretKey(raw) };
+      return key;
+    },
+    hmacBase64(key, prefix, body) {
+      // Two update() calls cost the same as hashing one pre-built buffer, with no copy of the body.
+      return node.createHmac('sha256', (key as NodeHmacKey).keyObject).update(prefix).update(body).digest('base64');
+    },
+    importEd25519PublicKey(raw) {
+      const keyObject = node.createPublicKey({ key: concatBytes(SPKI_ED25519_PREFIX, raw), format: 'der', type: 'spki' });
+      const key: NodeEd25519PublicKey = { raw, keyObject };
+      return key;
+    },
+    async ed25519Verify(key, prefix, body, signature) {
+      return node.verify(null, signedContent(prefix, body), (key as NodeEd25519PublicKey).keyObject, signature);
+    },
+    importEd25519SecretKey(seed) {
+      const der = concatBytes(PKCS8_ED25519_PREFIX, seed);
+      const key: NodeEd25519SecretKey = { seed, keyObject: node.createPrivateKey({ key: der, format: 'der', type: 'pkcs8' }) };
+      return key;
+    },
+    async ed25519SignBase64(key, prefix, body) {
+      const signature = node.sign(null, signedContent(prefix, body), (key as NodeEd25519SecretKey).keyObject);
+      return base64Encode(signature);
+    },
+  };
+}
+
+function findNodeCrypto(): NodeCrypto | undefined {
+  const proc = (globalThis as { process?: { getBuiltinModule?: (id: string) => unknown } }).process;
+  if (typeof proc?.getBuiltinModule !== 'function') return undefined;
+  try {
+    const mod = proc.getBuiltinModule('node:crypto') as Partial<NodeCrypto> | undefined;
+    return typeof mod?.createHmac === 'function' && typeof mod.createSecretKey === 'function' ? (mod as NodeCrypto) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const foundNodeCrypto = findNodeCrypto();
+
+/** The backend this runtime uses by default: `node:crypto` when present, else WebCrypto. */
+export const defaultBackend: CryptoBackend = foundNodeCrypto ? nodeBackend(foundNodeCrypto) : webCryptoBackend;
+
+/** Fresh random bytes from the runtime's CSPRNG (`crypto.getRandomValues` exists everywhere). */
+export function randomBytes(length: number): Uint8Array {
+  return globalThis.crypto.getRandomValues(new Uint8Array(length));
+}
+
+/** A fresh Ed25519 key pair as raw bytes: the 32-byte seed and the 32-byte public key. */
+export async function generateEd25519(): Promise<{ seed: Uint8Array; publicKey: Uint8Array }> {
+  const pair = (await subtle().generateKey({ name: 'Ed25519' }, true, ['sign', 'verify'])) as CryptoKeyPair;
+  const jwk = await subtle().exportKey('jwk', pair.privateKey);
+  if (typeof jwk.d !== 'string' || typeof jwk.x !== 'string') throw new Error('the runtime exported an Ed25519 key without its seed');
+  return { seed: base64UrlDecode(jwk.d), publicKey: base64UrlDecode(jwk.x) };
+}
+
+function base64UrlDecode(text: string): Uint8Array {
+  const bytes = base64Decode(text.replace(/-/g, '+').replace(/_/g, '/'));
+  if (!bytes) throw new Error('the runtime exported an Ed25519 JWK that is not base64url');
+  return bytes;
+}

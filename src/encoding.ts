@@ -1,0 +1,95 @@
+/**
+ * Byte helpers that run everywhere: no `Buffer`, no `atob` quirks. Base64 here is the standard
+ * alphabet (RFC 4648 section 4), the one Standard Webhooks uses for secrets, keys and signatures.
+ */
+
+const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
+const DECODE = new Int16Array(128).fill(-1);
+for (let i = 0; i < ALPHABET.length; i++) DECODE[ALPHABET.charCodeAt(i)] = i;
+
+export const utf8Encoder = new TextEncoder();
+export const utf8Decoder = new TextDecoder();
+
+/** Standard base64 with padding. */
+export function base64Encode(bytes: Uint8Array): string {
+  let out = '';
+  const full = bytes.length - (bytes.length % 3);
+  let i = 0;
+  for (; i < full; i += 3) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8) | bytes[i + 2]!;
+    out += ALPHABET[n >>> 18]! + ALPHABET[(n >>> 12) & 63]! + ALPHABET[(n >>> 6) & 63]! + ALPHABET[n & 63]!;
+  }
+  const rest = bytes.length - full;
+  if (rest === 1) {
+    const n = bytes[i]! << 16;
+    out += ALPHABET[n >>> 18]! + ALPHABET[(n >>> 12) & 63]! + '==';
+  } else if (rest === 2) {
+    const n = (bytes[i]! << 16) | (bytes[i + 1]! << 8);
+    out += ALPHABET[n >>> 18]! + ALPHABET[(n >>> 12) & 63]! + ALPHABET[(n >>> 6) & 63]! + '=';
+  }
+  return out;
+}
+
+/**
+ * Strict standard base64: only the standard alphabet, padding optional but correct when present,
+ * no whitespace. Returns `undefined` for anything else, so callers can say what was wrong.
+ */
+export function base64Decode(text: string): Uint8Array | undefined {
+  let end = text.length;
+  if (end > 0 && text.charCodeAt(end - 1) === 61 /* = */) end--;
+  if (end > 0 && text.charCodeAt(end - 1) === 61) end--;
+  const padding = text.length - end;
+  if (padding > 0 && text.length % 4 !== 0) return undefined;
+  if (end % 4 === 1) return undefined;
+  const out = new Uint8Array(Math.floor((end * 3) / 4));
+  let buffer = 0;
+  let bits = 0;
+  let o = 0;
+  for (let i = 0; i < end; i++) {
+    const code = text.charCodeAt(i);
+    const value = code < 128 ? DECODE[code]! : -1;
+    if (value < 0) return undefined;
+    buffer = (buffer << 6) | value;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (buffer >>> bits) & 0xff;
+    }
+  }
+  // Leftover bits must be zero, or two different strings would decode to the same bytes.
+  if ((buffer & ((1 << bits) - 1)) !== 0) return undefined;
+  return out;
+}
+
+/** The bytes of a body given as a string, `Uint8Array` (a Node `Buffer` is one) or `ArrayBuffer`. */
+export function toBytes(body: string | Uint8Array | ArrayBuffer): Uint8Array {
+  if (body instanceof Uint8Array) return body;
+  if (typeof body === 'string') return utf8Encoder.encode(body);
+  if (body instanceof ArrayBuffer) return new Uint8Array(body);
+  // Cross-realm ArrayBuffer or a typed array from another realm (vm contexts, iframes).
+  if (ArrayBuffer.isView(body)) {
+    const view = body as ArrayBufferView;
+    return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+  }
+  if (Object.prototype.toString.call(body) === '[object ArrayBuffer]') return new Uint8Array(body);
+  throw new TypeError('webhook body must be a string, a Uint8Array (or Buffer) or an ArrayBuffer');
+}
+
+export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array<ArrayBuffer> {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+/**
+ * Compares two strings in time that depends only on their length, never on where they differ.
+ * Callers compare values of public, fixed length (a base64 HMAC-SHA256 is always 44 characters),
+ * so returning early on a length difference leaks nothing secret.
+ */
+export function constantTimeEqual(a: string, b: string): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
+  return diff === 0;
+}

@@ -1,0 +1,91 @@
+/**
+ * The error model: one class, one stable `code` per failure, and one table from code to HTTP
+ * status that every adapter answers from. Tests and apps match on `code`, never on message text.
+ */
+
+/**
+ * HTTP status for every {@link WebhookErrorCode}. Adapters answer rejected requests with it.
+ *
+ * @example
+ * ```ts
+ * import { WEBHOOK_ERROR_STATUS } from 'webhook-receiver';
+ * WEBHOOK_ERROR_STATUS.SIGNATURE_MISMATCH; // 401
+ * ```
+ */
+export const WEBHOOK_ERROR_STATUS = {
+  MISSING_ID: 400,
+  MISSING_TIMESTAMP: 400,
+  INVALID_TIMESTAMP: 400,
+  INVALID_SIGNATURE_HEADER: 400,
+  MISSING_SIGNATURE: 401,
+  SIGNATURE_MISMATCH: 401,
+  TIMESTAMP_TOO_OLD: 401,
+  TIMESTAMP_TOO_NEW: 401,
+  PAYLOAD_TOO_LARGE: 413,
+  BODY_UNAVAILABLE: 500,
+  STORE_UNAVAILABLE: 503,
+} as const;
+
+/**
+ * Every way a webhook can be refused. Each code maps to one HTTP status in
+ * {@link WEBHOOK_ERROR_STATUS}.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookErrorCode } from 'webhook-receiver';
+ * const retryable: WebhookErrorCode[] = ['STORE_UNAVAILABLE'];
+ * ```
+ */
+export type WebhookErrorCode = keyof typeof WEBHOOK_ERROR_STATUS;
+
+/**
+ * Why a webhook was refused. `code` is stable (match on it); `status` is the HTTP status an
+ * endpoint should answer with; `message` says which check failed and never contains a secret or
+ * an expected signature.
+ *
+ * @example
+ * ```ts
+ * import { WebhookError, verifyWebhook } from 'webhook-receiver';
+ * try {
+ *   await verifyWebhook({ headers, body }, { secrets: process.env.WEBHOOK_SECRET! });
+ * } catch (error) {
+ *   if (error instanceof WebhookError) console.warn(error.code, error.status, error.message);
+ *   else throw error;
+ * }
+ * ```
+ */
+export class WebhookError extends Error {
+  /** The stable machine-readable reason. */
+  readonly code: WebhookErrorCode;
+  /** The HTTP status to answer with. */
+  readonly status: number;
+
+  constructor(code: WebhookErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'WebhookError';
+    this.code = code;
+    this.status = WEBHOOK_ERROR_STATUS[code];
+  }
+}
+
+/**
+ * True when `value` is a {@link WebhookError}, also across bundles (an ESM and a CommonJS copy of
+ * this package in one process each have their own class).
+ *
+ * @example
+ * ```ts
+ * import { isWebhookError } from 'webhook-receiver';
+ * if (isWebhookError(error) && error.code === 'SIGNATURE_MISMATCH') metrics.increment('forged');
+ * ```
+ */
+export function isWebhookError(value: unknown): value is WebhookError {
+  if (value instanceof WebhookError) return true;
+  if (typeof value !== 'object' || value === null) return false;
+  const candidate = value as { name?: unknown; code?: unknown; status?: unknown };
+  return (
+    candidate.name === 'WebhookError' &&
+    typeof candidate.code === 'string' &&
+    Object.hasOwn(WEBHOOK_ERROR_STATUS, candidate.code) &&
+    typeof candidate.status === 'number'
+  );
+}

@@ -1,0 +1,129 @@
+/**
+ * The one table every adapter answers from, so Express, Fastify, Hono and Fetch endpoints send
+ * the same statuses, headers and bodies. Errors use the relay service's own envelope:
+ * `{ "error": "CODE", "message": "…" }`.
+ */
+
+import type { WebhookError } from './errors.ts';
+import type { Claim, ReceiverOptions } from './receiver.ts';
+
+/**
+ * A framework-neutral response: adapters copy it onto their own response object.
+ *
+ * @example
+ * ```ts
+ * const { status, headers, body } = errorResponse(error);
+ * return new Response(body, { status, headers });
+ * ```
+ */
+export interface WebhookResponse {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/** Seconds a sender should wait after `STORE_UNAVAILABLE` before retrying. */
+export const STORE_UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
+
+const JSON_HEADERS = { 'content-type': 'application/json' } as const;
+
+/**
+ * The response for a rejected request: the error's status and the `{ error, message }` envelope
+ * (`Retry-After` too for `STORE_UNAVAILABLE`).
+ *
+ * @example
+ * ```ts
+ * import { errorResponse, isWebhookError } from 'webhook-receiver';
+ * if (isWebhookError(error)) { const r = errorResponse(error); res.writeHead(r.status, r.headers).end(r.body); }
+ * ```
+ */
+export function errorResponse(error: WebhookError): WebhookResponse {
+  const headers: Record<string, string> =
+    error.code === 'STORE_UNAVAILABLE' ? { ...JSON_HEADERS, 'retry-after': String(STORE_UNAVAILABLE_RETRY_AFTER_SECONDS) } : { ...JSON_HEADERS };
+  return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
+}
+
+/**
+ * The response for a claim that must not run the handler: 200 `{ "duplicate": true }` for an id
+ * already processed, 409 `IN_PROGRESS` with `Retry-After` for one being processed now. `undefined`
+ * for an acquired claim: the handler answers.
+ *
+ * @example
+ * ```ts
+ * const claim = await receiver.claim(request);
+ * const early = claimResponse(claim);
+ * if (early) return new Response(early.body, early);
+ * ```
+ */
+export function claimResponse(claim: Pick<Claim, 'outcome' | 'retryAfterSeconds'>): WebhookResponse | undefined {
+  if (claim.outcome === 'duplicate') return { status: 200, headers: { ...JSON_HEADERS }, body: '{"duplicate":true}' };
+  if (claim.outcome === 'in_progress') {
+    const seconds = claim.retryAfterSeconds ?? 1;
+    return {
+      status: 409,
+      headers: { ...JSON_HEADERS, 'retry-after': String(seconds) },
+      body: JSON.stringify({ error: 'IN_PROGRESS', message: `another delivery of this webhook is being processed; retry in ${seconds} s` }),
+    };
+  }
+  return undefined;
+}
+
+/**
+ * Completes the claim when the handler's response is a 2xx, and releases it otherwise, so a
+ * failed delivery is retried and a successful one is never run again.
+ *
+ * @example
+ * ```ts
+ * res.on('finish', () => void settleClaim(claim, res.statusCode));
+ * ```
+ */
+export function settleClaim(claim: Pick<Claim, 'complete' | 'release'>, status: number): Promise<void> {
+  return status >= 200 && status < 300 ? claim.complete() : claim.release();
+}
+
+/**
+ * What an adapter tells `onRejected` about a refused request: never a secret, never a header
+ * value other than the webhook id.
+ *
+ * @example
+ * ```ts
+ * webhooks({ secrets, onRejected: (error, ctx) => metrics.increment(`webhook.rejected.${error.code}`, { path: ctx.path }) });
+ * ```
+ */
+export interface RejectionContext {
+  method: string;
+  path: string;
+  /** The `webhook-id` the request claimed, when it had one. Unverified: do not trust it. */
+  webhookId: string | undefined;
+}
+
+/**
+ * Options shared by every adapter: the receiver's, plus a hook for rejected requests.
+ *
+ * @example
+ * ```ts
+ * const options: AdapterOptions = { secrets: process.env.WEBHOOK_SECRET!, onRejected: () => {} };
+ * ```
+ */
+export interface AdapterOptions extends ReceiverOptions {
+  /**
+   * Called for every rejected request, for logging or counting. Default: one `console.warn` line
+   * with the method, path, code and message (messages never contain secrets). Pass `() => {}` to
+   * silence it.
+   */
+  onRejected?: (error: WebhookError, context: RejectionContext) => void;
+}
+
+/** The `onRejected` an adapter uses: the user's, made safe to call, or the default log line. */
+export function rejectionReporter(options: AdapterOptions): (error: WebhookError, context: RejectionContext) => void {
+  const hook = options.onRejected;
+  if (hook !== undefined && typeof hook !== 'function') throw new TypeError('onRejected must be a function');
+  return (error, context) => {
+    try {
+      if (hook) hook(error, context);
+      else console.warn(`[webhook-receiver] rejected ${context.method} ${context.path}: ${error.code} ${error.message}`);
+    } catch {
+      // A failing logger must not change the response.
+    }
+  };
+}

@@ -1,0 +1,38 @@
+export { WebhookError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode } from './errors.ts';
+export type { HeadersInput } from './headers.ts';
+export type { SecretInput } from './secrets.ts';
+export {
+  createVerifier,
+  verifyWebhook,
+  DEFAULT_TOLERANCE_SECONDS,
+  MAX_SIGNATURE_ENTRIES,
+  MAX_SIGNATURE_HEADER_LENGTH,
+  type Verifier,
+  type VerifierOptions,
+  type VerifiedWebhook,
+  type WebhookInput,
+} from './verify.ts';
+export { DEFAULT_MAX_BODY_BYTES } from './body.ts';
+export { signWebhook, generateSecret, generateKeyPair, type SignInput, type SignedWebhook } from './sign.ts';
+export {
+  createReceiver,
+  DEFAULT_LOCK_SECONDS,
+  DEFAULT_TTL_SECONDS,
+  type Claim,
+  type IdempotencyOptions,
+  type ReceiveResult,
+  type Receiver,
+  type ReceiverErrorContext,
+  type ReceiverOptions,
+} from './receiver.ts';
+export type { ClaimResult, IdempotencyStore } from './stores/types.ts';
+export { memoryStore, DEFAULT_MEMORY_STORE_MAX, type MemoryStoreOptions } from './stores/memory.ts';
+export {
+  claimResponse,
+  errorResponse,
+  settleClaim,
+  STORE_UNAVAILABLE_RETRY_AFTER_SECONDS,
+  type AdapterOptions,
+  type RejectionContext,
+  type WebhookResponse,
+} from './http.ts';

@@ -1,0 +1,285 @@
+/**
+ * verify -> claim -> run the handler -> complete (success) or release (failure).
+ *
+ * Delivery is at-least-once and `webhook-id` is the idempotency key, so a handler runs to success
+ * at most once per id, and a handler that fails releases its claim so the sender's retry runs it.
+ */
+
+import { WebhookError } from './errors.ts';
+import { memoryStore } from './stores/memory.ts';
+import type { IdempotencyStore } from './stores/types.ts';
+import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
+
+/**
+ * How deliveries of the same `webhook-id` are deduplicated.
+ *
+ * @example
+ * ```ts
+ * import type { IdempotencyOptions } from 'webhook-receiver';
+ * const idempotency: IdempotencyOptions = { ttlSeconds: 7 * 86_400, lockSeconds: 30, namespace: 'billing' };
+ * ```
+ */
+export interface IdempotencyOptions {
+  /** Where claims live. Default: `memoryStore()` (one process only). */
+  store?: IdempotencyStore;
+  /** How long a completed id is remembered; make it longer than the sender's retry schedule. Default 86 400. */
+  ttlSeconds?: number;
+  /** How long a claim protects an in-flight handler; make it longer than the slowest handler. Default 60. */
+  lockSeconds?: number;
+  /** Keeps several endpoints' ids apart in one store. Default `'default'`. */
+  namespace?: string;
+  /** Store unreachable when claiming: refuse with 503 `STORE_UNAVAILABLE` (default) or run without dedup. */
+  onStoreError?: 'reject' | 'process';
+}
+
+/**
+ * What went wrong outside the request's own outcome, reported to `onError`.
+ *
+ * @example
+ * ```ts
+ * const onError = (error: unknown, context: ReceiverErrorContext) =>
+ *   logger.error({ stage: context.stage, webhookId: context.webhookId }, String(error));
+ * ```
+ */
+export interface ReceiverErrorContext {
+  /** `claim`: the store failed and `onStoreError: 'process'` ran the handler anyway. */
+  stage: 'claim' | 'complete' | 'release';
+  webhookId: string;
+}
+
+/**
+ * Options of {@link createReceiver}: the verifier's, plus idempotency.
+ *
+ * @example
+ * ```ts
+ * const options: ReceiverOptions = { secrets: process.env.WEBHOOK_SECRET!, idempotency: { ttlSeconds: 3600 } };
+ * ```
+ */
+export interface ReceiverOptions extends VerifierOptions {
+  /** On by default, with an in-memory store. `false` turns deduplication off. */
+  idempotency?: IdempotencyOptions | false;
+  /**
+   * Called when the store fails after the handler ran (the result stands; a later duplicate may
+   * run again) or when `onStoreError: 'process'` ran a handler without dedup. Default: one
+   * `console.error` line with the stage, the id and the error's message.
+   */
+  onError?: (error: unknown, context: ReceiverErrorContext) => void;
+}
+
+/**
+ * The outcome of {@link Receiver.handle}.
+ *
+ * @example
+ * ```ts
+ * const result = await receiver.handle(request, (webhook) => save(webhook.json()));
+ * if (result.outcome === 'in_progress') console.log('retry in', result.retryAfterSeconds, 's');
+ * ```
+ */
+export type ReceiveResult<T> =
+  | { outcome: 'processed'; webhook: VerifiedWebhook; value: T }
+  | { outcome: 'duplicate'; webhook: VerifiedWebhook }
+  | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
+
+/**
+ * A claim on a verified webhook's id, for frameworks whose handler runs after the middleware.
+ * Call `complete()` when the handler succeeded and `release()` when it failed; both are
+ * idempotent, the first one called wins, and neither throws (store failures go to `onError`).
+ *
+ * @example
+ * ```ts
+ * const claim = await receiver.claim(request);
+ * if (claim.outcome === 'acquired') {
+ *   try { await handle(claim.webhook); await claim.complete(); }
+ *   catch (error) { await claim.release(); throw error; }
+ * }
+ * ```
+ */
+export interface Claim {
+  outcome: 'acquired' | 'duplicate' | 'in_progress';
+  webhook: VerifiedWebhook;
+  /** With `in_progress`: when the current holder's claim runs out, in whole seconds. */
+  retryAfterSeconds?: number;
+  complete(): Promise<void>;
+  release(): Promise<void>;
+}
+
+/**
+ * A verifier plus idempotency.
+ *
+ * @example
+ * ```ts
+ * const receiver = createReceiver({ secrets: process.env.WEBHOOK_SECRET! });
+ * const result = await receiver.handle(request, async (webhook) => {
+ *   await db.events.insert(webhook.json());
+ * });
+ * ```
+ */
+export interface Receiver {
+  readonly verifier: Verifier;
+  /** Verify, claim, run the handler, then complete (it returned) or release (it threw; the error propagates). */
+  handle<T>(input: WebhookInput | Request, handler: (webhook: VerifiedWebhook) => T | Promise<T>): Promise<ReceiveResult<T>>;
+  /** Verify and claim, for adapters whose handler runs later. */
+  claim(input: WebhookInput | Request): Promise<Claim>;
+}
+
+/** 24 hours. */
+export const DEFAULT_TTL_SECONDS = 86_400;
+/** One minute. */
+export const DEFAULT_LOCK_SECONDS = 60;
+
+const noop = async (): Promise<void> => undefined;
+
+function isRequest(input: WebhookInput | Request): input is Request {
+  return typeof (input as Request).arrayBuffer === 'function' && typeof (input as Request).method === 'string';
+}
+
+function positiveSeconds(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+    throw new RangeError(`idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`);
+  }
+  return value;
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+function defaultOnError(error: unknown, context: ReceiverErrorContext): void {
+  const what =
+    context.stage === 'claim'
+      ? 'idempotency store failed; the handler ran without deduplication'
+      : `could not ${context.stage} the idempotency claim`;
+  console.error(`[webhook-receiver] ${what} for webhook ${JSON.stringify(context.webhookId)}: ${errorText(error)}`);
+}
+
+class ReceiverImpl implements Receiver {
+  readonly verifier: Verifier;
+  readonly #store: IdempotencyStore | undefined;
+  readonly #ttlMs: number;
+  readonly #lockMs: number;
+  readonly #namespace: string;
+  readonly #processOnStoreError: boolean;
+  readonly #onError: (error: unknown, context: ReceiverErrorContext) => void;
+
+  constructor(options: ReceiverOptions) {
+    this.verifier = createVerifier(options);
+    const { idempotency, onError } = options;
+    if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
+    this.#onError = onError ?? defaultOnError;
+    if (idempotency !== undefined && idempotency !== false && (typeof idempotency !== 'object' || idempotency === null)) {
+      throw new TypeError('idempotency must be an options object or false');
+    }
+    const settings = idempotency === false ? undefined : (idempotency ?? {});
+    this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
+    this.#lockMs = positiveSeconds(settings?.lockSeconds, 'lockSeconds', DEFAULT_LOCK_SECONDS) * 1000;
+    const namespace = settings?.namespace ?? 'default';
+    if (typeof namespace !== 'string' || namespace.length === 0) throw new TypeError('idempotency.namespace must be a non-empty string');
+    this.#namespace = namespace;
+    const onStoreError = settings?.onStoreError ?? 'reject';
+    if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
+    this.#processOnStoreError = onStoreError === 'process';
+    const store = settings === undefined ? undefined : (settings.store ?? memoryStore());
+    if (store !== undefined) {
+      for (const method of ['claim', 'complete', 'release'] as const) {
+        if (typeof store[method] !== 'function') throw new TypeError(`idempotency.store must implement ${method}()`);
+      }
+    }
+    this.#store = store;
+  }
+
+  async claim(input: WebhookInput | Request): Promise<Claim> {
+    const webhook = isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input);
+    const store = this.#store;
+    if (store === undefined) return { outcome: 'acquired', webhook, complete: noop, release: noop };
+
+    // Only verified requests reach the store: forged or malformed traffic cannot fill it.
+    const key = `${this.#namespace}:${webhook.id}`;
+    let result;
+    try {
+      result = await store.claim(key, this.#lockMs);
+    } catch (error) {
+      if (this.#processOnStoreError) {
+        this.#report(error, 'claim', webhook.id);
+        return { outcome: 'acquired', webhook, complete: noop, release: noop };
+      }
+      throw new WebhookError(
+        'STORE_UNAVAILABLE',
+        'the idempotency store is unreachable, so this delivery cannot be deduplicated safely; retry later',
+        { cause: error },
+      );
+    }
+    if (result.status === 'completed') return { outcome: 'duplicate', webhook, complete: noop, release: noop };
+    if (result.status === 'processing') {
+      const retryAfterSeconds = Math.max(1, Math.ceil((result.retryAfterMs ?? this.#lockMs) / 1000));
+      return { outcome: 'in_progress', webhook, retryAfterSeconds, complete: noop, release: noop };
+    }
+
+    const { token } = result;
+    let settled: Promise<void> | undefined;
+    const settle = (stage: 'complete' | 'release'): Promise<void> =>
+      (settled ??= (async () => {
+        try {
+          const owned = stage === 'complete' ? await store.complete(key, token, this.#ttlMs) : await store.release(key, token);
+          if (!owned) {
+            this.#report(
+              new Error(`the claim expired before ${stage} (the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s) and may have been taken over`),
+              stage,
+              webhook.id,
+            );
+          }
+        } catch (error) {
+          this.#report(error, stage, webhook.id);
+        }
+      })());
+    return { outcome: 'acquired', webhook, complete: () => settle('complete'), release: () => settle('release') };
+  }
+
+  async handle<T>(input: WebhookInput | Request, handler: (webhook: VerifiedWebhook) => T | Promise<T>): Promise<ReceiveResult<T>> {
+    if (typeof handler !== 'function') throw new TypeError('handle needs a handler function');
+    const claim = await this.claim(input);
+    const { webhook } = claim;
+    if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
+    if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
+    let value: T;
+    try {
+      value = await handler(webhook);
+    } catch (error) {
+      await claim.release();
+      throw error;
+    }
+    await claim.complete();
+    return { outcome: 'processed', webhook, value };
+  }
+
+  #report(error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string): void {
+    try {
+      this.#onError(error, { stage, webhookId });
+    } catch {
+      // A throwing logger must not turn a processed webhook into a failure.
+    }
+  }
+}
+
+/**
+ * Creates a receiver: a verifier plus idempotency on `webhook-id` (on by default, in memory).
+ *
+ * @example
+ * ```ts
+ * import { createReceiver } from 'webhook-receiver';
+ * import { redisStore } from 'webhook-receiver/redis';
+ *
+ * const receiver = createReceiver({
+ *   secrets: process.env.WEBHOOK_SECRET!,
+ *   idempotency: { store: redisStore({ client: redis }), ttlSeconds: 3 * 86_400 },
+ * });
+ *
+ * const result = await receiver.handle(request, async (webhook) => {
+ *   await orders.markPaid(webhook.json<{ orderId: string }>().orderId);
+ * });
+ * // result.outcome: 'processed' | 'duplicate' | 'in_progress'
+ * ```
+ */
+export function createReceiver(options: ReceiverOptions): Receiver {
+  return new ReceiverImpl(options);
+}

@@ -1,0 +1,147 @@
+/**
+ * Secrets and keys, decoded and checked once, at start-up. Every message names the secret by its
+ * position (and keyId) and says how to fix it; none ever contains the secret itself.
+ */
+
+import { base64Decode } from './encoding.ts';
+
+/**
+ * A trusted key, in any of the forms a relay service or a secrets manager hands out:
+ * - `'whsec_<base64>'` or bare base64: a `v1` HMAC-SHA256 secret;
+ * - `'whpk_<base64>'`: a `v1a` Ed25519 public key (32 bytes);
+ * - a `Uint8Array`: raw HMAC key bytes;
+ * - `{ key, keyId }`: any of the above with an identifier that is reported when it matches
+ *   (for example the `keyId` the relay service returned when the secret was rotated).
+ *
+ * @example
+ * ```ts
+ * import type { SecretInput } from 'webhook-receiver';
+ * const secrets: SecretInput[] = [
+ *   { key: process.env.WEBHOOK_SECRET_NEW!, keyId: '7d3f…' },
+ *   { key: process.env.WEBHOOK_SECRET_OLD!, keyId: 'c01a…' },
+ * ];
+ * ```
+ */
+export type SecretInput = string | Uint8Array | { key: string | Uint8Array; keyId?: string };
+
+/** The smallest HMAC key accepted. Standard Webhooks secrets are 24 to 64 random bytes. */
+export const MIN_HMAC_KEY_BYTES = 16;
+
+export interface HmacKeyMaterial {
+  kind: 'hmac';
+  raw: Uint8Array;
+  index: number;
+  keyId: string | undefined;
+}
+export interface Ed25519PublicKeyMaterial {
+  kind: 'ed25519-public';
+  raw: Uint8Array;
+  index: number;
+  keyId: string | undefined;
+}
+export interface Ed25519SecretKeyMaterial {
+  kind: 'ed25519-secret';
+  seed: Uint8Array;
+  publicKey: Uint8Array;
+  index: number;
+  keyId: string | undefined;
+}
+
+type Role = 'verify' | 'sign';
+
+function describe(index: number, keyId: string | undefined, listName: string): string {
+  return keyId === undefined ? `${listName}[${index}]` : `${listName}[${index}] (keyId ${JSON.stringify(keyId)})`;
+}
+
+function decodePrefixed(text: string, prefix: string, where: string): Uint8Array {
+  const bytes = base64Decode(text.slice(prefix.length));
+  if (bytes === undefined || bytes.length === 0) {
+    const hint = /[-_]/.test(text.slice(prefix.length)) ? ' (it looks like base64url: use the standard alphabet with + and /)' : '';
+    throw new TypeError(`${where} is not valid base64 after the '${prefix}' prefix${hint}`);
+  }
+  return bytes;
+}
+
+function checkHmacLength(bytes: Uint8Array, where: string): Uint8Array {
+  if (bytes.length < MIN_HMAC_KEY_BYTES) {
+    throw new RangeError(
+      `${where} decodes to ${bytes.length} bytes; Standard Webhooks secrets are 24 to 64 random bytes ` +
+        `(at least ${MIN_HMAC_KEY_BYTES} accepted). Pass the 'whsec_…' value the sender gave you, or make one with generateSecret()`,
+    );
+  }
+  return bytes;
+}
+
+/** Decodes one secret for verifying (`role: 'verify'`) or signing (`role: 'sign'`). */
+export function decodeSecret(
+  input: SecretInput,
+  index: number,
+  role: Role,
+  listName = 'secrets',
+): HmacKeyMaterial | Ed25519PublicKeyMaterial | Ed25519SecretKeyMaterial {
+  let key: unknown = input;
+  let keyId: string | undefined;
+  if (typeof input === 'object' && input !== null && !(input instanceof Uint8Array)) {
+    key = (input as { key?: unknown }).key;
+    const id = (input as { keyId?: unknown }).keyId;
+    if (id !== undefined && typeof id !== 'string') throw new TypeError(`${listName}[${index}].keyId must be a string`);
+    keyId = id;
+  }
+  const where = describe(index, keyId, listName);
+
+  if (key instanceof Uint8Array) {
+    return { kind: 'hmac', raw: checkHmacLength(Uint8Array.from(key), where), index, keyId };
+  }
+  if (typeof key !== 'string') {
+    throw new TypeError(`${where} must be a string ('whsec_…', 'whpk_…' or base64), a Uint8Array, or { key, keyId }`);
+  }
+  if (key.length === 0) throw new TypeError(`${where} is empty (is the environment variable set?)`);
+  if (/\s/.test(key)) {
+    throw new TypeError(`${where} contains whitespace (often a trailing newline from a file or an environment variable); trim it`);
+  }
+  if (/^v1a?,/.test(key)) {
+    throw new TypeError(`${where} looks like a signature entry ('v1,…'), not a secret; pass the secret itself ('whsec_…')`);
+  }
+
+  if (key.startsWith('whsk_')) {
+    if (role === 'verify') {
+      throw new TypeError(
+        `${where} is an Ed25519 secret key ('whsk_…'), which belongs to the sender; a receiver trusts the public key ('whpk_…')`,
+      );
+    }
+    const bytes = decodePrefixed(key, 'whsk_', where);
+    if (bytes.length !== 64) {
+      throw new RangeError(`${where} decodes to ${bytes.length} bytes; a 'whsk_' key is 64 bytes (32-byte seed, then 32-byte public key)`);
+    }
+    return { kind: 'ed25519-secret', seed: bytes.slice(0, 32), publicKey: bytes.slice(32), index, keyId };
+  }
+  if (key.startsWith('whpk_')) {
+    if (role === 'sign') {
+      throw new TypeError(`${where} is an Ed25519 public key ('whpk_…'), which cannot sign; sign with the matching 'whsk_…' secret key`);
+    }
+    const bytes = decodePrefixed(key, 'whpk_', where);
+    if (bytes.length !== 32) throw new RangeError(`${where} decodes to ${bytes.length} bytes; a 'whpk_' public key is 32 bytes`);
+    return { kind: 'ed25519-public', raw: bytes, index, keyId };
+  }
+  if (key.startsWith('whsec_')) {
+    return { kind: 'hmac', raw: checkHmacLength(decodePrefixed(key, 'whsec_', where), where), index, keyId };
+  }
+  const bytes = base64Decode(key);
+  if (bytes === undefined) {
+    const hint = /^[a-z]+_/i.test(key)
+      ? ` (its prefix is not one of 'whsec_', 'whpk_')`
+      : /[-_]/.test(key)
+        ? ' (it looks like base64url: use the standard alphabet with + and /)'
+        : '';
+    throw new TypeError(`${where} is neither 'whsec_…', 'whpk_…' nor valid base64${hint}`);
+  }
+  return { kind: 'hmac', raw: checkHmacLength(bytes, where), index, keyId };
+}
+
+/** Normalises `secrets` to a non-empty array, or throws a `TypeError` saying what is wrong. */
+export function secretList<T>(secrets: T | readonly T[] | undefined, listName = 'secrets'): readonly T[] {
+  if (secrets === undefined || secrets === null) throw new TypeError(`${listName} is required: pass the 'whsec_…' secret the sender gave you`);
+  const list = Array.isArray(secrets) ? (secrets as readonly T[]) : [secrets as T];
+  if (list.length === 0) throw new TypeError(`${listName} is empty: pass at least one secret`);
+  return list;
+}

@@ -1,0 +1,147 @@
+/**
+ * The signing side: what a sender does. Tests, examples and the demo use it to make requests a
+ * receiver will accept, and the relay-side testing helpers use it to reason about signatures.
+ */
+
+import { defaultBackend, generateEd25519, randomBytes, type CryptoBackend } from './crypto.ts';
+import { base64Encode, toBytes } from './encoding.ts';
+import { decodeSecret, secretList, type SecretInput } from './secrets.ts';
+
+/**
+ * What to sign.
+ *
+ * @example
+ * ```ts
+ * import type { SignInput } from 'webhook-receiver';
+ * const input: SignInput = { secret: 'whsec_…', body: '{"type":"ping"}', id: 'msg_1' };
+ * ```
+ */
+export interface SignInput {
+  /**
+   * `'whsec_…'`, bare base64 or bytes sign `v1` (HMAC); `'whsk_…'` signs `v1a` (Ed25519).
+   * Several secrets give several space-separated signatures, as a sender does during a rotation.
+   */
+  secret: SecretInput | readonly SecretInput[];
+  /** The exact body bytes that will be sent. */
+  body: string | Uint8Array;
+  /** Default: a fresh `msg_…` id. */
+  id?: string;
+  /** Unix seconds, or a `Date`. Default: now. */
+  timestamp?: number | Date;
+}
+
+/**
+ * A signed message: the three headers to send with the body.
+ *
+ * @example
+ * ```ts
+ * const signed: SignedWebhook = await signWebhook({ secret, body });
+ * await fetch(url, { method: 'POST', headers: signed.headers, body });
+ * ```
+ */
+export interface SignedWebhook {
+  id: string;
+  timestamp: number;
+  /** The `webhook-signature` value: `v1,…` / `v1a,…` entries separated by spaces. */
+  signature: string;
+  headers: { 'webhook-id': string; 'webhook-timestamp': string; 'webhook-signature': string };
+}
+
+const ID_ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+
+/** A fresh message id in the style senders use: `msg_` and 27 random base-62 characters. */
+export function generateMessageId(): string {
+  let id = 'msg_';
+  // 62 * 4 = 248: rejecting bytes from 248 up keeps every character equally likely.
+  while (id.length < 31) {
+    for (const byte of randomBytes(32)) {
+      if (byte < 248 && id.length < 31) id += ID_ALPHABET[byte % 62];
+    }
+  }
+  return id;
+}
+
+function toUnixSeconds(timestamp: number | Date | undefined): number {
+  if (timestamp === undefined) return Math.floor(Date.now() / 1000);
+  if (timestamp instanceof Date) {
+    const ms = timestamp.getTime();
+    if (!Number.isFinite(ms)) throw new RangeError('timestamp is an invalid Date');
+    return Math.floor(ms / 1000);
+  }
+  if (!Number.isSafeInteger(timestamp) || timestamp < 0) throw new RangeError('timestamp must be whole Unix seconds (or a Date)');
+  return timestamp;
+}
+
+/** Signing on a chosen crypto backend. Internal: tests use it to cover the WebCrypto path. */
+export async function signWebhookWith(input: SignInput, backend: CryptoBackend): Promise<SignedWebhook> {
+  if (typeof input !== 'object' || input === null) throw new TypeError('signWebhook needs { secret, body }');
+  const keys = secretList(input.secret, 'secret').map((secret, index) => decodeSecret(secret, index, 'sign', 'secret'));
+  const id = input.id ?? generateMessageId();
+  if (typeof id !== 'string' || id.length === 0) throw new TypeError('id must be a non-empty string');
+  const timestamp = toUnixSeconds(input.timestamp);
+  const body = toBytes(input.body);
+  const prefix = `${id}.${timestamp}.`;
+
+  const entries: string[] = [];
+  for (const key of keys) {
+    if (key.kind === 'hmac') {
+      entries.push(`v1,${await backend.hmacBase64(backend.importHmacKey(key.raw), prefix, body)}`);
+    } else if (key.kind === 'ed25519-secret') {
+      entries.push(`v1a,${await backend.ed25519SignBase64(backend.importEd25519SecretKey(key.seed), prefix, body)}`);
+    }
+  }
+  const signature = entries.join(' ');
+  return {
+    id,
+    timestamp,
+    signature,
+    headers: { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signature },
+  };
+}
+
+/**
+ * Signs a message the way a Standard Webhooks sender does.
+ *
+ * @example
+ * ```ts
+ * import { signWebhook } from 'webhook-receiver';
+ * const body = JSON.stringify({ type: 'invoice.paid' });
+ * const { headers } = await signWebhook({ secret: process.env.WEBHOOK_SECRET!, body });
+ * await fetch('http://127.0.0.1:3000/webhooks', { method: 'POST', headers, body });
+ * ```
+ */
+export function signWebhook(input: SignInput): Promise<SignedWebhook> {
+  return signWebhookWith(input, defaultBackend);
+}
+
+/**
+ * A fresh `v1` secret: `whsec_` and the base64 of 32 random bytes.
+ *
+ * @example
+ * ```ts
+ * import { generateSecret } from 'webhook-receiver';
+ * const secret = generateSecret(); // 'whsec_…'
+ * ```
+ */
+export function generateSecret(): string {
+  return `whsec_${base64Encode(randomBytes(32))}`;
+}
+
+/**
+ * A fresh `v1a` Ed25519 key pair: `secretKey` (`whsk_`, for the sender) and `publicKey`
+ * (`whpk_`, for receivers).
+ *
+ * @example
+ * ```ts
+ * import { generateKeyPair, createVerifier } from 'webhook-receiver';
+ * const { secretKey, publicKey } = await generateKeyPair();
+ * const verifier = createVerifier({ secrets: publicKey });
+ * ```
+ */
+export async function generateKeyPair(): Promise<{ secretKey: string; publicKey: string }> {
+  const { seed, publicKey } = await generateEd25519();
+  const secret = new Uint8Array(64);
+  secret.set(seed, 0);
+  secret.set(publicKey, 32);
+  return { secretKey: `whsk_${base64Encode(secret)}`, publicKey: `whpk_${base64Encode(publicKey)}` };
+}

@@ -1,0 +1,451 @@
+/**
+ * The verifier: header parsing, the timestamp window, the signature list, the keys tried.
+ * Standard Webhooks 1.0.0; see CONTRACT.md for what a receiver checks.
+ */
+
+import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
+import { defaultBackend, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
+import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
+import { WebhookError } from './errors.ts';
+import { webhookHeader, type HeadersInput } from './headers.ts';
+import { decodeSecret, secretList, type SecretInput } from './secrets.ts';
+
+/** Five minutes, past and future: what every Standard Webhooks reference library uses. */
+export const DEFAULT_TOLERANCE_SECONDS = 300;
+/** A `webhook-signature` header longer than this is refused before any signature work. */
+export const MAX_SIGNATURE_HEADER_LENGTH = 16 * 1024;
+/** A `webhook-signature` header with more entries than this is refused before any signature work. */
+export const MAX_SIGNATURE_ENTRIES = 64;
+
+/**
+ * How a verifier decides what is authentic.
+ *
+ * @example
+ * ```ts
+ * import type { VerifierOptions } from 'webhook-receiver';
+ * const options: VerifierOptions = {
+ *   secrets: [process.env.WEBHOOK_SECRET!, process.env.WEBHOOK_SECRET_PREVIOUS!],
+ *   toleranceSeconds: 300,
+ * };
+ * ```
+ */
+export interface VerifierOptions {
+  /** Every trusted key. All are tried, so old and new secrets both validate during a rotation. */
+  secrets: SecretInput | readonly SecretInput[];
+  /** How far `webhook-timestamp` may be from the clock, past or future. Default 300. */
+  toleranceSeconds?: number;
+  /** The clock, in epoch milliseconds. Default `Date.now`. */
+  now?: () => number;
+  /**
+   * What to do with a request that has no signature header at all. Default `'reject'`
+   * (`MISSING_SIGNATURE`). With `'accept'` it passes with `signed: false`. A signature that is
+   * present and does not match is always `SIGNATURE_MISMATCH`, never "unsigned".
+   */
+  unsigned?: 'reject' | 'accept';
+  /** The largest body accepted, wherever the package reads one. Default 1 MiB. */
+  maxBodyBytes?: number;
+}
+
+/**
+ * A received request as headers and the exact bytes of its body.
+ *
+ * @example
+ * ```ts
+ * import type { WebhookInput } from 'webhook-receiver';
+ * const input: WebhookInput = { headers: req.headers, body: rawBodyBuffer };
+ * ```
+ */
+export interface WebhookInput {
+  headers: HeadersInput;
+  /** The raw body exactly as received. A Node `Buffer` is a `Uint8Array`. */
+  body: string | Uint8Array | ArrayBuffer;
+}
+
+/**
+ * A webhook that passed verification (or, with `unsigned: 'accept'`, an unsigned one: check
+ * `signed`).
+ *
+ * @example
+ * ```ts
+ * const webhook = await verifier.verify({ headers, body });
+ * if (!webhook.signed) console.warn('unsigned event', webhook.id);
+ * const event = webhook.json<{ type: string }>();
+ * console.log(event.type, 'verified with key', webhook.keyId ?? webhook.keyIndex);
+ * ```
+ */
+export interface VerifiedWebhook {
+  /** `webhook-id`: the idempotency key, stable across retries. */
+  readonly id: string;
+  /** `webhook-timestamp`; for an unsigned request without one, the time it was received. */
+  readonly timestamp: Date;
+  /** Exactly the bytes that were verified. */
+  readonly body: Uint8Array;
+  /** The body decoded as UTF-8. */
+  text(): string;
+  /** The body parsed as JSON; throws `SyntaxError` when it is not JSON. */
+  json<T = unknown>(): T;
+  /** False only when `unsigned: 'accept'` let an unsigned request in. */
+  readonly signed: boolean;
+  /** Which kind of signature matched. */
+  readonly scheme: 'v1' | 'v1a' | undefined;
+  /** Index in `secrets` of the key that matched. */
+  readonly keyIndex: number | undefined;
+  /** That key's `keyId`, when it was given one. */
+  readonly keyId: string | undefined;
+}
+
+/**
+ * A verifier with its keys decoded and imported once. Create one per endpoint, at start-up.
+ *
+ * @example
+ * ```ts
+ * import { createVerifier } from 'webhook-receiver';
+ * const verifier = createVerifier({ secrets: process.env.WEBHOOK_SECRET! });
+ * export default { fetch: async (request: Request) => {
+ *   const webhook = await verifier.verifyRequest(request);
+ *   return new Response(null, { status: 204 });
+ * } };
+ * ```
+ */
+export interface Verifier {
+  /** Verifies headers and raw body. Rejects with a `WebhookError`. */
+  verify(input: WebhookInput): Promise<VerifiedWebhook>;
+  /** Verifies a Fetch `Request`, reading at most `maxBodyBytes` of its body. */
+  verifyRequest(request: Request): Promise<VerifiedWebhook>;
+}
+
+class Webhook implements VerifiedWebhook {
+  #text: string | undefined;
+  constructor(
+    readonly id: string,
+    readonly timestamp: Date,
+    readonly body: Uint8Array,
+    readonly signed: boolean,
+    readonly scheme: 'v1' | 'v1a' | undefined,
+    readonly keyIndex: number | undefined,
+    readonly keyId: string | undefined,
+  ) {}
+  text(): string {
+    return (this.#text ??= utf8Decoder.decode(this.body));
+  }
+  json<T = unknown>(): T {
+    return JSON.parse(this.text()) as T;
+  }
+}
+
+interface ParsedSignatures {
+  v1: string[];
+  v1a: string[];
+  unknown: number;
+  malformed: number;
+}
+
+interface Inspected {
+  id: string;
+  timestampText: string | undefined;
+  timestampSeconds: number | undefined;
+  signatures: ParsedSignatures | undefined;
+}
+
+function shown(value: string): string {
+  return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
+}
+
+function plural(count: number, one: string, many: string): string {
+  return `${count} ${count === 1 ? one : many}`;
+}
+
+/** One value of a header that must not repeat with different values. */
+function single(value: string | string[] | undefined, name: string, code: 'MISSING_ID' | 'INVALID_TIMESTAMP'): string | undefined {
+  if (typeof value === 'string' || value === undefined) return value;
+  if (!Array.isArray(value)) return String(value);
+  const distinct = [...new Set(value.map(String))];
+  if (distinct.length <= 1) return distinct[0];
+  throw new WebhookError(code, `${name} appears ${value.length} times with different values; a message has exactly one`);
+}
+
+function joined(value: string | string[] | undefined): string | undefined {
+  if (typeof value === 'string' || value === undefined) return value;
+  return Array.isArray(value) ? value.join(' ') : String(value);
+}
+
+function parseTimestamp(text: string): number {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 48 || c > 57) {
+      throw new WebhookError('INVALID_TIMESTAMP', `webhook-timestamp must be Unix seconds in ASCII digits, got ${shown(text)}`);
+    }
+  }
+  if (text.length >= 13) {
+    throw new WebhookError(
+      'INVALID_TIMESTAMP',
+      `webhook-timestamp ${shown(text)} has ${text.length} digits: it looks like milliseconds. ` +
+        'Standard Webhooks timestamps are Unix seconds (Math.floor(Date.now() / 1000))',
+    );
+  }
+  return Number(text);
+}
+
+function parseSignatureHeader(header: string): ParsedSignatures {
+  if (header.length > MAX_SIGNATURE_HEADER_LENGTH) {
+    throw new WebhookError(
+      'INVALID_SIGNATURE_HEADER',
+      `webhook-signature is ${header.length} characters long; the limit is ${MAX_SIGNATURE_HEADER_LENGTH}`,
+    );
+  }
+  if (header.length === 0) throw new WebhookError('INVALID_SIGNATURE_HEADER', 'webhook-signature is present but empty');
+  const entries = header.split(' ');
+  if (entries.length > MAX_SIGNATURE_ENTRIES) {
+    throw new WebhookError(
+      'INVALID_SIGNATURE_HEADER',
+      `webhook-signature has ${entries.length} entries; the limit is ${MAX_SIGNATURE_ENTRIES}`,
+    );
+  }
+  const parsed: ParsedSignatures = { v1: [], v1a: [], unknown: 0, malformed: 0 };
+  for (const entry of entries) {
+    if (entry.length === 0) {
+      // The list is delimited by single spaces (Standard Webhooks 1.0.0). An empty entry means a
+      // header that was altered on the way (doubled or stray spaces): refuse it rather than guess.
+      throw new WebhookError(
+        'INVALID_SIGNATURE_HEADER',
+        'webhook-signature has an empty entry (two spaces in a row, or a leading or trailing space); entries are separated by one space',
+      );
+    }
+    const comma = entry.indexOf(',');
+    if (comma <= 0 || comma === entry.length - 1) {
+      parsed.malformed++;
+      continue;
+    }
+    const version = entry.slice(0, comma);
+    if (version === 'v1') parsed.v1.push(entry.slice(comma + 1));
+    else if (version === 'v1a') parsed.v1a.push(entry.slice(comma + 1));
+    else parsed.unknown++;
+  }
+  if (parsed.malformed === entries.length) {
+    throw new WebhookError(
+      'INVALID_SIGNATURE_HEADER',
+      `webhook-signature has no entry of the form 'version,signature' (${plural(entries.length, 'entry', 'entries')} malformed)`,
+    );
+  }
+  return parsed;
+}
+
+interface TrustedHmac {
+  key: HmacKey;
+  index: number;
+  keyId: string | undefined;
+}
+interface TrustedEd25519 {
+  key: Ed25519PublicKey;
+  index: number;
+  keyId: string | undefined;
+}
+
+class VerifierImpl implements Verifier {
+  readonly #backend: CryptoBackend;
+  readonly #hmac: TrustedHmac[] = [];
+  readonly #ed25519: TrustedEd25519[] = [];
+  readonly #tolerance: number;
+  readonly #now: () => number;
+  readonly #acceptUnsigned: boolean;
+  readonly #maxBodyBytes: number;
+  /** The HMAC key that matched last: tried first, so steady state after a rotation costs one HMAC. */
+  #preferred = 0;
+
+  constructor(options: VerifierOptions, backend: CryptoBackend) {
+    if (typeof options !== 'object' || options === null) throw new TypeError('createVerifier needs an options object with secrets');
+    const { toleranceSeconds, now, unsigned, maxBodyBytes } = options;
+    if (toleranceSeconds !== undefined && !(typeof toleranceSeconds === 'number' && Number.isFinite(toleranceSeconds) && toleranceSeconds > 0)) {
+      throw new RangeError('toleranceSeconds must be a positive, finite number of seconds (default 300)');
+    }
+    if (now !== undefined && typeof now !== 'function') throw new TypeError('now must be a function returning epoch milliseconds');
+    if (unsigned !== undefined && unsigned !== 'reject' && unsigned !== 'accept') {
+      throw new TypeError(`unsigned must be 'reject' or 'accept'`);
+    }
+    if (maxBodyBytes !== undefined && !(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes > 0)) {
+      throw new RangeError('maxBodyBytes must be a positive whole number of bytes (default 1048576)');
+    }
+    this.#backend = backend;
+    this.#tolerance = toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
+    this.#now = now ?? Date.now;
+    this.#acceptUnsigned = unsigned === 'accept';
+    this.#maxBodyBytes = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+
+    secretList(options.secrets).forEach((input, index) => {
+      const material = decodeSecret(input, index, 'verify');
+      if (material.kind === 'hmac') this.#hmac.push({ key: backend.importHmacKey(material.raw), index, keyId: material.keyId });
+      else if (material.kind === 'ed25519-public') {
+        this.#ed25519.push({ key: backend.importEd25519PublicKey(material.raw), index, keyId: material.keyId });
+      }
+    });
+  }
+
+  async verify(input: WebhookInput): Promise<VerifiedWebhook> {
+    if (typeof input !== 'object' || input === null || input.headers === undefined || input.headers === null) {
+      throw new TypeError('verify needs { headers, body }');
+    }
+    const inspected = this.#inspect(input.headers);
+    const body = toBytes(input.body);
+    if (body.byteLength > this.#maxBodyBytes) throw payloadTooLarge(this.#maxBodyBytes, body.byteLength);
+    return this.#authenticate(inspected, body);
+  }
+
+  async verifyRequest(request: Request): Promise<VerifiedWebhook> {
+    // Headers first: a stale or unsigned request is refused before its body is read.
+    const inspected = this.#inspect(request.headers);
+    const body = await readRequestBody(request, this.#maxBodyBytes);
+    return this.#authenticate(inspected, body);
+  }
+
+  #inspect(headers: HeadersInput): Inspected {
+    const id = single(webhookHeader(headers, 'id'), 'webhook-id', 'MISSING_ID');
+    if (id === undefined || id === '') {
+      throw new WebhookError('MISSING_ID', 'webhook-id header is missing or empty (svix-id is accepted too)');
+    }
+    const signatureHeader = joined(webhookHeader(headers, 'signature'));
+    const timestampText = single(webhookHeader(headers, 'timestamp'), 'webhook-timestamp', 'INVALID_TIMESTAMP');
+    let timestampSeconds: number | undefined;
+    if (timestampText === undefined || timestampText === '') {
+      if (signatureHeader !== undefined || !this.#acceptUnsigned) {
+        throw new WebhookError('MISSING_TIMESTAMP', 'webhook-timestamp header is missing or empty (svix-timestamp is accepted too)');
+      }
+    } else {
+      timestampSeconds = parseTimestamp(timestampText);
+      this.#checkWindow(timestampSeconds);
+    }
+    if (signatureHeader === undefined) {
+      if (!this.#acceptUnsigned) {
+        throw new WebhookError(
+          'MISSING_SIGNATURE',
+          `webhook-signature header is missing: the request is unsigned. Unsigned events are refused unless the receiver opts in with unsigned: 'accept'`,
+        );
+      }
+      return { id, timestampText, timestampSeconds, signatures: undefined };
+    }
+    return { id, timestampText, timestampSeconds, signatures: parseSignatureHeader(signatureHeader) };
+  }
+
+  #checkWindow(timestamp: number): void {
+    const now = Math.floor(this.#now() / 1000);
+    if (now - timestamp > this.#tolerance) {
+      throw new WebhookError(
+        'TIMESTAMP_TOO_OLD',
+        `webhook-timestamp is ${now - timestamp} s in the past; the tolerance is ${this.#tolerance} s (a replay, a late retry with an old signature, or a slow clock)`,
+      );
+    }
+    if (timestamp - now > this.#tolerance) {
+      throw new WebhookError(
+        'TIMESTAMP_TOO_NEW',
+        `webhook-timestamp is ${timestamp - now} s in the future; the tolerance is ${this.#tolerance} s (check the sender's and this machine's clocks)`,
+      );
+    }
+  }
+
+  async #authenticate(inspected: Inspected, body: Uint8Array): Promise<VerifiedWebhook> {
+    const { id, timestampText, timestampSeconds, signatures } = inspected;
+    const timestamp = new Date(timestampSeconds === undefined ? this.#now() : timestampSeconds * 1000);
+    if (signatures === undefined || timestampText === undefined) {
+      return new Webhook(id, timestamp, body, false, undefined, undefined, undefined);
+    }
+    const prefix = `${id}.${timestampText}.`;
+
+    const hmacKeys = this.#hmac;
+    if (signatures.v1.length > 0 && hmacKeys.length > 0) {
+      const first = this.#preferred;
+      for (let k = 0; k < hmacKeys.length; k++) {
+        const slot = (first + k) % hmacKeys.length;
+        const trusted = hmacKeys[slot]!;
+        const computed = this.#backend.hmacBase64(trusted.key, prefix, body);
+        const expected = typeof computed === 'string' ? computed : await computed;
+        for (const candidate of signatures.v1) {
+          if (constantTimeEqual(candidate, expected)) {
+            if (slot !== first) this.#preferred = slot;
+            return new Webhook(id, timestamp, body, true, 'v1', trusted.index, trusted.keyId);
+          }
+        }
+      }
+    }
+
+    if (signatures.v1a.length > 0 && this.#ed25519.length > 0) {
+      for (const candidate of signatures.v1a) {
+        const signature = base64Decode(candidate);
+        if (signature === undefined || signature.length !== 64) continue;
+        for (const trusted of this.#ed25519) {
+          if (await this.#backend.ed25519Verify(trusted.key, prefix, body, signature)) {
+            return new Webhook(id, timestamp, body, true, 'v1a', trusted.index, trusted.keyId);
+          }
+        }
+      }
+    }
+
+    throw new WebhookError('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+  }
+
+  #mismatchMessage(s: ParsedSignatures): string {
+    const parts = [`${plural(s.v1.length, 'v1 entry', 'v1 entries')} tried against ${plural(this.#hmac.length, 'HMAC secret', 'HMAC secrets')}`];
+    if (s.v1a.length > 0 || this.#ed25519.length > 0) {
+      parts.push(`${plural(s.v1a.length, 'v1a entry', 'v1a entries')} against ${plural(this.#ed25519.length, 'Ed25519 public key', 'Ed25519 public keys')}`);
+    }
+    if (s.unknown > 0) parts.push(`${plural(s.unknown, 'entry', 'entries')} of other versions ignored`);
+    if (s.malformed > 0) parts.push(`${plural(s.malformed, 'malformed entry', 'malformed entries')} skipped`);
+    let hint = 'check that the secret is current and that the body is the raw bytes received, not re-serialised JSON';
+    if (s.v1.length === 0 && s.v1a.length === 0) hint = 'the header has no v1 or v1a entry this receiver understands';
+    else if (s.v1.length > 0 && this.#hmac.length === 0 && s.v1a.length === 0) hint = `the header carries v1 (HMAC) signatures but only 'whpk_' public keys are configured`;
+    else if (s.v1a.length > 0 && this.#ed25519.length === 0 && s.v1.length === 0) hint = `the header carries v1a (Ed25519) signatures but no 'whpk_' public key is configured`;
+    return `no signature matched: ${parts.join('; ')}. Hint: ${hint}`;
+  }
+}
+
+/** A verifier on a chosen crypto backend. Internal: tests and benchmarks use it to force WebCrypto. */
+export function createVerifierWith(options: VerifierOptions, backend: CryptoBackend): Verifier {
+  return new VerifierImpl(options, backend);
+}
+
+/**
+ * Creates a verifier. Options are validated at once: a bad secret throws `TypeError` or
+ * `RangeError` here, at start-up, with a message that says how to fix it (and never the secret).
+ *
+ * @example
+ * ```ts
+ * import { createVerifier, WebhookError } from 'webhook-receiver';
+ *
+ * const verifier = createVerifier({
+ *   secrets: [
+ *     { key: process.env.WEBHOOK_SECRET!, keyId: 'current' },
+ *     { key: process.env.WEBHOOK_SECRET_PREVIOUS!, keyId: 'previous' },
+ *   ],
+ * });
+ *
+ * try {
+ *   const webhook = await verifier.verify({ headers: req.headers, body: rawBody });
+ *   console.log('verified', webhook.id, 'with', webhook.keyId);
+ * } catch (error) {
+ *   if (error instanceof WebhookError) res.status(error.status).json({ error: error.code, message: error.message });
+ * }
+ * ```
+ */
+export function createVerifier(options: VerifierOptions): Verifier {
+  return new VerifierImpl(options, defaultBackend);
+}
+
+const verifierCache = new WeakMap<VerifierOptions, Verifier>();
+
+/**
+ * Verifies one webhook. Reuses the verifier built for the same `options` object, so passing a
+ * constant options object costs no key decoding per call.
+ *
+ * @example
+ * ```ts
+ * import { verifyWebhook } from 'webhook-receiver';
+ * const options = { secrets: process.env.WEBHOOK_SECRET! };
+ * const webhook = await verifyWebhook({ headers: request.headers, body: await request.arrayBuffer() }, options);
+ * ```
+ */
+export async function verifyWebhook(input: WebhookInput, options: VerifierOptions): Promise<VerifiedWebhook> {
+  let verifier = typeof options === 'object' && options !== null ? verifierCache.get(options) : undefined;
+  if (verifier === undefined) {
+    verifier = createVerifier(options);
+    verifierCache.set(options, verifier);
+  }
+  return verifier.verify(input);
+}
