@@ -24,7 +24,9 @@ export function declaredLength(value: string | null | undefined): number | undef
  * cancelled, never buffered.
  */
 export async function readRequestBody(request: Request, limit: number): Promise<Uint8Array> {
-  if (request.bodyUsed) {
+  // A locked stream (someone took its reader) is as gone as a read one; without this check
+  // getReader() below would throw a bare TypeError.
+  if (request.bodyUsed || request.body?.locked === true) {
     throw new WebhookError(
       'BODY_UNAVAILABLE',
       'the request body was already read (request.json() or request.text() ran first), so the raw bytes that were ' +

@@ -10,6 +10,9 @@ import { WebhookError } from './errors.ts';
 import { webhookHeader, type HeadersInput } from './headers.ts';
 import { decodeSecret, secretList, type SecretInput } from './secrets.ts';
 
+/** A UTF-16 surrogate without its pair (in `u` mode a paired one is a single code point). */
+const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
+
 /** Five minutes, past and future: what every Standard Webhooks reference library uses. */
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 /** A `webhook-signature` header longer than this is refused before any signature work. */
@@ -133,7 +136,7 @@ class Webhook implements VerifiedWebhook {
   }
 }
 
-interface ParsedSignatures {
+export interface ParsedSignatures {
   v1: string[];
   v1a: string[];
   unknown: number;
@@ -186,7 +189,7 @@ function parseTimestamp(text: string): number {
   return Number(text);
 }
 
-function parseSignatureHeader(header: string): ParsedSignatures {
+export function parseSignatureHeader(header: string): ParsedSignatures {
   if (header.length > MAX_SIGNATURE_HEADER_LENGTH) {
     throw new WebhookError(
       'INVALID_SIGNATURE_HEADER',
@@ -202,7 +205,12 @@ function parseSignatureHeader(header: string): ParsedSignatures {
     );
   }
   const parsed: ParsedSignatures = { v1: [], v1a: [], unknown: 0, malformed: 0 };
-  for (const entry of entries) {
+  for (let i = 0; i < entries.length; i++) {
+    let entry = entries[i]!;
+    // A repeated webhook-signature header reaches us joined with ', ' (Fetch `Headers.get`, Node's
+    // `req.headers`): 'v1,a, v1,b'. The comma before the space is the join, not part of the
+    // signature (base64 has no comma), so drop it from an entry that already has its own comma.
+    if (i < entries.length - 1 && entry.endsWith(',') && entry.indexOf(',') < entry.length - 1) entry = entry.slice(0, -1);
     if (entry.length === 0) {
       // The list is delimited by single spaces (Standard Webhooks 1.0.0). An empty entry means a
       // header that was altered on the way (doubled or stray spaces): refuse it rather than guess.
@@ -302,6 +310,13 @@ class VerifierImpl implements Verifier {
     if (id === undefined || id === '') {
       throw new WebhookError('MISSING_ID', 'webhook-id header is missing or empty (svix-id is accepted too)');
     }
+    if (LONE_SURROGATE.test(id)) {
+      // The id is signed as UTF-8, where every lone surrogate becomes U+FFFD: 'a\uFFFD', 'a\uD800'
+      // and 'a\uDFFD' would share one signature yet be three idempotency keys, so a captured
+      // message could be replayed under a new key. No HTTP header carries one (header values are
+      // bytes); only a hand-built headers object can.
+      throw new WebhookError('MISSING_ID', 'webhook-id contains a lone UTF-16 surrogate, which no HTTP header can carry');
+    }
     const signatureHeader = joined(webhookHeader(headers, 'signature'));
     const timestampText = single(webhookHeader(headers, 'timestamp'), 'webhook-timestamp', 'INVALID_TIMESTAMP');
     let timestampSeconds: number | undefined;
@@ -325,8 +340,17 @@ class VerifierImpl implements Verifier {
     return { id, timestampText, timestampSeconds, signatures: parseSignatureHeader(signatureHeader) };
   }
 
+  /** The injected clock, checked: one returning NaN would make every window comparison false and let any timestamp through. */
+  #clock(): number {
+    const ms = this.#now();
+    if (typeof ms !== 'number' || !Number.isFinite(ms)) {
+      throw new TypeError(`now() returned ${typeof ms === 'number' ? String(ms) : `a ${typeof ms}`}; it must return epoch milliseconds (like Date.now())`);
+    }
+    return ms;
+  }
+
   #checkWindow(timestamp: number): void {
-    const now = Math.floor(this.#now() / 1000);
+    const now = Math.floor(this.#clock() / 1000);
     if (now - timestamp > this.#tolerance) {
       throw new WebhookError(
         'TIMESTAMP_TOO_OLD',
@@ -343,7 +367,7 @@ class VerifierImpl implements Verifier {
 
   async #authenticate(inspected: Inspected, body: Uint8Array): Promise<VerifiedWebhook> {
     const { id, timestampText, timestampSeconds, signatures } = inspected;
-    const timestamp = new Date(timestampSeconds === undefined ? this.#now() : timestampSeconds * 1000);
+    const timestamp = new Date(timestampSeconds === undefined ? this.#clock() : timestampSeconds * 1000);
     if (signatures === undefined || timestampText === undefined) {
       return new Webhook(id, timestamp, body, false, undefined, undefined, undefined);
     }

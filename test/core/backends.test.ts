@@ -1,0 +1,125 @@
+/**
+ * The two crypto paths: node:crypto is the default on Node 20.16+, and node:crypto and WebCrypto
+ * sign identically and reach the same verdict (accept or the same code, the same keyIndex) on the
+ * same random inputs.
+ */
+
+import { createHmac } from 'node:crypto';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultBackend, webCryptoBackend } from '../../src/crypto.ts';
+import { generateKeyPair, signWebhookWith } from '../../src/sign.ts';
+import { createVerifierWith, type VerifierOptions } from '../../src/verify.ts';
+import { expectNoSecretInMessages, settle, track, type Outcome } from './support.ts';
+
+afterAll(() => expectNoSecretInMessages());
+
+function atLeast(version: string, major: number, minor: number): boolean {
+  const [a = 0, b = 0] = version.split('.').map(Number);
+  return a > major || (a === major && b >= minor);
+}
+
+describe('backend selection', () => {
+  it('uses node:crypto by default on Node 20.16 and later', () => {
+    expect(process.versions.node).toMatch(/^\d+\.\d+\.\d+/);
+    expect(defaultBackend.name).toBe(atLeast(process.versions.node, 20, 16) ? 'node' : 'webcrypto');
+    expect(webCryptoBackend.name).toBe('webcrypto');
+  });
+
+  it('this machine exercises both paths (Node 20.16+)', () => {
+    expect(atLeast(process.versions.node, 20, 16)).toBe(true);
+    expect(defaultBackend).not.toBe(webCryptoBackend);
+  });
+
+  it.each([
+    ['node', defaultBackend],
+    ['webcrypto', webCryptoBackend],
+  ])('%s hmacBase64 equals an independent HMAC on non-ASCII prefixes and binary bodies', async (_name, backend) => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uint8Array({ minLength: 16, maxLength: 64 }),
+        fc.string({ unit: 'grapheme', maxLength: 40 }),
+        fc.uint8Array({ maxLength: 300 }),
+        async (raw, prefix, body) => {
+          const expected = createHmac('sha256', raw).update(prefix, 'utf8').update(body).digest('base64');
+          expect(await backend.hmacBase64(backend.importHmacKey(raw), prefix, body)).toBe(expected);
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+});
+
+describe('node:crypto and WebCrypto agree', () => {
+  const T = 1_700_000_000;
+  let pairs: { secretKey: string; publicKey: string }[] = [];
+
+  beforeAll(async () => {
+    pairs = await Promise.all([generateKeyPair(), generateKeyPair(), generateKeyPair()]);
+    for (const pair of pairs) track(pair.secretKey);
+  });
+
+  it('sign identically (v1 and v1a) on random inputs', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.uint8Array({ minLength: 16, maxLength: 64 }),
+        fc.nat({ max: 2 }),
+        fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 40 }),
+        fc.integer({ min: 0, max: 4_000_000_000 }),
+        fc.oneof(fc.uint8Array({ maxLength: 400 }), fc.string({ unit: 'grapheme', maxLength: 200 })),
+        async (hmac, pair, id, timestamp, body) => {
+          const input = { secret: [track(hmac), pairs[pair]!.secretKey], id, timestamp, body };
+          const [node, web] = await Promise.all([signWebhookWith(input, defaultBackend), signWebhookWith(input, webCryptoBackend)]);
+          expect(node).toEqual(web);
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+
+  it('reach the same verdict and keyIndex on random inputs, and the right one', async () => {
+    const tamper = fc.constantFrom('none', 'none', 'body', 'signature', 'unsigned', 'id');
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.uint8Array({ minLength: 16, maxLength: 64 }), { minLength: 1, maxLength: 3 }),
+        fc.boolean(),
+        fc.nat({ max: 4 }),
+        fc.string({ unit: 'grapheme-ascii', minLength: 1, maxLength: 40 }),
+        fc.integer({ min: -400, max: 400 }),
+        fc.uint8Array({ maxLength: 300 }),
+        tamper,
+        fc.constantFrom<'reject' | 'accept'>('reject', 'accept'),
+        async (hmacKeys, withPublicKey, signerChoice, id, offset, body, how, unsigned) => {
+          hmacKeys.forEach((key) => track(key));
+          const trusted: VerifierOptions['secrets'] = [...hmacKeys, ...(withPublicKey ? [pairs[0]!.publicKey] : [])];
+          // Signer: one of the trusted HMAC keys, the trusted Ed25519 key, or an untrusted one.
+          const outsider = track(Uint8Array.from(hmacKeys[0]!, (byte) => byte ^ 0xff));
+          const signer = signerChoice < hmacKeys.length ? hmacKeys[signerChoice]! : signerChoice === 3 ? pairs[0]!.secretKey : outsider;
+          const signed = await signWebhookWith({ secret: signer, id, timestamp: T + offset, body }, defaultBackend);
+          const headers: Record<string, string> = { ...signed.headers };
+          let sentBody = body;
+          if (how === 'body') sentBody = Uint8Array.from([...body, 0x20]);
+          if (how === 'signature') headers['webhook-signature'] = signed.signature.replace(/,./, (m) => (m === ',A' ? ',B' : ',A'));
+          if (how === 'unsigned') delete headers['webhook-signature'];
+          if (how === 'id') headers['webhook-id'] = `${id}x`;
+
+          const options = { secrets: trusted, now: () => T * 1000, unsigned };
+          const [node, web] = await Promise.all(
+            [defaultBackend, webCryptoBackend].map((backend) => settle(createVerifierWith(options, backend).verify({ headers, body: sentBody }))),
+          );
+          expect(node).toEqual(web);
+
+          let expected: Outcome;
+          const signerIndex = signerChoice < hmacKeys.length ? signerChoice : signerChoice === 3 && withPublicKey ? hmacKeys.length : undefined;
+          if (Math.abs(offset) > 300) expected = { ok: false, code: offset > 0 ? 'TIMESTAMP_TOO_NEW' : 'TIMESTAMP_TOO_OLD' };
+          else if (how === 'unsigned') {
+            expected = unsigned === 'accept' ? { ok: true, keyIndex: undefined, scheme: undefined, signed: false } : { ok: false, code: 'MISSING_SIGNATURE' };
+          } else if (how !== 'none' || signerIndex === undefined) expected = { ok: false, code: 'SIGNATURE_MISMATCH' };
+          else expected = { ok: true, keyIndex: signerIndex, scheme: signerChoice === 3 ? 'v1a' : 'v1', signed: true };
+          expect(node).toEqual(expected);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
