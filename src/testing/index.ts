@@ -1,0 +1,9 @@
+/**
+ * The runtime-agnostic part of `webhook-receiver/testing`: Web types only, so these helpers run
+ * wherever the core runs (Node, Bun, Deno, Workers).
+ */
+
+export { signedRequest, type SignedRequestInit } from './request.ts';
+export { assertSignedWebhook, assertUnsignedWebhook, WebhookAssertionError, type SignedWebhookAssertionOptions } from './assert.ts';
+export type { RecordedRequest } from './recorded.ts';
+export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';

@@ -1,0 +1,37 @@
+/**
+ * `webhook-receiver/vitest`: importing it (from a test file or `setupFiles`) registers
+ * `toBeSignedWebhook(options)` and `toBeUnsignedWebhook()` on vitest's `expect`.
+ */
+
+import { expect } from 'vitest';
+import type { SignedWebhookAssertionOptions } from '../src/testing/assert.ts';
+import { webhookMatchers } from '../src/testing/matchers.ts';
+
+expect.extend(webhookMatchers);
+
+/**
+ * The matchers this module registers, typed on vitest's `Assertion`.
+ *
+ * @example
+ * ```ts
+ * import 'webhook-receiver/vitest';
+ * await expect(forwarded).toBeSignedWebhook({ secrets: destinationSecret });
+ * await expect(unattempted).toBeUnsignedWebhook();
+ * await expect(tampered).not.toBeSignedWebhook({ secrets: destinationSecret });
+ * ```
+ */
+export interface WebhookMatchers<R = unknown> {
+  /** The request verifies with one of `options.secrets` within the timestamp window. Await it. */
+  toBeSignedWebhook(options: SignedWebhookAssertionOptions): Promise<R>;
+  /** The request has a `webhook-id` and no signature header at all. Await it. */
+  toBeUnsignedWebhook(): Promise<R>;
+}
+
+// Only `Assertion`, not vitest's `Matchers` (which 3.2+ also spreads onto `expect.*` as
+// asymmetric matchers): these matchers are asynchronous, and asymmetric matchers cannot be.
+declare module 'vitest' {
+  interface Assertion<T> extends WebhookMatchers<void> {}
+}
+
+export { webhookMatchers };
+export type { SignedWebhookAssertionOptions, WebhookMatcherContext, WebhookMatcherResult } from '../src/testing/index.ts';
