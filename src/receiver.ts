@@ -26,7 +26,7 @@ export interface IdempotencyOptions {
   ttlSeconds?: number;
   /** How long a claim protects an in-flight handler; make it longer than the slowest handler. Default 60. */
   lockSeconds?: number;
-  /** Keeps several endpoints' ids apart in one store. Default `'default'`. */
+  /** Keeps several endpoints' ids apart in one store; no `:` in it. Default `'default'`. */
   namespace?: string;
   /** Store unreachable when claiming: refuse with 503 `STORE_UNAVAILABLE` (default) or run without dedup. */
   onStoreError?: 'reject' | 'process';
@@ -135,7 +135,8 @@ function isRequest(input: WebhookInput | Request): input is Request {
 
 function positiveSeconds(value: number | undefined, name: string, fallback: number): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
+  // Stores take milliseconds, which must stay exact integers (2^53 ms is some 285 000 years).
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value * 1000 > Number.MAX_SAFE_INTEGER) {
     throw new RangeError(`idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`);
   }
   return value;
@@ -175,6 +176,9 @@ class ReceiverImpl implements Receiver {
     this.#lockMs = positiveSeconds(settings?.lockSeconds, 'lockSeconds', DEFAULT_LOCK_SECONDS) * 1000;
     const namespace = settings?.namespace ?? 'default';
     if (typeof namespace !== 'string' || namespace.length === 0) throw new TypeError('idempotency.namespace must be a non-empty string');
+    // Keys are `${namespace}:${webhook-id}`. Ids may contain ':', so a namespace must not, or
+    // namespace 'a:b' with id 'c' and namespace 'a' with id 'b:c' would share one key.
+    if (namespace.includes(':')) throw new TypeError(`idempotency.namespace must not contain ':' (use '-' or '.' to separate words)`);
     this.#namespace = namespace;
     const onStoreError = settings?.onStoreError ?? 'reject';
     if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);

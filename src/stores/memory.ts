@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import { newToken, type IdempotencyStore } from './types.ts';
+import { checkClaim, checkComplete, checkRelease, newToken, type IdempotencyStore } from './types.ts';
 
 type Entry = { state: 'processing'; token: string; until: number } | { state: 'completed' };
 
@@ -58,6 +58,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
 
   return {
     async claim(key, lockMs) {
+      checkClaim(key, lockMs);
       const entry = cache.get(key);
       if (entry !== undefined) {
         if (entry.state === 'completed') return { status: 'completed' };
@@ -69,11 +70,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
       return { status: 'acquired', token };
     },
     async complete(key, token, ttlMs) {
+      checkComplete(key, token, ttlMs);
       if (!owned(key, token)) return false;
       cache.set(key, { state: 'completed' }, { ttl: ttlMs });
       return true;
     },
     async release(key, token) {
+      checkRelease(key, token);
       if (!owned(key, token)) return false;
       cache.delete(key);
       return true;

@@ -42,12 +42,53 @@ export interface IdempotencyStore {
   release(key: string, token: string): Promise<boolean>;
 }
 
-const TOKEN_CHARS = '0123456789abcdef';
+const HEX_DIGITS = '0123456789abcdef';
+
+/** Lower-case hex of `bytes`. Internal, for stores. */
+export function toHex(bytes: Uint8Array): string {
+  let hex = '';
+  for (const byte of bytes) hex += HEX_DIGITS[byte >> 4]! + HEX_DIGITS[byte & 15]!;
+  return hex;
+}
 
 /** A fresh 128-bit ownership token, as hex. */
 export function newToken(): string {
-  const bytes = globalThis.crypto.getRandomValues(new Uint8Array(16));
-  let token = '';
-  for (const byte of bytes) token += TOKEN_CHARS[byte >> 4]! + TOKEN_CHARS[byte & 15]!;
-  return token;
+  return toHex(globalThis.crypto.getRandomValues(new Uint8Array(16)));
+}
+
+// Store arguments are checked the same way by every store, so a caller's mistake is a clear
+// TypeError or RangeError rather than, say, a key that never expires.
+
+function checkKey(key: string): void {
+  if (typeof key !== 'string' || key.length === 0) throw new TypeError('an idempotency key must be a non-empty string');
+}
+
+function checkToken(token: string): void {
+  if (typeof token !== 'string' || token.length === 0) throw new TypeError('an ownership token must be a non-empty string');
+}
+
+function checkDuration(ms: number, name: 'lockMs' | 'ttlMs'): void {
+  // Past 2^53 ms a store could no longer add the duration to its clock exactly.
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0 || ms > Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`${name} must be a positive, finite number of milliseconds`);
+  }
+}
+
+/** Checks the arguments of {@link IdempotencyStore.claim}. Internal, for stores. */
+export function checkClaim(key: string, lockMs: number): void {
+  checkKey(key);
+  checkDuration(lockMs, 'lockMs');
+}
+
+/** Checks the arguments of {@link IdempotencyStore.complete}. Internal, for stores. */
+export function checkComplete(key: string, token: string, ttlMs: number): void {
+  checkKey(key);
+  checkToken(token);
+  checkDuration(ttlMs, 'ttlMs');
+}
+
+/** Checks the arguments of {@link IdempotencyStore.release}. Internal, for stores. */
+export function checkRelease(key: string, token: string): void {
+  checkKey(key);
+  checkToken(token);
 }

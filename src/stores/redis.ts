@@ -1,0 +1,353 @@
+/**
+ * The Redis idempotency store: `webhook-receiver/redis`.
+ *
+ * Each operation is one Lua script on one key, sent with EVALSHA (EVAL when the server answers
+ * NOSCRIPT, which also caches the script): atomic, one round trip, and Redis Cluster and Valkey
+ * work because a script touches only the key it declares (issue 3, "Rules"). The client is the
+ * user's: `ioredis` and `redis` (node-redis) are told apart by shape, and neither is imported.
+ *
+ * What a key holds: `lock:<token>` while a handler runs (expiring after `lockMs`), then `done`
+ * (expiring after `ttlMs`). The `lock:` prefix keeps a caller-supplied token from ever matching
+ * the `done` marker.
+ */
+
+import { checkClaim, checkComplete, checkRelease, newToken, toHex, type ClaimResult, type IdempotencyStore } from './types.ts';
+
+/**
+ * The part of an `ioredis` client (`Redis` or `Cluster`, v5 and later) that {@link redisStore}
+ * uses. Declared here so that neither the package nor its types need `ioredis` installed.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import type { IORedisClientLike } from 'webhook-receiver/redis';
+ * const client: IORedisClientLike = new Redis(process.env.REDIS_URL!);
+ * ```
+ */
+export interface IORedisClientLike {
+  evalsha(sha1: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  eval(script: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** `'ready'` while connected; read to fail fast instead of queueing during an outage. */
+  readonly status?: string;
+}
+
+/**
+ * The part of a `redis` (node-redis v4 and later) client or cluster that {@link redisStore}
+ * uses. Declared here so that neither the package nor its types need `redis` installed.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from 'redis';
+ * import type { NodeRedisClientLike } from 'webhook-receiver/redis';
+ * const client: NodeRedisClientLike = await createClient({ url: process.env.REDIS_URL }).connect();
+ * ```
+ */
+export interface NodeRedisClientLike {
+  evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** `true` while connected; read to fail fast instead of queueing during an outage. */
+  readonly isReady?: boolean;
+}
+
+/**
+ * A connected `ioredis` or `redis` (node-redis) client, told apart by shape: `evalsha` is
+ * ioredis, `evalSha` is node-redis.
+ *
+ * @example
+ * ```ts
+ * import { createClient } from 'redis';
+ * import type { RedisClientLike } from 'webhook-receiver/redis';
+ * const client: RedisClientLike = await createClient({ url: process.env.REDIS_URL }).connect();
+ * ```
+ */
+export type RedisClientLike = IORedisClientLike | NodeRedisClientLike;
+
+/**
+ * Options of {@link redisStore}.
+ *
+ * @example
+ * ```ts
+ * import type { RedisStoreOptions } from 'webhook-receiver/redis';
+ * const options: RedisStoreOptions = { client: redis, prefix: 'myapp:webhooks:', timeoutMs: 1000 };
+ * ```
+ */
+export interface RedisStoreOptions {
+  /**
+   * A client the app created and connected (`ioredis` or `redis`). The store never connects,
+   * configures or closes it. See {@link redisStore} for settings that make outages fail fast.
+   */
+  client: RedisClientLike;
+  /** Put before every key, so several apps can share one Redis. Default `'webhook-receiver:'`. */
+  prefix?: string;
+  /**
+   * How long one operation may take before it rejects (the receiver then answers 503
+   * `STORE_UNAVAILABLE`). Clients queue commands while disconnected, which would otherwise hold
+   * a request forever. Default 2000.
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * Why a {@link redisStore} operation failed without an answer from Redis. Errors that Redis or
+ * the client report (a refused connection, `WRONGTYPE`, …) pass through unchanged.
+ *
+ * - `timeout`: no answer within `timeoutMs`. The command may still run later, when the client
+ *   reconnects: a late claim then holds the id for at most `lockSeconds`, during which deliveries
+ *   of that id are answered `in_progress`.
+ * - `not_ready`: the client reported that it lost its connection, so the store refused at once
+ *   rather than queue a command that would wait for the reconnection.
+ *
+ * @example
+ * ```ts
+ * import { RedisStoreError } from 'webhook-receiver/redis';
+ * const onError = (error: unknown) => {
+ *   if (error instanceof RedisStoreError && error.reason === 'timeout') metrics.increment('redis.timeout');
+ * };
+ * ```
+ */
+export class RedisStoreError extends Error {
+  /** `timeout` or `not_ready`. */
+  readonly reason: 'timeout' | 'not_ready';
+
+  constructor(reason: 'timeout' | 'not_ready', message: string) {
+    super(message);
+    this.name = 'RedisStoreError';
+    this.reason = reason;
+  }
+}
+
+/**
+ * `'webhook-receiver:'`: the default key prefix of {@link redisStore}. With the receiver's
+ * default namespace, a webhook's key is `webhook-receiver:default:<webhook-id>`.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_REDIS_PREFIX } from 'webhook-receiver/redis';
+ * const value = await redis.get(`${DEFAULT_REDIS_PREFIX}default:${webhookId}`); // 'done', 'lock:…' or null
+ * ```
+ */
+export const DEFAULT_REDIS_PREFIX = 'webhook-receiver:';
+
+/**
+ * 2000 ms: the default per-operation timeout of {@link redisStore}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_REDIS_TIMEOUT_MS, redisStore } from 'webhook-receiver/redis';
+ * const store = redisStore({ client: redis, timeoutMs: DEFAULT_REDIS_TIMEOUT_MS / 2 });
+ * ```
+ */
+export const DEFAULT_REDIS_TIMEOUT_MS = 2000;
+
+// Claim: take a free key for ARGV[2] ms, else say why not. Replies: 0 acquired, -1 completed,
+// n > 0 held for n more ms, -2 held without an expiry (never written by this store).
+const CLAIM = `if redis.call('SET', KEYS[1], 'lock:' .. ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+if redis.call('GET', KEYS[1]) == 'done' then return -1 end
+local left = redis.call('PTTL', KEYS[1])
+if left > 0 then return left end
+return -2`;
+
+// Complete: only while the token still owns the key, mark it done for ARGV[2] ms.
+const COMPLETE = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
+return 1`;
+
+// Release: only while the token still owns the key, free it for the sender's retry.
+const RELEASE = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`;
+
+interface Script {
+  readonly source: string;
+  /** Its SHA-1, computed on first use. */
+  sha: string | undefined;
+}
+
+const script = (source: string): Script => ({ source, sha: undefined });
+const CLAIM_SCRIPT = script(CLAIM);
+const COMPLETE_SCRIPT = script(COMPLETE);
+const RELEASE_SCRIPT = script(RELEASE);
+
+/** The SHA-1 that EVALSHA names a script by, via WebCrypto (every supported runtime has it). */
+async function sha1Hex(source: string): Promise<string> {
+  return toHex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-1', new TextEncoder().encode(source))));
+}
+
+function isNoScript(error: unknown): boolean {
+  // ioredis' ReplyError and node-redis' ErrorReply both carry Redis' error line as the message:
+  // "NOSCRIPT No matching script. Please use EVAL."
+  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+}
+
+/** One client library, seen through the two commands the store sends and its connection state. */
+interface ScriptClient {
+  evalsha(sha: string, key: string, args: string[]): Promise<unknown>;
+  eval(source: string, key: string, args: string[]): Promise<unknown>;
+  /** `true` connected, `false` not, `undefined` the client does not say. */
+  connected(): boolean | undefined;
+}
+
+function ioredisScripts(client: IORedisClientLike): ScriptClient {
+  return {
+    evalsha: (sha, key, args) => client.evalsha(sha, 1, key, ...args),
+    eval: (source, key, args) => client.eval(source, 1, key, ...args),
+    connected: () => (typeof client.status === 'string' ? client.status === 'ready' : undefined),
+  };
+}
+
+function nodeRedisScripts(client: NodeRedisClientLike): ScriptClient {
+  return {
+    evalsha: (sha, key, args) => client.evalSha(sha, { keys: [key], arguments: args }),
+    eval: (source, key, args) => client.eval(source, { keys: [key], arguments: args }),
+    connected: () => (typeof client.isReady === 'boolean' ? client.isReady : undefined),
+  };
+}
+
+/** The client's library, told by shape: `evalsha` is ioredis, `evalSha` is node-redis. */
+function scriptClientFor(client: RedisClientLike): ScriptClient {
+  const candidate = client as Partial<IORedisClientLike> & Partial<NodeRedisClientLike>;
+  if (typeof candidate.evalsha === 'function' && typeof candidate.eval === 'function') return ioredisScripts(client as IORedisClientLike);
+  if (typeof candidate.evalSha === 'function' && typeof candidate.eval === 'function') return nodeRedisScripts(client as NodeRedisClientLike);
+  throw new TypeError(
+    `redisStore client must be a connected ioredis or redis (node-redis) client: ${describeValue(client)} has neither evalsha() (ioredis) nor evalSha() (node-redis)`,
+  );
+}
+
+/** Runs a script by its SHA: one round trip, or two the first time a server sees it. */
+async function runScript(client: ScriptClient, s: Script, key: string, args: string[]): Promise<unknown> {
+  const sha = (s.sha ??= await sha1Hex(s.source));
+  try {
+    return await client.evalsha(sha, key, args);
+  } catch (error) {
+    if (!isNoScript(error)) throw error;
+    // First use on this server, or its script cache was emptied (restart, SCRIPT FLUSH,
+    // failover): EVAL runs the script and caches it, so the next EVALSHA finds it.
+    return client.eval(s.source, key, args);
+  }
+}
+
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value !== 'object') return typeof value;
+  const constructorName = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  if (typeof constructorName !== 'string' || constructorName === '' || constructorName === 'Object') return 'an object';
+  return `${/^[AEIOU]/.test(constructorName) ? 'an' : 'a'} ${constructorName}`;
+}
+
+function integerReply(reply: unknown, operation: string): number {
+  // node-redis can map integers to strings or bigints (typeMapping); Number() reads them all.
+  const value = typeof reply === 'number' ? reply : typeof reply === 'string' || typeof reply === 'bigint' ? Number(reply) : Number.NaN;
+  if (!Number.isInteger(value)) throw new Error(`redis store: unexpected reply to ${operation}: ${describeValue(reply)}`);
+  return value;
+}
+
+/** Whole milliseconds for PX, at least 1 (a fraction would be refused by Redis). */
+const wholeMs = (ms: number): string => String(Math.max(1, Math.ceil(ms)));
+
+/**
+ * An idempotency store in Redis (or Valkey, or a Redis Cluster), shared by every instance of an
+ * app: a `webhook-id` is processed once however many machines receive it.
+ *
+ * `client` is a client that the app creates, connects and closes; the store only sends scripts
+ * through it. Both `ioredis` (v5 and later, `Redis` or `Cluster`) and `redis` (node-redis v4 and
+ * later, client or cluster) work. Neither is a dependency of this package.
+ *
+ * Each claim, complete and release is one Lua script on one key: atomic, one round trip.
+ *
+ * When Redis is down, an operation rejects rather than wait (the receiver then answers 503
+ * `STORE_UNAVAILABLE`, and the sender retries): at once when the client reports that it lost its
+ * connection, after `timeoutMs` otherwise. Client settings that make failures fast and keep
+ * commands from piling up while Redis is away:
+ * - ioredis: `new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1, connectTimeout: 2000 })`,
+ *   and wait for `'ready'` before receiving webhooks;
+ * - node-redis: `createClient({ url, disableOfflineQueue: true, socket: { connectTimeout: 2000 } })`,
+ *   and `await client.connect()` before receiving webhooks.
+ * Both clients reconnect by themselves, and the store works again as soon as they have.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from 'ioredis';
+ * import { createReceiver } from 'webhook-receiver';
+ * import { redisStore } from 'webhook-receiver/redis';
+ *
+ * const redis = new Redis(process.env.REDIS_URL!, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+ * await new Promise((resolve) => redis.once('ready', resolve));
+ *
+ * const receiver = createReceiver({
+ *   secrets: process.env.WEBHOOK_SECRET!,
+ *   idempotency: { store: redisStore({ client: redis, prefix: 'billing:webhooks:' }) },
+ * });
+ * ```
+ *
+ * @example
+ * ```ts
+ * import { createClient } from 'redis';
+ * import { redisStore } from 'webhook-receiver/redis';
+ *
+ * const redis = await createClient({ url: process.env.REDIS_URL, disableOfflineQueue: true }).connect();
+ * const store = redisStore({ client: redis, timeoutMs: 1000 });
+ * ```
+ */
+export function redisStore(options: RedisStoreOptions): IdempotencyStore {
+  if (typeof options !== 'object' || options === null) throw new TypeError('redisStore needs an options object: redisStore({ client })');
+  const { client, prefix = DEFAULT_REDIS_PREFIX, timeoutMs = DEFAULT_REDIS_TIMEOUT_MS } = options;
+  if (typeof client !== 'object' || client === null) {
+    throw new TypeError(`redisStore client must be a connected ioredis or redis (node-redis) client, got ${describeValue(client)}`);
+  }
+  if (typeof prefix !== 'string') throw new TypeError('redisStore prefix must be a string');
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new RangeError(`redisStore timeoutMs must be a positive, finite number of milliseconds (default ${DEFAULT_REDIS_TIMEOUT_MS})`);
+  }
+
+  const scripts = scriptClientFor(client);
+
+  // Fail fast only once the client has been seen connected: before that (an app that just
+  // created its client) commands wait in the client's queue, bounded by the timeout.
+  let seenReady = false;
+
+  const send = (operation: string, s: Script, key: string, args: string[]): Promise<unknown> => {
+    const state = scripts.connected();
+    if (state === true) seenReady = true;
+    else if (state === false && seenReady) {
+      return Promise.reject(
+        new RedisStoreError('not_ready', `redis store: the client is reconnecting to Redis, so ${operation} was not sent`),
+      );
+    }
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(new RedisStoreError('timeout', `redis store: no answer to ${operation} from Redis within ${timeoutMs} ms`));
+      }, timeoutMs);
+      runScript(scripts, s, prefix + key, args).then(
+        (reply) => {
+          clearTimeout(timer);
+          resolve(reply);
+        },
+        (error: unknown) => {
+          clearTimeout(timer);
+          reject(error);
+        },
+      );
+    });
+  };
+
+  return {
+    async claim(key, lockMs): Promise<ClaimResult> {
+      checkClaim(key, lockMs);
+      const token = newToken();
+      const reply = integerReply(await send('claim', CLAIM_SCRIPT, key, [token, wholeMs(lockMs)]), 'claim');
+      if (reply === 0) return { status: 'acquired', token };
+      if (reply === -1) return { status: 'completed' };
+      if (reply > 0) return { status: 'processing', retryAfterMs: reply };
+      if (reply === -2) return { status: 'processing' };
+      throw new Error(`redis store: unexpected reply to claim: ${reply}`);
+    },
+    async complete(key, token, ttlMs) {
+      checkComplete(key, token, ttlMs);
+      return integerReply(await send('complete', COMPLETE_SCRIPT, key, [token, wholeMs(ttlMs)]), 'complete') === 1;
+    },
+    async release(key, token) {
+      checkRelease(key, token);
+      return integerReply(await send('release', RELEASE_SCRIPT, key, [token]), 'release') === 1;
+    },
+  };
+}

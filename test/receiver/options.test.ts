@@ -1,0 +1,90 @@
+/**
+ * createReceiver's own options: every mistake is a TypeError or RangeError at construction, with
+ * a message that says what to pass.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { createReceiver, DEFAULT_LOCK_SECONDS, DEFAULT_TTL_SECONDS, type ReceiverOptions } from '../../src/receiver.ts';
+import { memoryStore } from '../../src/stores/memory.ts';
+import type { IdempotencyStore } from '../../src/stores/types.ts';
+import { SECRET, delivery } from './support.ts';
+
+const make = (options: Partial<ReceiverOptions>) => () => createReceiver({ secrets: SECRET, ...options });
+
+describe('createReceiver options', () => {
+  it('idempotency is an options object or false', () => {
+    for (const idempotency of ['yes', true, 1, null]) {
+      expect(make({ idempotency: idempotency as never })).toThrow(new TypeError('idempotency must be an options object or false'));
+    }
+    expect(make({ idempotency: false })).not.toThrow();
+    expect(make({ idempotency: {} })).not.toThrow();
+  });
+
+  it.each(['ttlSeconds', 'lockSeconds'] as const)('%s is a positive, finite number of seconds', (name) => {
+    const fallback = name === 'ttlSeconds' ? DEFAULT_TTL_SECONDS : DEFAULT_LOCK_SECONDS;
+    for (const value of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, '60', Number.MAX_SAFE_INTEGER]) {
+      expect(make({ idempotency: { [name]: value as never } })).toThrow(
+        new RangeError(`idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`),
+      );
+    }
+    expect(make({ idempotency: { [name]: 0.5 } })).not.toThrow();
+  });
+
+  it('namespace is a non-empty string without ":"', () => {
+    for (const namespace of ['', 42, ['a']]) {
+      expect(make({ idempotency: { namespace: namespace as never } })).toThrow(new TypeError('idempotency.namespace must be a non-empty string'));
+    }
+    // 'a:b' + id 'c' and 'a' + id 'b:c' would share the key 'a:b:c'.
+    expect(make({ idempotency: { namespace: 'billing:eu' } })).toThrow(
+      new TypeError(`idempotency.namespace must not contain ':' (use '-' or '.' to separate words)`),
+    );
+    expect(make({ idempotency: { namespace: 'billing-eu.v2' } })).not.toThrow();
+  });
+
+  it("onStoreError is 'reject' or 'process'", () => {
+    for (const onStoreError of ['ignore', true, '']) {
+      expect(make({ idempotency: { onStoreError: onStoreError as never } })).toThrow(new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`));
+    }
+  });
+
+  it('store implements claim, complete and release', () => {
+    const store = memoryStore();
+    expect(make({ idempotency: { store: {} as never } })).toThrow(new TypeError('idempotency.store must implement claim()'));
+    expect(make({ idempotency: { store: { claim: store.claim } as never } })).toThrow(new TypeError('idempotency.store must implement complete()'));
+    expect(make({ idempotency: { store: { claim: store.claim, complete: store.complete } as IdempotencyStore } })).toThrow(
+      new TypeError('idempotency.store must implement release()'),
+    );
+  });
+
+  it('onError is a function', () => {
+    expect(make({ onError: 'log' as never })).toThrow(new TypeError('onError must be a function'));
+  });
+
+  it('handle needs a handler function', async () => {
+    const receiver = createReceiver({ secrets: SECRET });
+    await expect(receiver.handle(await delivery('msg_1'), undefined as never)).rejects.toThrow(new TypeError('handle needs a handler function'));
+  });
+
+  it('passes lockSeconds and ttlSeconds to the store in milliseconds, and keys ids by namespace', async () => {
+    const store = memoryStore();
+    const seen: unknown[][] = [];
+    const spy: IdempotencyStore = {
+      claim: (key, lockMs) => (seen.push(['claim', key, lockMs]), store.claim(key, lockMs)),
+      complete: (key, token, ttlMs) => (seen.push(['complete', key, ttlMs]), store.complete(key, token, ttlMs)),
+      release: (key, token) => store.release(key, token),
+    };
+    const receiver = createReceiver({ secrets: SECRET, idempotency: { store: spy, lockSeconds: 2.5, ttlSeconds: 3600, namespace: 'orders' } });
+    await receiver.handle(await delivery('msg_units'), () => 1);
+    expect(seen).toEqual([
+      ['claim', 'orders:msg_units', 2500],
+      ['complete', 'orders:msg_units', 3_600_000],
+    ]);
+    const defaults = createReceiver({ secrets: SECRET, idempotency: { store: spy } });
+    seen.length = 0;
+    await defaults.handle(await delivery('msg_defaults'), () => 1);
+    expect(seen).toEqual([
+      ['claim', 'default:msg_defaults', DEFAULT_LOCK_SECONDS * 1000],
+      ['complete', 'default:msg_defaults', DEFAULT_TTL_SECONDS * 1000],
+    ]);
+  });
+});

@@ -1,0 +1,43 @@
+/**
+ * Vitest global setup: one shared `redis-server` for the whole run.
+ *
+ * - `REDIS_URL` set: the tests use that server.
+ * - Otherwise, `redis-server` on the PATH: started here on a free loopback port, stopped at the end.
+ * - Neither: the Redis tests are skipped with a notice, except under CI, where that is a failure.
+ *
+ * Tests read the outcome with `inject('redisUrl')` (see ./redis.ts).
+ */
+
+import type { TestProject } from 'vitest/node';
+import { findRedisServer, isCI, startRedisServer, type RedisServer } from './redis-server.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** The shared Redis for tests, or `null` when there is none (the Redis tests skip). */
+    redisUrl: string | null;
+  }
+}
+
+let server: RedisServer | undefined;
+
+export async function setup(project: TestProject): Promise<void> {
+  const url = process.env.REDIS_URL;
+  if (url !== undefined && url !== '') {
+    project.provide('redisUrl', url);
+    return;
+  }
+  if (findRedisServer() === undefined) {
+    const notice = 'redis-server is not on the PATH and REDIS_URL is unset, so the Redis tests are SKIPPED';
+    if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure (install redis-server or set REDIS_URL)`);
+    console.warn(`\n  NOTICE: ${notice}.\n  Install redis-server or set REDIS_URL=redis://host:port to run them.\n`);
+    project.provide('redisUrl', null);
+    return;
+  }
+  server = await startRedisServer();
+  project.provide('redisUrl', server.url);
+}
+
+export async function teardown(): Promise<void> {
+  await server?.close();
+  server = undefined;
+}
