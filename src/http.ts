@@ -5,6 +5,7 @@
  */
 
 import type { WebhookError } from './errors.ts';
+import { webhookHeader, type HeadersInput } from './headers.ts';
 import type { Claim, ReceiverOptions } from './receiver.ts';
 
 /**
@@ -95,6 +96,23 @@ export interface RejectionContext {
   path: string;
   /** The `webhook-id` the request claimed, when it had one. Unverified: do not trust it. */
   webhookId: string | undefined;
+}
+
+/**
+ * The {@link RejectionContext} of a request, built the same way by every adapter: the path
+ * without its query string (which may carry tokens), and the first `webhook-id` (or `svix-id`)
+ * the request claimed.
+ *
+ * @example
+ * ```ts
+ * rejectionContext('POST', '/webhooks?token=abc', { 'webhook-id': 'msg_1' });
+ * // { method: 'POST', path: '/webhooks', webhookId: 'msg_1' }
+ * ```
+ */
+export function rejectionContext(method: string, url: string, headers: HeadersInput): RejectionContext {
+  const query = url.indexOf('?');
+  const id = webhookHeader(headers, 'id');
+  return { method, path: query === -1 ? url : url.slice(0, query), webhookId: Array.isArray(id) ? id[0] : id };
 }
 
 /**

@@ -1,0 +1,179 @@
+/**
+ * `webhook-receiver/fastify`: a Fastify plugin (Fastify 5 and 4) that verifies and claims every
+ * request of the scope it is registered in, and hands the webhook to the route as
+ * `request.webhook`.
+ *
+ * Translation only: a content-type parser keeps the raw bytes, a `preValidation` hook calls the
+ * receiver and writes the core's responses, and the response's end settles the claim.
+ */
+
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { DEFAULT_MAX_BODY_BYTES } from '../src/body.ts';
+import { WebhookError, isWebhookError } from '../src/errors.ts';
+import { claimResponse, errorResponse, rejectionContext, rejectionReporter, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { createReceiver, type Claim } from '../src/receiver.ts';
+import type { VerifiedWebhook } from '../src/verify.ts';
+import { readNodeBody, settleWhenSent } from './node.ts';
+
+export type { AdapterOptions, RejectionContext } from '../src/http.ts';
+export type { VerifiedWebhook } from '../src/verify.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * The verified webhook, in a scope where the `webhooks` plugin is registered: set by the time
+     * a route handler runs there (`null` in hooks that run before verification). `undefined` in
+     * other scopes: decorators are encapsulated like everything else in Fastify.
+     */
+    webhook?: VerifiedWebhook | null;
+  }
+}
+
+/** What the scope's parser learnt about one request's body. */
+interface BodyState {
+  raw?: Uint8Array;
+  /** The body was refused while it was read (`PAYLOAD_TOO_LARGE`): answered after the parser. */
+  rejection?: WebhookError;
+  /** The body is not valid JSON: Fastify's own 400, thrown only once the request is verified. */
+  parseError?: Error;
+}
+
+const EMPTY = new Uint8Array(0);
+
+const OTHER_PARSER_MESSAGE =
+  'another content-type parser read this request body in the webhook scope, so the raw bytes that were signed are ' +
+  'gone. The webhooks plugin parses every body in its scope (JSON into request.body, text/plain as a string, other ' +
+  'types as a Buffer); add custom parsers outside that scope';
+
+function mediaType(contentType: string | undefined): string {
+  if (contentType === undefined) return '';
+  const semicolon = contentType.indexOf(';');
+  return (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase();
+}
+
+function isJson(type: string): boolean {
+  return type === 'application/json' || (type.endsWith('+json') && type.includes('/'));
+}
+
+function send(reply: FastifyReply, response: WebhookResponse, close: boolean): FastifyReply {
+  reply.code(response.status).headers(response.headers);
+  // The upload was refused part-way (or before it started): close the connection rather than let
+  // Node read the rest of it to keep the connection alive.
+  if (close) reply.header('connection', 'close');
+  return reply.send(response.body);
+}
+
+const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhooks(scope, options) {
+  const receiver = createReceiver(options);
+  const report = rejectionReporter(options);
+  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = scope.initialConfig;
+  // Fastify's own JSON parser, with the app's prototype-poisoning settings: handlers in the scope
+  // get the same request.body they would get anywhere else.
+  const parseJson = scope.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
+  const bodies = new WeakMap<FastifyRequest, BodyState>();
+
+  if (!scope.hasRequestDecorator('webhook')) scope.decorateRequest('webhook', null);
+
+  // One parser for every content type of the scope, reading the stream itself with our limit so
+  // an oversize body is answered in our envelope. Routes outside the scope keep their parsers.
+  scope.removeAllContentTypeParsers();
+  scope.addContentTypeParser('*', function keepRawBody(request, payload, done) {
+    const state: BodyState = {};
+    bodies.set(request, state);
+    readNodeBody(payload, limit, request.headers['content-length']).then(
+      (raw) => {
+        state.raw = raw;
+        const type = mediaType(request.headers['content-type']);
+        if (isJson(type)) {
+          void parseJson(request, raw.toString('utf8'), (error, value: unknown) => {
+            if (error) state.parseError = error;
+            done(null, error ? undefined : value);
+          });
+        } else if (type === 'text/plain') {
+          done(null, raw.toString('utf8'));
+        } else {
+          done(null, raw);
+        }
+      },
+      (error: unknown) => {
+        if (!isWebhookError(error)) {
+          done(error instanceof Error ? error : new Error(String(error)));
+          return;
+        }
+        state.rejection = error;
+        done(null, undefined);
+      },
+    );
+  });
+
+  // preValidation, not preHandler: a forged request is refused before schema validation could
+  // tell it anything about the route.
+  scope.addHook('preValidation', async function verifyWebhook(request, reply) {
+    const state = bodies.get(request);
+    let claim: Claim;
+    try {
+      if (state?.rejection) throw state.rejection;
+      if (state === undefined && request.body !== undefined) throw new WebhookError('BODY_UNAVAILABLE', OTHER_PARSER_MESSAGE);
+      claim = await receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY });
+    } catch (error) {
+      if (!isWebhookError(error)) throw error;
+      report(error, rejectionContext(request.method, request.url, request.headers));
+      return send(reply, errorResponse(error), error.code === 'PAYLOAD_TOO_LARGE');
+    }
+    const early = claimResponse(claim);
+    if (early !== undefined) return send(reply, early, false);
+    if (reply.raw.destroyed) {
+      // The client left while the claim was taken: nobody will see the answer; the sender retries.
+      // hijack() ends the lifecycle here (a hook that merely returns lets the handler run).
+      await claim.release();
+      reply.hijack();
+      return reply;
+    }
+
+    // On the raw response's 'finish', not in an onResponse hook: hooks registered before this
+    // plugin may await first, and 'close' (which releases) would then overtake the completion.
+    settleWhenSent(reply.raw, claim);
+    request.webhook = claim.webhook;
+    // Verified, but not JSON: Fastify's own 400, and the claim is released for it.
+    if (state?.parseError) throw state.parseError;
+    return undefined;
+  });
+};
+
+/**
+ * Fastify plugin that verifies every request of the scope it is registered in, deduplicates it on
+ * `webhook-id`, and sets `request.webhook`.
+ *
+ * - Register it inside a scope (`app.register(async (scope) => { … })`): the scope's routes are
+ *   verified; routes outside it, and their body parsing, are untouched.
+ * - In the scope it parses bodies itself, to keep the raw bytes that were signed: JSON
+ *   (`application/json`, `*+json`) becomes `request.body` as with Fastify's own parser (same
+ *   prototype-poisoning protection), `text/plain` a string, anything else a `Buffer`. Bodies over
+ *   `maxBodyBytes` get 413 `PAYLOAD_TOO_LARGE` without being read further.
+ * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`, before
+ *   schema validation; a duplicate gets 200 `{ "duplicate": true }` and an id being processed
+ *   409 `IN_PROGRESS`, and neither reaches the handler.
+ * - The claim is completed when the response is a 2xx and released for any other status (a
+ *   thrown error is Fastify's 500) or when the connection closes before the response finished.
+ *
+ * Options are validated when the plugin is registered: a bad secret fails `app.ready()`.
+ *
+ * @example
+ * ```ts
+ * import Fastify from 'fastify';
+ * import { webhooks } from 'webhook-receiver/fastify';
+ *
+ * const app = Fastify();
+ * app.register(async (scope) => {
+ *   await scope.register(webhooks, { secrets: process.env.WEBHOOK_SECRET! });
+ *   scope.post('/webhooks', async (request, reply) => {
+ *     const event = request.body as { type: string }; // parsed JSON, verified
+ *     request.log.info({ id: request.webhook!.id, type: event.type }, 'webhook');
+ *     return reply.code(204).send();
+ *   });
+ * });
+ * ```
+ */
+export const webhooks: FastifyPluginAsync<AdapterOptions> = fp(webhooksPlugin, { name: 'webhook-receiver', fastify: '4.x || 5.x' });

@@ -1,0 +1,188 @@
+import { createServer } from 'node:http';
+import express5 from 'express';
+import express4 from 'express4';
+import request from 'supertest';
+import { afterEach, describe, expect, it } from 'vitest';
+import { webhooks } from '../../adapters/express.ts';
+import type { AdapterOptions } from '../../src/http.ts';
+import { generateSecret, signWebhook } from '../../src/sign.ts';
+import type { VerifiedWebhook } from '../../src/verify.ts';
+import {
+  adapterConformance,
+  expectDuplicate,
+  expectEnvelope,
+  expectProcessed,
+  JSON_TYPE,
+  Recorder,
+  signed,
+  type Endpoint,
+  type Outgoing,
+  type Reply,
+} from './conformance.ts';
+import { listen, realHttpBehaviour, type Served } from './node-http.ts';
+
+type Express = typeof express5;
+type App = ReturnType<Express>;
+
+// Express 4 runs the same code; its types differ in details these tests do not touch.
+const VERSIONS: [string, Express][] = [
+  ['Express 5', express5],
+  ['Express 4', express4 as unknown as Express],
+];
+
+/** How the app handles the body before `webhooks()`. */
+type Mount = 'none' | 'raw' | 'text' | 'json-verify' | 'json-first';
+
+function buildApp(express: Express, options: AdapterOptions, recorder: Recorder, mount: Mount = 'none'): App {
+  const app = express();
+  if (mount === 'json-first') app.use(express.json());
+  const before =
+    mount === 'raw'
+      ? [express.raw({ type: '*/*' })]
+      : mount === 'text'
+        ? [express.text({ type: '*/*' })]
+        : mount === 'json-verify'
+          ? [express.json({ verify: (req, _res, buf) => void ((req as { rawBody?: Buffer }).rawBody = buf) })]
+          : [];
+  app.post('/hook', ...before, webhooks(options), (req, res, next) => {
+    // With a parser in front, the handler reads req.body as usual; otherwise req.webhook.json().
+    const event = mount === 'json-verify' ? req.body : req.webhook?.json();
+    // Express 4 does not catch rejected promises: errors go to next() by hand.
+    recorder.handle(req.webhook, event).then(({ status, body }) => void res.status(status).json(body), next);
+  });
+  return app;
+}
+
+async function endpointOf(app: App): Promise<Endpoint & Served> {
+  const server = createServer(app);
+  const listening = await listen(server);
+  const endpoint: Endpoint = {
+    async send({ headers, body, path = '/hook' }: Outgoing): Promise<Reply> {
+      const res = await request(server).post(path).set(headers).send(typeof body === 'string' ? body : Buffer.from(body));
+      return { status: res.status, headers: res.headers as Record<string, string>, body: res.text };
+    },
+    close: listening.close,
+  };
+  return { ...endpoint, endpoint, server, port: listening.port };
+}
+
+for (const [label, express] of VERSIONS) {
+  adapterConformance(label, (options, recorder) => endpointOf(buildApp(express, options, recorder)));
+  realHttpBehaviour(label, (options, recorder) => endpointOf(buildApp(express, options, recorder)), { closesConnection: true, seesClientLeave: true });
+
+  describe(`${label}: the raw body`, () => {
+    const open: Endpoint[] = [];
+    afterEach(async () => {
+      await Promise.all(open.splice(0).map((endpoint) => endpoint.close()));
+    });
+
+    async function setup(mount: Mount, options: Partial<AdapterOptions> = {}) {
+      const secret = generateSecret();
+      const recorder = new Recorder();
+      const rejected: unknown[] = [];
+      const endpoint = await endpointOf(buildApp(express, { secrets: secret, onRejected: (error) => rejected.push(error), ...options }, recorder, mount));
+      open.push(endpoint);
+      return { secret, recorder, rejected, endpoint };
+    }
+
+    for (const mount of ['raw', 'text', 'json-verify'] as const) {
+      it(`verifies the bytes kept by ${mount === 'json-verify' ? 'a verify callback (req.rawBody)' : `express.${mount}()`}`, async () => {
+        const { secret, recorder, endpoint } = await setup(mount);
+        // Spacing that JSON.parse + JSON.stringify would not reproduce: only the raw bytes verify.
+        const body = '{ "type":  "a" }';
+        const message = await signWebhook({ secret, body });
+        expectProcessed(await endpoint.send({ headers: { ...message.headers, ...JSON_TYPE }, body }), message.id);
+        expect(recorder.runs).toMatchObject([{ id: message.id, event: { type: 'a' } }]);
+      });
+    }
+
+    it('reads a body express.json() skipped (another content type) from the stream', async () => {
+      const { secret, recorder, endpoint } = await setup('json-first');
+      const request = await signed(secret, { type: 'a' });
+      expectProcessed(await endpoint.send({ ...request, headers: { ...request.headers, 'content-type': 'text/plain' } }), request.id);
+      expect(recorder.runs).toHaveLength(1);
+    });
+
+    it('refuses with 500 BODY_UNAVAILABLE, saying how to mount it, when express.json() consumed the body', async () => {
+      const { secret, recorder, endpoint, rejected } = await setup('json-first');
+      const message = expectEnvelope(await endpoint.send(await signed(secret, { type: 'a' })), 500, 'BODY_UNAVAILABLE');
+      expect(message).toContain('before express.json()');
+      expect(message).toContain(`express.raw({ type: '*/*' })`);
+      expect(message).toContain('req.rawBody = buf');
+      expect(recorder.runs).toEqual([]);
+      expect(rejected).toMatchObject([{ code: 'BODY_UNAVAILABLE' }]);
+    });
+
+    it('leaves req.body alone when it read the stream itself', async () => {
+      const secret = generateSecret();
+      const app = express();
+      const seen: unknown[] = [];
+      app.post('/hook', webhooks({ secrets: secret }), (req, res) => {
+        seen.push(req.body, req.webhook?.text());
+        res.sendStatus(204);
+      });
+      const endpoint = await endpointOf(app);
+      open.push(endpoint);
+      const request = await signed(secret, { type: 'a' });
+      expect((await endpoint.send(request)).status).toBe(204);
+      // Express 5 has no req.body without a parser; Express 4 neither.
+      expect(seen).toEqual([undefined, request.body]);
+    });
+
+  });
+
+  describe(`${label}: errors`, () => {
+    const open: Endpoint[] = [];
+    afterEach(async () => {
+      await Promise.all(open.splice(0).map((endpoint) => endpoint.close()));
+    });
+
+    it('completes on a 2xx sent by an error handler, releases on next(error)', async () => {
+      const secret = generateSecret();
+      const app = express();
+      let runs = 0;
+      app.post('/hook', webhooks({ secrets: secret }), (_req, _res, next) => {
+        runs++;
+        next(new Error(runs === 1 ? 'first attempt fails' : 'handled'));
+      });
+      app.use((error: Error, _req: express5.Request, res: express5.Response, _next: express5.NextFunction) => {
+        res.status(error.message === 'handled' ? 202 : 503).json({ note: error.message });
+      });
+      const endpoint = await endpointOf(app);
+      open.push(endpoint);
+      const request = await signed(secret, { type: 'a' });
+      expect((await endpoint.send(request)).status).toBe(503);
+      expect((await endpoint.send(request)).status).toBe(202);
+      expectDuplicate(await endpoint.send(request));
+      expect(runs).toBe(2);
+    });
+  });
+}
+
+describe('Express: construction and types', () => {
+  it('validates options at once and names the middleware after its factory', () => {
+    expect(() => webhooks({ secrets: 'not a secret' })).toThrow(TypeError);
+    expect(() => webhooks({ secrets: generateSecret(), maxBodyBytes: -1 })).toThrow(RangeError);
+    expect(() => webhooks({ secrets: generateSecret(), onRejected: 'log' as never })).toThrow(TypeError);
+    expect(webhooks({ secrets: generateSecret() }).name).toBe('webhooks');
+  });
+
+  it('types req.webhook in Express 5 and Express 4 handlers', async () => {
+    const secret = generateSecret();
+    const app5 = express5();
+    app5.post('/hook', webhooks({ secrets: secret }), (req, res) => {
+      const webhook: VerifiedWebhook | undefined = req.webhook;
+      res.json({ id: webhook?.id });
+    });
+    const app4 = express4();
+    app4.post('/hook', webhooks({ secrets: secret }), (req, res) => {
+      const webhook: VerifiedWebhook | undefined = req.webhook;
+      res.json({ id: webhook?.id });
+    });
+    for (const app of [app5, app4]) {
+      const message = await signed(secret, { type: 'a' });
+      const res = await request(app).post('/hook').set(message.headers).send(message.body);
+      expect(res.body).toEqual({ id: message.id });
+    }
+  });
+});

@@ -1,0 +1,148 @@
+import type { Server } from 'node:http';
+import { createAdaptorServer } from '@hono/node-server';
+import { Hono } from 'hono';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { describe, expect, it } from 'vitest';
+import { webhooks, type WebhookVariables } from '../../adapters/hono.ts';
+import type { AdapterOptions } from '../../src/http.ts';
+import { generateSecret, signWebhook } from '../../src/sign.ts';
+import {
+  adapterConformance,
+  bodyInit,
+  expectDuplicate,
+  expectEnvelope,
+  expectNoNodeApi,
+  JSON_TYPE,
+  Recorder,
+  signed,
+  type Endpoint,
+  type Outgoing,
+  type Reply,
+} from './conformance.ts';
+import { listen, realHttpBehaviour, type Served } from './node-http.ts';
+
+function buildApp(options: AdapterOptions, recorder: Recorder): Hono {
+  const app = new Hono();
+  app.post('/hook', webhooks(options), async (c) => {
+    // The body was read by the middleware; c.req.json() still works.
+    const { status, body } = await recorder.handle(c.get('webhook'), await c.req.json());
+    return c.json(body, status as ContentfulStatusCode);
+  });
+  // The default onError logs the error; answer quietly instead.
+  app.onError((_error, c) => c.json({ failed: true }, 500));
+  return app;
+}
+
+function replyOf(res: Response, body: string): Reply {
+  return { status: res.status, headers: Object.fromEntries(res.headers), body };
+}
+
+function endpointOf(app: Hono): Endpoint {
+  return {
+    async send({ headers, body, path = '/hook' }: Outgoing): Promise<Reply> {
+      const res = await app.request(path, { method: 'POST', headers, body: bodyInit(body) });
+      return replyOf(res, await res.text());
+    },
+    close: async () => undefined,
+  };
+}
+
+/** The same app on @hono/node-server, over real HTTP on 127.0.0.1. */
+async function served(app: Hono): Promise<Served> {
+  const server = createAdaptorServer({ fetch: app.fetch }) as Server;
+  const listening = await listen(server);
+  const endpoint: Endpoint = {
+    async send({ headers, body, path = '/hook' }: Outgoing): Promise<Reply> {
+      const res = await fetch(`http://127.0.0.1:${listening.port}${path}`, { method: 'POST', headers, body: bodyInit(body) });
+      return replyOf(res, await res.text());
+    },
+    close: listening.close,
+  };
+  return { server, port: listening.port, endpoint, close: listening.close };
+}
+
+adapterConformance('Hono (app.request)', async (options, recorder) => endpointOf(buildApp(options, recorder)));
+adapterConformance('Hono (@hono/node-server, real HTTP)', async (options, recorder) => (await served(buildApp(options, recorder))).endpoint);
+// A Web handler is not told when the client leaves, and connection handling is the server's.
+realHttpBehaviour('Hono (@hono/node-server)', (options, recorder) => served(buildApp(options, recorder)), { closesConnection: false, seesClientLeave: false });
+
+describe('Hono: the body after the middleware', () => {
+  it('lets the route read c.req.json(), c.req.text() and c.req.arrayBuffer(), as often as it likes', async () => {
+    const secret = generateSecret();
+    const app = new Hono<{ Variables: WebhookVariables }>();
+    app.post('/hook', webhooks({ secrets: secret }), async (c) => {
+      const json = await c.req.json<{ type: string }>();
+      const text = await c.req.text();
+      const bytes = new Uint8Array(await c.req.arrayBuffer());
+      const again = await c.req.json<{ type: string }>();
+      return c.json({ json, text, bytes: bytes.byteLength, again, id: c.get('webhook').id, same: text === c.var.webhook.text() });
+    });
+    const body = '{ "type":  "a" }';
+    const message = await signWebhook({ secret, body });
+    const res = await app.request('/hook', { method: 'POST', headers: { ...message.headers, ...JSON_TYPE }, body });
+    expect(await res.json()).toEqual({ json: { type: 'a' }, text: body, bytes: body.length, again: { type: 'a' }, id: message.id, same: true });
+  });
+
+  it('verifies the bytes an earlier middleware read with c.req.arrayBuffer()', async () => {
+    const secret = generateSecret();
+    const app = new Hono();
+    let seen = 0;
+    app.use(async (c, next) => {
+      seen = (await c.req.arrayBuffer()).byteLength;
+      await next();
+    });
+    app.post('/hook', webhooks({ secrets: secret }), async (c) => c.json(await c.req.json()));
+    const request = await signed(secret, { type: 'a' });
+    const res = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ type: 'a' });
+    expect(seen).toBe(request.body.length);
+  });
+
+  it('refuses with 500 BODY_UNAVAILABLE, saying how to mount it, when an earlier middleware parsed the JSON', async () => {
+    const secret = generateSecret();
+    const app = new Hono();
+    const rejected: unknown[] = [];
+    app.use(async (c, next) => {
+      await c.req.json();
+      await next();
+    });
+    app.post('/hook', webhooks({ secrets: secret, onRejected: (error) => rejected.push(error) }), (c) => c.text('ran'));
+    const request = await signed(secret, { type: 'a' });
+    const res = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+    const message = expectEnvelope(replyOf(res, await res.text()), 500, 'BODY_UNAVAILABLE');
+    expect(message).toContain('Mount webhooks() before any middleware that reads the body');
+    expect(rejected).toMatchObject([{ code: 'BODY_UNAVAILABLE' }]);
+  });
+
+  it('releases the claim when the route throws and onError answers 2xx anyway', async () => {
+    const secret = generateSecret();
+    const app = new Hono();
+    let runs = 0;
+    app.post('/hook', webhooks({ secrets: secret }), () => {
+      runs++;
+      if (runs === 1) throw new Error('first attempt fails');
+      return new Response(null, { status: 204 });
+    });
+    app.onError((_error, c) => c.json({ accepted: 'later' }, 202));
+    const request = await signed(secret, { type: 'a' });
+    const send = () => app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+    expect((await send()).status).toBe(202);
+    expect((await send()).status).toBe(204);
+    const duplicate = await send();
+    expectDuplicate(replyOf(duplicate, await duplicate.text()));
+    expect(runs).toBe(2);
+  });
+});
+
+describe('Hono: construction and portability', () => {
+  it('validates options at once and names the middleware after its factory', () => {
+    expect(() => webhooks({ secrets: 'not a secret' })).toThrow(TypeError);
+    expect(() => webhooks({ secrets: generateSecret(), unsigned: 'maybe' as never })).toThrow(TypeError);
+    expect(webhooks({ secrets: generateSecret() }).name).toBe('webhooks');
+  });
+
+  it('uses no Node API (it runs on Bun, Deno and workerd)', () => {
+    expectNoNodeApi('hono.ts');
+  });
+});
