@@ -4,7 +4,7 @@
  * (the test command builds first).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,7 +25,8 @@ beforeAll(() => {
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, version: '1.0.0' }));
   // The frameworks are the user's own peer dependencies: install them beside the package, at the
   // versions this repository tests with.
-  const pinned = (name: string) => `${name}@${run('node', ['-p', `require('${name}/package.json').version`], root).trim()}`;
+  const pinned = (name: string) =>
+    `${name}@${(JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version}`;
   run('npm', [
     'install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error',
     `./${tarball}`, pinned('hono'), pinned('express'), pinned('fastify'),
