@@ -32,17 +32,19 @@ export function headerValues(headers: HeadersInput, name: string): string | stri
     return found === undefined ? undefined : found.length === 1 ? found[0] : found;
   }
   const record = headers as Record<string, string | string[] | undefined>;
-  // Node lower-cases incoming names: the direct look-up is the common, fast case.
-  const direct = record[name];
-  if (direct !== undefined) return direct;
-  let found: string[] | undefined;
+  // Every spelling counts, also when the lower-case one is present: a hand-built object holding
+  // 'webhook-id' and 'Webhook-Id' must be refused when they differ (as a string[] is), and all of
+  // its signature entries tried, not one spelling picked by key order.
+  let first: string | string[] | undefined;
+  let all: string[] | undefined;
   for (const key of Object.keys(record)) {
-    if (key.length !== name.length || key.toLowerCase() !== name) continue;
+    if (key.length !== name.length || (key !== name && key.toLowerCase() !== name)) continue;
     const value = record[key];
     if (value === undefined) continue;
-    (found ??= []).push(...(Array.isArray(value) ? value : [value]));
+    if (first === undefined) first = value;
+    else (all ??= Array.isArray(first) ? [...first] : [first]).push(...(Array.isArray(value) ? value : [value]));
   }
-  return found === undefined ? undefined : found.length === 1 ? found[0] : found;
+  return all ?? first;
 }
 
 /** The `webhook-*` header, or its `svix-*` alias where the `webhook-*` one is absent. */
