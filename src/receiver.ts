@@ -45,6 +45,12 @@ export interface ReceiverErrorContext {
   /** `claim`: the store failed and `onStoreError: 'process'` ran the handler anyway. */
   stage: 'claim' | 'complete' | 'release';
   webhookId: string;
+  /**
+   * `true` when the receiver keeps trying: a failed `complete` is retried in the background (with
+   * backoff) while the claim's lock lasts, so a short store outage does not let a later duplicate
+   * run the handler again. A last report with `false` follows if it never succeeds.
+   */
+  willRetry: boolean;
 }
 
 /**
@@ -127,6 +133,10 @@ export const DEFAULT_TTL_SECONDS = 86_400;
 /** One minute. */
 export const DEFAULT_LOCK_SECONDS = 60;
 
+/** A failed completion is retried after 100 ms, then with the delay doubling up to 2 s. */
+const COMPLETE_RETRY_FIRST_MS = 100;
+const COMPLETE_RETRY_MAX_MS = 2000;
+
 const noop = async (): Promise<void> => undefined;
 
 function isRequest(input: WebhookInput | Request): input is Request {
@@ -150,7 +160,7 @@ function defaultOnError(error: unknown, context: ReceiverErrorContext): void {
   const what =
     context.stage === 'claim'
       ? 'idempotency store failed; the handler ran without deduplication'
-      : `could not ${context.stage} the idempotency claim`;
+      : `could not ${context.stage} the idempotency claim${context.willRetry ? ' (retrying)' : ''}`;
   console.error(`[webhook-receiver] ${what} for webhook ${JSON.stringify(context.webhookId)}: ${errorText(error)}`);
 }
 
@@ -204,7 +214,7 @@ class ReceiverImpl implements Receiver {
       result = await store.claim(key, this.#lockMs);
     } catch (error) {
       if (this.#processOnStoreError) {
-        this.#report(error, 'claim', webhook.id);
+        this.#report(error, 'claim', webhook.id, false);
         return { outcome: 'acquired', webhook, complete: noop, release: noop };
       }
       throw new WebhookError(
@@ -220,22 +230,10 @@ class ReceiverImpl implements Receiver {
     }
 
     const { token } = result;
+    const lockEnds = Date.now() + this.#lockMs;
     let settled: Promise<void> | undefined;
     const settle = (stage: 'complete' | 'release'): Promise<void> =>
-      (settled ??= (async () => {
-        try {
-          const owned = stage === 'complete' ? await store.complete(key, token, this.#ttlMs) : await store.release(key, token);
-          if (!owned) {
-            this.#report(
-              new Error(`the claim expired before ${stage} (the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s) and may have been taken over`),
-              stage,
-              webhook.id,
-            );
-          }
-        } catch (error) {
-          this.#report(error, stage, webhook.id);
-        }
-      })());
+      (settled ??= this.#settle(stage, key, token, webhook.id, lockEnds));
     return { outcome: 'acquired', webhook, complete: () => settle('complete'), release: () => settle('release') };
   }
 
@@ -256,9 +254,51 @@ class ReceiverImpl implements Receiver {
     return { outcome: 'processed', webhook, value };
   }
 
-  #report(error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string): void {
+  /** One attempt to complete or release; a failed completion goes on in the background. */
+  async #settle(stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): Promise<void> {
+    const store = this.#store!;
     try {
-      this.#onError(error, { stage, webhookId });
+      const owned = stage === 'complete' ? await store.complete(key, token, this.#ttlMs) : await store.release(key, token);
+      if (!owned) this.#reportExpired(stage, webhookId);
+    } catch (error) {
+      // A failed release needs no retry: the lock expires by itself and the sender's retry runs.
+      // A failed completion does: until it lands, the id looks in flight and, once the lock
+      // expires, a duplicate would run the handler a second time.
+      const retry = stage === 'complete' && Date.now() + COMPLETE_RETRY_FIRST_MS < lockEnds;
+      this.#report(error, stage, webhookId, retry);
+      if (retry) this.#retryCompletion(key, token, webhookId, lockEnds, COMPLETE_RETRY_FIRST_MS, 1);
+    }
+  }
+
+  #retryCompletion(key: string, token: string, webhookId: string, lockEnds: number, delay: number, attempts: number): void {
+    const timer = setTimeout(async () => {
+      try {
+        if (!(await this.#store!.complete(key, token, this.#ttlMs))) this.#reportExpired('complete', webhookId);
+      } catch (error) {
+        const next = Math.min(delay * 2, COMPLETE_RETRY_MAX_MS);
+        if (Date.now() + next < lockEnds) {
+          this.#retryCompletion(key, token, webhookId, lockEnds, next, attempts + 1);
+        } else {
+          this.#report(new Error(`gave up completing after ${attempts + 1} attempts: ${errorText(error)}`, { cause: error }), 'complete', webhookId, false);
+        }
+      }
+    }, delay);
+    // Never keep a process alive just to retry (Node and Bun timers have unref; others return a number).
+    (timer as { unref?: () => void }).unref?.();
+  }
+
+  #reportExpired(stage: 'complete' | 'release', webhookId: string): void {
+    this.#report(
+      new Error(`the claim expired before ${stage} (the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s) and may have been taken over`),
+      stage,
+      webhookId,
+      false,
+    );
+  }
+
+  #report(error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string, willRetry: boolean): void {
+    try {
+      this.#onError(error, { stage, webhookId, willRetry });
     } catch {
       // A throwing logger must not turn a processed webhook into a failure.
     }

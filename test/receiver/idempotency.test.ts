@@ -107,6 +107,7 @@ describe.each(STORE_KINDS)('receiver over $kind', ({ kind, available }) => {
       {
         stage: 'complete',
         webhookId: 'msg_crash',
+        willRetry: false,
         error: new Error('the claim expired before complete (the handler ran longer than lockSeconds, 1 s) and may have been taken over'),
       },
     ]);

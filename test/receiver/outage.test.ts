@@ -111,11 +111,50 @@ describe.skipIf(!canStartRedis('test/receiver/outage.test.ts')).each(CLIENT_KIND
       expect(result).toMatchObject({ outcome: 'processed', value: 'charged', webhook: { id: 'msg_lost_complete' } });
       expect(logged).toHaveBeenCalledTimes(1);
       const line = String(logged.mock.calls[0]![0]);
-      expect(line).toMatch(/^\[webhook-receiver\] could not complete the idempotency claim for webhook "msg_lost_complete": \w+/);
+      expect(line).toMatch(/^\[webhook-receiver\] could not complete the idempotency claim \(retrying\) for webhook "msg_lost_complete": \w+/);
       expect(line).not.toContain(SECRET);
       expect(line).not.toContain(SECRET.slice('whsec_'.length));
     } finally {
       logged.mockRestore();
+    }
+  });
+
+  it('Redis gone at complete and back within the lock: the completion is retried, so a later duplicate does not run again', async () => {
+    // A Redis that keeps its data across a restart (append-only file), as a production one does:
+    // without it the restart itself forgets every id, and no retry could help.
+    const durable = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always'] });
+    const durableClient = await connectClient(kind, durable.url);
+    const store = redisStore({ client: durableClient.client, prefix: 'retry-complete:', timeoutMs: TIMEOUT_MS });
+    const log = errorLog();
+    const receiver = createReceiver({ secrets: SECRET, idempotency: { store, lockSeconds: 10 }, onError: log.onError });
+    const handler = vi.fn(async () => {
+      await durable.stop();
+      return 'charged once';
+    });
+    try {
+      expect(await receiver.handle(await delivery('msg_retry_complete'), handler)).toMatchObject({ outcome: 'processed', value: 'charged once' });
+      expect(log.entries).toEqual([expect.objectContaining({ stage: 'complete', webhookId: 'msg_retry_complete', willRetry: true })]);
+
+      await durable.start();
+      // The background retry lands once Redis answers again; the id then reads as completed.
+      const deadline = Date.now() + 8000;
+      let outcome: string | undefined;
+      while (Date.now() < deadline) {
+        try {
+          outcome = (await receiver.handle(await delivery('msg_retry_complete'), handler)).outcome;
+        } catch (error) {
+          if (!(error instanceof WebhookError) || error.code !== 'STORE_UNAVAILABLE') throw error;
+        }
+        if (outcome === 'duplicate') break;
+        await sleep(100);
+      }
+      expect(outcome).toBe('duplicate');
+      expect(handler).toHaveBeenCalledTimes(1);
+      // Nothing reported a give-up: the one report was the first failure, marked as retrying.
+      expect(log.entries.filter((entry) => entry.willRetry === false)).toEqual([]);
+    } finally {
+      durableClient.close();
+      await durable.close();
     }
   });
 

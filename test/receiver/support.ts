@@ -33,7 +33,10 @@ export function recording(inner: IdempotencyStore): IdempotencyStore & { calls: 
 }
 
 /** An `onError` that collects what it is told. */
-export function errorLog(): { onError: (error: unknown, context: { stage: string; webhookId: string }) => void; entries: { stage: string; webhookId: string; error: unknown }[] } {
-  const entries: { stage: string; webhookId: string; error: unknown }[] = [];
+export function errorLog(): {
+  onError: (error: unknown, context: { stage: string; webhookId: string; willRetry: boolean }) => void;
+  entries: { stage: string; webhookId: string; willRetry: boolean; error: unknown }[];
+} {
+  const entries: { stage: string; webhookId: string; willRetry: boolean; error: unknown }[] = [];
   return { entries, onError: (error, context) => entries.push({ ...context, error }) };
 }
