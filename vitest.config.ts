@@ -1,6 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // tsconfig.json maps 'webhook-receiver/*' to the source entries: examples import the package by
+  // name, as a user's app does, and their tests run without a build.
+  resolve: { tsconfigPaths: true },
   test: {
     include: ['test/**/*.test.ts'],
     testTimeout: 20_000,

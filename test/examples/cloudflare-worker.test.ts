@@ -1,0 +1,88 @@
+/**
+ * The Worker's `fetch`, called with real `Request`s and an `env` as workerd passes it. The same
+ * file also runs inside workerd itself, without Node compatibility, in test/runtimes.
+ */
+
+import { generateSecret, signWebhook } from 'webhook-receiver';
+import { afterEach, beforeEach, describe, expect, it, vi, type MockInstance } from 'vitest';
+import worker, { type Env } from '../../examples/cloudflare-worker.ts';
+import { BODY, envelope } from './support.ts';
+
+const URL_BASE = 'https://webhooks.example.workers.dev';
+
+async function call(env: Env, path: string, init: RequestInit): Promise<{ status: number; body: unknown }> {
+  const response = await worker.fetch(new Request(`${URL_BASE}${path}`, init), env);
+  const text = await response.text();
+  return { status: response.status, body: response.headers.get('content-type')?.startsWith('application/json') ? JSON.parse(text) : text };
+}
+
+async function deliver(env: Env, secret: string | string[], options: { id?: string; body?: string } = {}): Promise<{ status: number; body: unknown }> {
+  const signed = await signWebhook({ secret, body: BODY, id: options.id });
+  return call(env, '/webhooks', { method: 'POST', headers: { 'content-type': 'application/json', ...signed.headers }, body: options.body ?? BODY });
+}
+
+let log: MockInstance<typeof console.log>;
+let warn: MockInstance<typeof console.warn>;
+beforeEach(() => {
+  log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+  warn = vi.spyOn(console, 'warn').mockImplementation(() => undefined);
+});
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** The ids the example's handler logged: one line per handler run. */
+const handled = (): string[] => log.mock.calls.map(([line]) => String(line).split(':')[0]!);
+
+describe('examples/cloudflare-worker.ts', () => {
+  it('processes a signed event once and answers its retry as a duplicate', async () => {
+    const env: Env = { WEBHOOK_SECRET: generateSecret() };
+    expect(await deliver(env, env.WEBHOOK_SECRET, { id: 'msg_worker_1' })).toEqual({
+      status: 200,
+      body: { received: true, id: 'msg_worker_1', keyId: 'WEBHOOK_SECRET' },
+    });
+    expect(await deliver(env, env.WEBHOOK_SECRET, { id: 'msg_worker_1' })).toEqual({ status: 200, body: { duplicate: true } });
+    expect(handled()).toEqual(['webhook msg_worker_1']);
+  });
+
+  it('refuses a tampered body and a forged signature in the error envelope', async () => {
+    const env: Env = { WEBHOOK_SECRET: generateSecret() };
+    expect(await deliver(env, env.WEBHOOK_SECRET, { body: BODY.replace('in_1', 'in_2') })).toEqual({
+      status: 401,
+      body: envelope('SIGNATURE_MISMATCH', /^no signature matched: 1 v1 entry tried against 1 HMAC secret\./),
+    });
+    expect(await deliver(env, generateSecret())).toEqual({ status: 401, body: envelope('SIGNATURE_MISMATCH', /^no signature matched/) });
+    expect(handled()).toEqual([]);
+    // The default onRejected: one line per rejection in the Worker's logs, without the secret.
+    expect(warn.mock.calls.map(([line]) => /^\[webhook-receiver\] rejected POST \/webhooks: ([A-Z_]+) /.exec(String(line))?.[1])).toEqual([
+      'SIGNATURE_MISMATCH',
+      'SIGNATURE_MISMATCH',
+    ]);
+    expect(warn.mock.calls.join('\n')).not.toContain(env.WEBHOOK_SECRET);
+  });
+
+  it('trusts WEBHOOK_SECRET_PREVIOUS during a rotation, names it, and stops when it is removed', async () => {
+    const current = generateSecret();
+    const previous = generateSecret();
+    const rotating: Env = { WEBHOOK_SECRET: current, WEBHOOK_SECRET_PREVIOUS: previous };
+    expect(await deliver(rotating, [current, previous], { id: 'msg_worker_both' })).toEqual({
+      status: 200,
+      body: { received: true, id: 'msg_worker_both', keyId: 'WEBHOOK_SECRET' },
+    });
+    expect(await deliver(rotating, previous, { id: 'msg_worker_old' })).toEqual({
+      status: 200,
+      body: { received: true, id: 'msg_worker_old', keyId: 'WEBHOOK_SECRET_PREVIOUS' },
+    });
+    // The old secret retired: the binding is gone, and the handler is rebuilt without it.
+    const retired: Env = { WEBHOOK_SECRET: current };
+    expect(await deliver(retired, previous)).toEqual({ status: 401, body: envelope('SIGNATURE_MISMATCH', /against 1 HMAC secret\./) });
+    expect(handled()).toEqual(['webhook msg_worker_both', 'webhook msg_worker_old']);
+  });
+
+  it('answers 404 off the webhook path and 405 for other methods', async () => {
+    const env: Env = { WEBHOOK_SECRET: generateSecret() };
+    expect(await call(env, '/', { method: 'POST', body: BODY })).toEqual({ status: 404, body: 'Not found' });
+    const get = await worker.fetch(new Request(`${URL_BASE}/webhooks`), env);
+    expect([get.status, get.headers.get('allow'), await get.text()]).toEqual([405, 'POST', 'Method not allowed']);
+  });
+});
