@@ -377,16 +377,23 @@ class VerifierImpl implements Verifier {
     if (signatures.v1.length > 0 && hmacKeys.length > 0) {
       const first = this.#preferred;
       for (let k = 0; k < hmacKeys.length; k++) {
-        const slot = (first + k) % hmacKeys.length;
-        const trusted = hmacKeys[slot]!;
-        const computed = this.#backend.hmacBase64(trusted.key, prefix, body);
-        const expected = typeof computed === 'string' ? computed : await computed;
-        for (const candidate of signatures.v1) {
-          if (constantTimeEqual(candidate, expected)) {
-            if (slot !== first) this.#preferred = slot;
-            return new Webhook(id, timestamp, body, true, 'v1', trusted.index, trusted.keyId);
+        let slot = (first + k) % hmacKeys.length;
+        if (!(await this.#hmacMatches(slot, prefix, body, signatures.v1))) continue;
+        // A sender mid-rotation signs with old and new key alike. Report the first key in
+        // `secrets` that matches, not whichever was tried first, so keyId says which key is still
+        // needed. Only a multi-signed message whose match is not the first-listed key pays for it.
+        if (signatures.v1.length > 1) {
+          // Keys listed before `first` were not tried yet unless the search wrapped past the end.
+          for (let earlier = 0; earlier < (slot >= first ? first : 0); earlier++) {
+            if (await this.#hmacMatches(earlier, prefix, body, signatures.v1)) {
+              slot = earlier;
+              break;
+            }
           }
         }
+        if (slot !== first) this.#preferred = slot;
+        const trusted = hmacKeys[slot]!;
+        return new Webhook(id, timestamp, body, true, 'v1', trusted.index, trusted.keyId);
       }
     }
 
@@ -403,6 +410,14 @@ class VerifierImpl implements Verifier {
     }
 
     throw new WebhookError('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+  }
+
+  /** Whether the HMAC key in `slot` produced any of the `v1` candidates. */
+  async #hmacMatches(slot: number, prefix: string, body: Uint8Array, candidates: readonly string[]): Promise<boolean> {
+    const computed = this.#backend.hmacBase64(this.#hmac[slot]!.key, prefix, body);
+    const expected = typeof computed === 'string' ? computed : await computed;
+    for (const candidate of candidates) if (constantTimeEqual(candidate, expected)) return true;
+    return false;
   }
 
   #mismatchMessage(s: ParsedSignatures): string {

@@ -183,6 +183,19 @@ function idOf(pairs: [string, string][]): string | undefined {
 }
 
 /**
+ * `node:http`, reached so that bundlers for edge runtimes (esbuild in wrangler, workerd without
+ * Node compatibility) see no Node import: `webhook-receiver/testing` stays bundleable there for
+ * its Web helpers, and only `createTestReceiver` needs Node.
+ */
+async function loadNodeHttp(): Promise<typeof import('node:http')> {
+  const fromProcess = globalThis.process?.getBuiltinModule?.('node:http') as typeof import('node:http') | undefined;
+  if (fromProcess) return fromProcess;
+  // Node 20 before 20.16 has no getBuiltinModule; a computed specifier is left alone by bundlers.
+  const specifier = ['node', 'http'].join(':');
+  return (await import(specifier)) as typeof import('node:http');
+}
+
+/**
  * The server shared by {@link createTestReceiver} and the `listen` command: loopback only,
  * bounded body, every request verified by the core. Internal.
  */
@@ -191,7 +204,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const verifier = createVerifier({ secrets: options.secrets, maxBodyBytes: limit });
   const attempts = new Map<string, number>();
-  const http = await import('node:http');
+  const http = await loadNodeHttp();
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const headers = headerPairs(req.rawHeaders);

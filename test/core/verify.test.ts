@@ -161,6 +161,42 @@ describe.each(BACKENDS)('verifier on %s', (_name, backend: CryptoBackend) => {
     });
   });
 
+  describe('rotation, signed with old and new keys at once', () => {
+    const fresh = newSecret();
+    const old = newSecret();
+    const body = '{"type":"rotated"}';
+    const headersFor = (...secrets: string[]) => ({
+      'webhook-id': 'msg_rot',
+      'webhook-timestamp': String(T),
+      'webhook-signature': secrets.map((secret) => hmacEntry(secret, 'msg_rot', String(T), body)).join(' '),
+    });
+
+    it('reports the first-listed key that matches, whatever matched last, and then costs one HMAC', async () => {
+      const { backend: counted, calls } = countingBackend(backend);
+      const v = createVerifierWith({ secrets: [{ key: fresh, keyId: 'new' }, { key: old, keyId: 'old' }], now: at(T) }, counted);
+      // Old-key traffic makes the old key the one tried first.
+      expect((await v.verify({ headers: headersFor(old), body })).keyId).toBe('old');
+      calls.hmac = 0;
+      // Signed with both: the old key matches first, but the new one is listed first and matches too.
+      const both = await v.verify({ headers: headersFor(old, fresh), body });
+      expect([both.keyId, both.keyIndex]).toEqual(['new', 0]);
+      expect(calls.hmac).toBe(2);
+      calls.hmac = 0;
+      expect((await v.verify({ headers: headersFor(fresh, old), body })).keyId).toBe('new');
+      expect(calls.hmac).toBe(1);
+    });
+
+    it('reports the key that matched when only a later-listed one does', async () => {
+      const { backend: counted, calls } = countingBackend(backend);
+      const v = createVerifierWith({ secrets: [{ key: fresh, keyId: 'new' }, { key: old, keyId: 'old' }], now: at(T) }, counted);
+      const other = newSecret();
+      const result = await v.verify({ headers: headersFor(other, old), body });
+      expect([result.keyId, result.keyIndex]).toEqual(['old', 1]);
+      // Tried the new key, then the old one: the search began at the first slot, so nothing extra.
+      expect(calls.hmac).toBe(2);
+    });
+  });
+
   describe('the signature header', () => {
     const secret = newSecret();
     const body = '{"type":"ping"}';
