@@ -179,6 +179,11 @@ function parseTimestamp(text: string): number {
       throw new WebhookError('INVALID_TIMESTAMP', `webhook-timestamp must be Unix seconds in ASCII digits, got ${shown(text)}`);
     }
   }
+  if (text.length > 1 && text.charCodeAt(0) === 48) {
+    // '01614265330' and '1614265330' are one number but different signed content: accept only the
+    // canonical form, so no two header values name the same instant.
+    throw new WebhookError('INVALID_TIMESTAMP', `webhook-timestamp ${shown(text)} has a leading zero; Unix seconds are written without one`);
+  }
   if (text.length >= 13) {
     throw new WebhookError(
       'INVALID_TIMESTAMP',

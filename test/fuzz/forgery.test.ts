@@ -203,7 +203,7 @@ function mutations(): fc.Arbitrary<Mutation> {
 function expectedCode(r: Request): WebhookErrorCode {
   if (r.id === '' || /[\uD800-\uDFFF]/u.test(r.id)) return 'MISSING_ID';
   if (r.timestamp === '') return 'MISSING_TIMESTAMP';
-  if (!/^[0-9]+$/.test(r.timestamp) || r.timestamp.length >= 13) return 'INVALID_TIMESTAMP';
+  if (!/^(0|[1-9][0-9]*)$/.test(r.timestamp) || r.timestamp.length >= 13) return 'INVALID_TIMESTAMP';
   const age = NOW - Number(r.timestamp);
   if (age > TOLERANCE) return 'TIMESTAMP_TOO_OLD';
   if (-age > TOLERANCE) return 'TIMESTAMP_TOO_NEW';
