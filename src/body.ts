@@ -2,6 +2,7 @@
  * Reading a Fetch `Request` body without ever holding more than the limit in memory.
  */
 
+import { concatChunks } from './encoding.ts';
 import { WebhookError } from './errors.ts';
 
 /** 1 MiB: the default `maxBodyBytes`. */
@@ -55,12 +56,5 @@ export async function readRequestBody(request: Request, limit: number): Promise<
   } finally {
     reader.releaseLock();
   }
-  if (chunks.length === 1) return chunks[0]!;
-  const body = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return body;
+  return chunks.length === 1 ? chunks[0]! : concatChunks(chunks, total);
 }

@@ -75,6 +75,17 @@ export function toBytes(body: string | Uint8Array | ArrayBuffer): Uint8Array {
   throw new TypeError('webhook body must be a string, a Uint8Array (or Buffer) or an ArrayBuffer');
 }
 
+/** Chunks read from a stream, joined into one array of `total` bytes. */
+export function concatChunks(chunks: readonly Uint8Array[], total: number): Uint8Array {
+  const out = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return out;
+}
+
 export function concatBytes(a: Uint8Array, b: Uint8Array): Uint8Array<ArrayBuffer> {
   const out = new Uint8Array(a.length + b.length);
   out.set(a, 0);

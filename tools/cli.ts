@@ -10,13 +10,14 @@
 
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { concatChunks } from '../src/encoding.ts';
 import { isWebhookError } from '../src/errors.ts';
 import type { SecretInput } from '../src/secrets.ts';
 import { generateKeyPair, generateSecret, signWebhook } from '../src/sign.ts';
 import { WebhookAssertionError, assertSignedWebhook, explainVerificationFailure } from '../src/testing/assert.ts';
 import { keyLabel } from '../src/testing/diagnose.ts';
 import { bodyText, describeBody } from '../src/testing/recorded.ts';
-import { concat, startWebhookServer, type Answer, type IncomingDelivery } from './test-receiver.ts';
+import { startWebhookServer, type Answer, type IncomingDelivery } from './test-receiver.ts';
 
 /** Misuse: a clear message and exit code 2. */
 class UsageError extends Error {
@@ -142,7 +143,7 @@ async function readStdin(): Promise<Uint8Array> {
     if (total > MAX_INPUT_BYTES) throw new UsageError(`the body on stdin is over ${MAX_INPUT_BYTES} bytes`);
     chunks.push(chunk);
   }
-  return concat(chunks, total);
+  return concatChunks(chunks, total);
 }
 
 /** The body from exactly one of --body, --body-file or stdin. */

@@ -8,6 +8,7 @@
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import { DEFAULT_MAX_BODY_BYTES, declaredLength, payloadTooLarge } from '../src/body.ts';
+import { concatChunks } from '../src/encoding.ts';
 import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { errorResponse } from '../src/http.ts';
 import { headerValues } from '../src/headers.ts';
@@ -146,7 +147,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<{ body: Uint8Arr
         stop();
         req.pause();
         chunks.push(chunk.subarray(0, limit - total));
-        resolve({ body: concat(chunks, limit), tooLarge: true, declared });
+        resolve({ body: concatChunks(chunks, limit), tooLarge: true, declared });
         return;
       }
       chunks.push(chunk);
@@ -154,7 +155,7 @@ function readBody(req: IncomingMessage, limit: number): Promise<{ body: Uint8Arr
     };
     const onEnd = () => {
       stop();
-      resolve({ body: concat(chunks, total), tooLarge: false, declared });
+      resolve({ body: concatChunks(chunks, total), tooLarge: false, declared });
     };
     const onError = (error: Error) => {
       stop();
@@ -164,17 +165,6 @@ function readBody(req: IncomingMessage, limit: number): Promise<{ body: Uint8Arr
     req.on('end', onEnd);
     req.on('error', onError);
   });
-}
-
-/** Chunks read from a stream, joined into one array of `total` bytes. */
-export function concat(chunks: readonly Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return out;
 }
 
 function idOf(pairs: [string, string][]): string | undefined {
