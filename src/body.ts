@@ -5,7 +5,15 @@
 import { concatChunks } from './encoding.ts';
 import { WebhookError } from './errors.ts';
 
-/** 1 MiB: the default `maxBodyBytes`. */
+/**
+ * 1 MiB: the default `maxBodyBytes`.
+ *
+ * @example
+ * ```ts
+ * import { createVerifier, DEFAULT_MAX_BODY_BYTES } from 'webhook-receiver';
+ * const verifier = createVerifier({ secrets, maxBodyBytes: 4 * DEFAULT_MAX_BODY_BYTES });
+ * ```
+ */
 export const DEFAULT_MAX_BODY_BYTES = 1024 * 1024;
 
 export function payloadTooLarge(limit: number, declared?: number): WebhookError {

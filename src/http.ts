@@ -23,7 +23,15 @@ export interface WebhookResponse {
   body: string;
 }
 
-/** Seconds a sender should wait after `STORE_UNAVAILABLE` before retrying. */
+/**
+ * Seconds a sender should wait after `STORE_UNAVAILABLE` before retrying (the `Retry-After` value).
+ *
+ * @example
+ * ```ts
+ * import { STORE_UNAVAILABLE_RETRY_AFTER_SECONDS } from 'webhook-receiver';
+ * res.set('retry-after', String(STORE_UNAVAILABLE_RETRY_AFTER_SECONDS));
+ * ```
+ */
 export const STORE_UNAVAILABLE_RETRY_AFTER_SECONDS = 5;
 
 const JSON_HEADERS = { 'content-type': 'application/json' } as const;

@@ -128,9 +128,25 @@ export interface Receiver {
   claim(input: WebhookInput | Request): Promise<Claim>;
 }
 
-/** 24 hours. */
+/**
+ * 24 hours: how long a completed id is remembered by default.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_TTL_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, idempotency: { ttlSeconds: 3 * DEFAULT_TTL_SECONDS } });
+ * ```
+ */
 export const DEFAULT_TTL_SECONDS = 86_400;
-/** One minute. */
+/**
+ * One minute: how long a claim protects an in-flight handler by default.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_LOCK_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, idempotency: { lockSeconds: 5 * DEFAULT_LOCK_SECONDS } });
+ * ```
+ */
 export const DEFAULT_LOCK_SECONDS = 60;
 
 /** A failed completion is retried after 100 ms, then with the delay doubling up to 2 s. */

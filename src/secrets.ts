@@ -96,6 +96,9 @@ export function decodeSecret(
     throw new TypeError(`${where} must be a string ('whsec_…', 'whpk_…' or base64), a Uint8Array, or { key, keyId }`);
   }
   if (key.length === 0) throw new TypeError(`${where} is empty (is the environment variable set?)`);
+  if (/^["'`]|["'`]$/.test(key)) {
+    throw new TypeError(`${where} is wrapped in quotes (copied with them from a config file?); pass the value without them`);
+  }
   if (/\s/.test(key)) {
     throw new TypeError(`${where} contains whitespace (often a trailing newline from a file or an environment variable); trim it`);
   }

@@ -3,7 +3,15 @@ import { checkClaim, checkComplete, checkRelease, newToken, type IdempotencyStor
 
 type Entry = { state: 'processing'; token: string; until: number } | { state: 'completed' };
 
-/** 100 000 ids: the default bound of {@link memoryStore}. */
+/**
+ * 100 000 ids: the default bound of {@link memoryStore}.
+ *
+ * @example
+ * ```ts
+ * import { memoryStore, DEFAULT_MEMORY_STORE_MAX } from 'webhook-receiver';
+ * const store = memoryStore({ max: DEFAULT_MEMORY_STORE_MAX * 2 });
+ * ```
+ */
 export const DEFAULT_MEMORY_STORE_MAX = 100_000;
 
 /**

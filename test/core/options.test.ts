@@ -40,6 +40,8 @@ const cases: Case[] = [
   ['base64url after whsec_', { secrets: urlSafe }, TypeError, "secrets[0] is not valid base64 after the 'whsec_' prefix (it looks like base64url: use the standard alphabet with + and /)"],
   ['bare non-base64', { secrets: 'abc$def' }, TypeError, "secrets[0] is neither 'whsec_…', 'whpk_…' nor valid base64"],
   ['an unknown prefix', { secrets: 'sk_live_abcdef' }, TypeError, "secrets[0] is neither 'whsec_…', 'whpk_…' nor valid base64 (its prefix is not one of 'whsec_', 'whpk_')"],
+  ['double quotes around it', { secrets: `"${good}"` }, TypeError, 'secrets[0] is wrapped in quotes (copied with them from a config file?); pass the value without them'],
+  ['single quotes around it', { secrets: `'${good}'` }, TypeError, 'secrets[0] is wrapped in quotes (copied with them from a config file?); pass the value without them'],
   ['a trailing newline', { secrets: `${good}\n` }, TypeError, 'secrets[0] contains whitespace (often a trailing newline from a file or an environment variable); trim it'],
   ['a leading space', { secrets: ` ${good}` }, TypeError, 'secrets[0] contains whitespace (often a trailing newline from a file or an environment variable); trim it'],
   ['an inner tab', { secrets: `whsec_${goodPayload.slice(0, 10)}\t${goodPayload.slice(10)}` }, TypeError, 'secrets[0] contains whitespace (often a trailing newline from a file or an environment variable); trim it'],

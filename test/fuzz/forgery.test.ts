@@ -313,7 +313,11 @@ describe.each(BACKENDS)('no forgery on %s', (name, backend, weight) => {
           else {
             const base = trusted[variant.key]!.key;
             if (variant.kind === 'bit') key = flipBitInBytes(base, variant.at, variant.bit);
-            else if (variant.kind === 'shorter') key = base.subarray(0, base.length - variant.drop);
+            else if (variant.kind === 'shorter') {
+              // Dropping only trailing 0x00 bytes leaves the same HMAC key (RFC 2104 pads with zeros).
+              fc.pre(base.subarray(base.length - variant.drop).some((byte) => byte !== 0));
+              key = base.subarray(0, base.length - variant.drop);
+            }
             else key = Uint8Array.from([...base, variant.extra]);
           }
           const signature = [...m.decoys, `v1,${hmacSignature(key, m.id, m.timestamp, m.body)}`].join(' ');
