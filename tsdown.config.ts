@@ -1,18 +1,22 @@
 import { defineConfig } from 'tsdown';
 
+const entry = {
+  index: 'src/index.ts',
+  redis: 'src/stores/redis.ts',
+  testing: 'tools/testing.ts',
+  vitest: 'tools/vitest.ts',
+  cli: 'tools/cli.ts',
+  express: 'adapters/express.ts',
+  fastify: 'adapters/fastify.ts',
+  hono: 'adapters/hono.ts',
+  fetch: 'adapters/fetch.ts',
+};
+
 export default defineConfig({
-  entry: {
-    index: 'src/index.ts',
-    redis: 'src/stores/redis.ts',
-    testing: 'tools/testing.ts',
-    vitest: 'tools/vitest.ts',
-    cli: 'tools/cli.ts',
-    express: 'adapters/express.ts',
-    fastify: 'adapters/fastify.ts',
-    hono: 'adapters/hono.ts',
-    fetch: 'adapters/fetch.ts',
-  },
-  format: ['esm', 'cjs'],
+  entry,
+  // vitest is ESM-only: `require('webhook-receiver/vitest')` gets a module that says so (and what
+  // to use instead), with the same types as the ES module.
+  format: { esm: {}, cjs: { entry: { ...entry, vitest: 'tools/vitest-require.ts' } } },
   platform: 'neutral',
   target: 'es2022',
   dts: true,

@@ -12,6 +12,7 @@ import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { concatChunks } from '../src/encoding.ts';
 import { isWebhookError } from '../src/errors.ts';
+import { errorResponse } from '../src/http.ts';
 import type { SecretInput } from '../src/secrets.ts';
 import { generateKeyPair, generateSecret, signWebhook } from '../src/sign.ts';
 import { WebhookAssertionError, assertSignedWebhook, explainVerificationFailure } from '../src/testing/assert.ts';
@@ -66,6 +67,7 @@ ${SECRET_HELP.replace('a trusted secret', 'a signing secret').replace(" or 'whpk
   --body-file FILE    the body, the file's exact bytes
                       (with neither, the body is read from stdin)
   --curl URL          print a ready curl command that sends the signed request to URL
+                      (content-type application/json for a JSON body, else application/octet-stream)
   --help              show this help`,
   verify: `Usage: webhook-receiver verify [--secret S]... --header 'NAME: VALUE'...
                               [--body-file FILE | --body TEXT | < stdin] [--tolerance S] [--now S]
@@ -169,6 +171,18 @@ function seconds(value: string | undefined, option: string): number | undefined 
   return Number(value);
 }
 
+/** Whether the body is JSON text, and so can be labelled `application/json`. */
+function isJson(bytes: Uint8Array): boolean {
+  const text = bodyText(bytes);
+  if (text === undefined) return false;
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function shellQuote(text: string): string {
   return `'${text.replace(/'/g, `'\\''`)}'`;
 }
@@ -221,7 +235,8 @@ async function signCommand(args: string[]): Promise<number> {
     if (text === undefined || text.includes('\0')) throw new UsageError('a binary body cannot go on a curl command line: pass it with --body-file');
     data = `--data-raw ${shellQuote(text)}`;
   }
-  const lines = [`curl -sS -X POST ${shellQuote(target.href)}`, `-H ${shellQuote('content-type: application/json')}`];
+  // Without a content-type, curl labels a --data body as a form (x-www-form-urlencoded).
+  const lines = [`curl -sS -X POST ${shellQuote(target.href)}`, `-H ${shellQuote(`content-type: ${isJson(body.bytes) ? 'application/json' : 'application/octet-stream'}`)}`];
   for (const [name, value] of headers) lines.push(`-H ${shellQuote(`${name}: ${value}`)}`);
   lines.push(data);
   io.out(lines.join(' \\\n  '));
@@ -333,9 +348,9 @@ async function listenCommand(args: string[]): Promise<number> {
     startWebhookServer({
       secrets,
       port,
-      async answer(delivery, attempt) {
+      async answer(delivery, { sequence, attempt }) {
         count++;
-        const lines = [`#${count} ${new Date().toISOString()} ${delivery.method} ${delivery.path} (attempt ${attempt})`];
+        const lines = [`#${sequence} ${new Date().toISOString()} ${delivery.method} ${delivery.path} (attempt ${attempt})`];
         let answer: Answer;
         if (delivery.verification.ok) {
           const webhook = delivery.verification.webhook;
@@ -358,7 +373,8 @@ async function listenCommand(args: string[]): Promise<number> {
             nowMs: Date.now(),
           });
           lines.push(`  REJECTED ${error.code}`, indent(explained.message));
-          answer = { status: error.status, headers: { 'content-type': 'application/json' }, body: JSON.stringify({ error: error.code, message: error.message }) };
+          // What a receiver built on this package answers (the adapters' table).
+          answer = errorResponse(error);
         }
         lines.push(`  answered ${answer.status}`);
         io.out(lines.join('\n'));

@@ -7,8 +7,8 @@
  */
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { DEFAULT_MAX_BODY_BYTES, declaredLength, payloadTooLarge } from '../src/body.ts';
-import { concatChunks } from '../src/encoding.ts';
+import { readNodeBody } from '../adapters/node.ts';
+import { DEFAULT_MAX_BODY_BYTES } from '../src/body.ts';
 import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { errorResponse } from '../src/http.ts';
 import { headerValues } from '../src/headers.ts';
@@ -31,9 +31,12 @@ export interface Delivery {
   path: string;
   /** Every header as received, in order, names in their original case. */
   headers: [string, string][];
-  /** The body bytes (at most 1 MiB are read; a larger body is refused with 413 `PAYLOAD_TOO_LARGE`). */
+  /**
+   * The body bytes. A body over 1 MiB is not read: it is recorded empty, with the verdict
+   * `PAYLOAD_TOO_LARGE`, and answered 413.
+   */
   body: Uint8Array;
-  /** The core verifier's verdict on this request. */
+  /** The core verifier's verdict on this request. The answer does not depend on it unless `respond` says so. */
   verification: { ok: true; webhook: VerifiedWebhook } | { ok: false; error: WebhookError };
   /** The status the receiver answered. */
   status: number;
@@ -51,9 +54,13 @@ export interface TestReceiverOptions {
   /** The keys deliveries are verified with. */
   secrets: SecretInput | readonly SecretInput[];
   /**
-   * The status to answer. `attempt` is 1 for the first delivery of a `webhook-id`, 2 for the next,
-   * and so on; `delivery.status` holds the default answer when it is called. Default: 204 for a
-   * verified delivery, the verifier's status (401, 400, 413) otherwise, as a real receiver answers.
+   * The status to answer. `attempt` is 1 for the first delivery of a `webhook-id` to arrive, 2 for
+   * the next, and so on; `delivery.status` holds the default answer when it is called. Default:
+   * 204 for every delivery, verified or not (the verdict is in `delivery.verification`), so a
+   * sender under test is never retried by accident. To answer like a real receiver, return
+   * `delivery.verification.ok ? 204 : delivery.verification.error.status`: a failed verification
+   * answered with its own status also gets the error envelope `{ "error": CODE, "message": … }`.
+   * A body over 1 MiB is the one exception to the default: it is not read, and answered 413.
    */
   respond?: (delivery: Delivery, attempt: number) => number;
   /** Default: a free port. The receiver always listens on 127.0.0.1. */
@@ -74,7 +81,10 @@ export interface TestReceiverOptions {
 export interface TestReceiver {
   /** `http://127.0.0.1:PORT`, without a trailing slash: append any path. */
   readonly url: string;
-  /** Every request, in arrival order. */
+  /**
+   * Every request, in arrival order. A request is listed once it is answered, at the place of its
+   * arrival: one that arrived first but sent its body slowly comes before a later, faster one.
+   */
   readonly deliveries: readonly Delivery[];
   /**
    * Resolves with the deliveries once at least `count` have arrived; rejects after `timeoutMs`
@@ -95,15 +105,23 @@ export interface Answer {
 /** A delivery before it is answered. */
 export type IncomingDelivery = Omit<Delivery, 'status'>;
 
+/** Where a delivery stands, numbered when its request arrived (before its body was read). */
+export interface Arrival {
+  /** 1 for the first request the server got, 2 for the second, and so on. */
+  sequence: number;
+  /** 1 for the first request carrying its `webhook-id`, 2 for the next; 1 without an id. */
+  attempt: number;
+}
+
 /** Options of the shared server behind the test receiver and `webhook-receiver listen`. */
 export interface WebhookServerOptions {
   secrets: SecretInput | readonly SecretInput[];
   port?: number;
   maxBodyBytes?: number;
   /** Decides the answer. A throw answers 500 and is reported to `onError`. */
-  answer: (delivery: IncomingDelivery, attempt: number) => Answer | Promise<Answer>;
+  answer: (delivery: IncomingDelivery, arrival: Arrival) => Answer | Promise<Answer>;
   /** Called once per delivery, after it is answered. */
-  onDelivery?: (delivery: Delivery, attempt: number) => void;
+  onDelivery?: (delivery: Delivery, arrival: Arrival) => void;
   /** Called when `answer` throws. */
   onError?: (error: unknown, delivery: IncomingDelivery) => void;
 }
@@ -127,44 +145,6 @@ function headerPairs(raw: readonly string[]): [string, string][] {
   const pairs: [string, string][] = [];
   for (let i = 0; i + 1 < raw.length; i += 2) pairs.push([raw[i]!, raw[i + 1]!]);
   return pairs;
-}
-
-/** Reads at most `limit` bytes; `tooLarge` when the body (declared or actual) is over it. */
-function readBody(req: IncomingMessage, limit: number): Promise<{ body: Uint8Array; tooLarge: boolean; declared: number | undefined }> {
-  const declared = declaredLength(req.headers['content-length']);
-  if (declared !== undefined && declared > limit) return Promise.resolve({ body: new Uint8Array(0), tooLarge: true, declared });
-  return new Promise((resolve, reject) => {
-    const chunks: Uint8Array[] = [];
-    let total = 0;
-    const stop = () => {
-      req.off('data', onData);
-      req.off('end', onEnd);
-      req.off('error', onError);
-    };
-    const onData = (chunk: Uint8Array) => {
-      if (total + chunk.byteLength > limit) {
-        // Stop reading here; the rest is never buffered (the answer closes the connection).
-        stop();
-        req.pause();
-        chunks.push(chunk.subarray(0, limit - total));
-        resolve({ body: concatChunks(chunks, limit), tooLarge: true, declared });
-        return;
-      }
-      chunks.push(chunk);
-      total += chunk.byteLength;
-    };
-    const onEnd = () => {
-      stop();
-      resolve({ body: concatChunks(chunks, total), tooLarge: false, declared });
-    };
-    const onError = (error: Error) => {
-      stop();
-      reject(error);
-    };
-    req.on('data', onData);
-    req.on('end', onEnd);
-    req.on('error', onError);
-  });
 }
 
 function idOf(pairs: [string, string][]): string | undefined {
@@ -194,32 +174,34 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const verifier = createVerifier({ secrets: options.secrets, maxBodyBytes: limit });
   const attempts = new Map<string, number>();
+  let arrived = 0;
   const http = await loadNodeHttp();
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const headers = headerPairs(req.rawHeaders);
-    const { body, tooLarge, declared } = await readBody(req, limit);
-    let verification: Delivery['verification'];
-    if (tooLarge) {
-      verification = { ok: false, error: payloadTooLarge(limit, declared) };
-    } else {
-      try {
-        verification = { ok: true, webhook: await verifier.verify({ headers, body }) };
-      } catch (error) {
-        if (!isWebhookError(error)) throw error;
-        verification = { ok: false, error };
-      }
-    }
+    // Numbered now, as the request arrives: a slow body must not let a later request overtake it.
     const id = idOf(headers);
-    let attempt = 1;
-    if (id !== undefined) {
-      attempt = (attempts.get(id) ?? 0) + 1;
-      attempts.set(id, attempt);
+    const attempt = id === undefined ? 1 : (attempts.get(id) ?? 0) + 1;
+    if (id !== undefined) attempts.set(id, attempt);
+    const arrival: Arrival = { sequence: ++arrived, attempt };
+
+    // The adapters' reader: the same limit, declared or streamed, and nothing past it is read.
+    let body: Uint8Array = new Uint8Array(0);
+    let tooLarge = false;
+    let verification: Delivery['verification'];
+    try {
+      // A plain Uint8Array, as typed: a small Buffer is a view into Node's shared pool.
+      body = new Uint8Array(await readNodeBody(req, limit, req.headers['content-length']));
+      verification = { ok: true, webhook: await verifier.verify({ headers, body }) };
+    } catch (error) {
+      if (!isWebhookError(error)) throw error;
+      tooLarge = error.code === 'PAYLOAD_TOO_LARGE';
+      verification = { ok: false, error };
     }
     const incoming: IncomingDelivery = { method: req.method ?? 'GET', path: req.url ?? '/', headers, body, verification };
     let answer: Answer;
     try {
-      answer = await options.answer(incoming, attempt);
+      answer = await options.answer(incoming, arrival);
     } catch (error) {
       options.onError?.(error, incoming);
       answer = { status: 500, headers: { 'content-type': 'text/plain' }, body: 'answer failed' };
@@ -232,7 +214,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     res.writeHead(answer.status, responseHeaders);
     if (tooLarge) res.once('finish', () => req.socket.destroy());
     res.end(noBody ? undefined : answer.body);
-    options.onDelivery?.(delivery, attempt);
+    options.onDelivery?.(delivery, arrival);
   };
 
   const server: Server = http.createServer((req, res) => {
@@ -264,8 +246,9 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   };
 }
 
+/** 204 whatever the verdict (issue 5): only a body the receiver did not read is refused. */
 function defaultStatus(delivery: IncomingDelivery): number {
-  return delivery.verification.ok ? 204 : delivery.verification.error.status;
+  return !delivery.verification.ok && delivery.verification.error.code === 'PAYLOAD_TOO_LARGE' ? 413 : 204;
 }
 
 function summary(delivery: Delivery): string {
@@ -276,8 +259,8 @@ function summary(delivery: Delivery): string {
 
 /**
  * Starts an HTTP receiver on `127.0.0.1` that records every request, verifies it with `secrets`
- * and answers the status `respond` picks, so the sender under test meets real retries. Needs
- * Node (or Bun or Deno) for `node:http`.
+ * and answers the status `respond` picks (204 by default, whatever the verdict), so the sender
+ * under test meets real retries. Needs Node (or Bun or Deno) for `node:http`.
  *
  * @example
  * ```ts
@@ -300,6 +283,8 @@ export async function createTestReceiver(options: TestReceiverOptions): Promise<
   if (respond !== undefined && typeof respond !== 'function') throw new TypeError('respond must be a function (delivery, attempt) => status');
 
   const deliveries: Delivery[] = [];
+  /** The arrival sequence of each entry of `deliveries`. */
+  const sequences: number[] = [];
   let failure: Error | undefined;
   interface Waiter {
     count: number;
@@ -321,13 +306,13 @@ export async function createTestReceiver(options: TestReceiverOptions): Promise<
   const server = await startWebhookServer({
     secrets: options.secrets,
     port: options.port,
-    answer(incoming, attempt) {
+    answer(incoming, { sequence, attempt }) {
       const fallback = defaultStatus(incoming);
       let status = fallback;
       if (respond !== undefined) {
         status = respond({ ...incoming, status: fallback }, attempt);
         if (!Number.isInteger(status) || status < 200 || status > 599) {
-          throw new RangeError(`respond returned ${String(status)} for delivery #${deliveries.length + 1}; it must return an HTTP status from 200 to 599`);
+          throw new RangeError(`respond returned ${String(status)} for delivery #${sequence}; it must return an HTTP status from 200 to 599`);
         }
       }
       if (!incoming.verification.ok && status === incoming.verification.error.status) {
@@ -339,8 +324,12 @@ export async function createTestReceiver(options: TestReceiverOptions): Promise<
     onError(error) {
       failure ??= new Error(`the test receiver's respond() failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
     },
-    onDelivery(delivery) {
-      deliveries.push(delivery);
+    onDelivery(delivery, { sequence }) {
+      // Usually the last to arrive; an earlier request answered later goes back to its place.
+      let at = deliveries.length;
+      while (at > 0 && sequences[at - 1]! > sequence) at--;
+      deliveries.splice(at, 0, delivery);
+      sequences.splice(at, 0, sequence);
       settle();
     },
   });

@@ -3,6 +3,12 @@
  * `toBeSignedWebhook(options)` and `toBeUnsignedWebhook()` on vitest's `expect`.
  */
 
+// The `declare module 'vitest'` below only reaches a consumer if the built .d.mts itself refers to
+// vitest. The `expect` import is a value, which the declaration build drops, and TypeScript 5.5+
+// keeps a reference directive in its output only with preserve="true". Without it, a project
+// that sees vitest through `vitest/globals` alone gets TS2339 for the matchers.
+/// <reference types="vitest" preserve="true" />
+
 import { expect } from 'vitest';
 import type { SignedWebhookAssertionOptions } from '../src/testing/assert.ts';
 import { webhookMatchers } from '../src/testing/matchers.ts';

@@ -155,6 +155,12 @@ export async function explainVerificationFailure(error: WebhookError, context: F
         'Most likely the sender signs with another secret (a different destination\'s, or one rotated since), or the body changed in transit.',
     );
   }
+  for (const { version, tried, distinct } of diagnosis?.capped ?? []) {
+    lines.push(
+      `Diagnosis limit: only the first ${tried} of the ${distinct} distinct ${version} entries were diagnosed (a sender sends one entry per key it signs with); ` +
+        'the others were not tried.',
+    );
+  }
   return new WebhookAssertionError(lines.join('\n'), { code: error.code, webhookError: error, findings: diagnosis?.findings ?? [] });
 }
 

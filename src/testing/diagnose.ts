@@ -72,10 +72,19 @@ export interface Diagnosis {
   findings: string[];
   /** What was tried, for the message when nothing matched. */
   tried: string[];
+  /** Per version, when the header had more distinct entries than the diagnosis tries. */
+  capped: { version: 'v1' | 'v1a'; tried: number; distinct: number }[];
 }
 
 /** Bounds on the brute-force parts, so a failing assertion stays fast on every backend. */
 const TIMESTAMP_DRIFT_SECONDS = 300;
+/**
+ * Distinct entries per version the diagnosis tries. Every candidate Ed25519 check runs once per
+ * v1a entry, about 1 600 candidates per key: a header of 64 entries made one failed assertion take
+ * seconds, and `listen` diagnoses each failed delivery before it answers. A sender sends one entry
+ * per key it signs with, so a handful covers any real rotation.
+ */
+export const DIAGNOSED_ENTRIES_PER_VERSION = 4;
 
 /**
  * Base64 decoded the lenient way Node's `Buffer.from(text, 'base64')` does it: both alphabets,
@@ -105,15 +114,27 @@ export function lenientBase64Decode(text: string): Uint8Array {
   return Uint8Array.from(out);
 }
 
+/** The first `DIAGNOSED_ENTRIES_PER_VERSION` distinct entries, and how many distinct ones there were. */
+function firstDistinct(entries: readonly string[]): { kept: string[]; distinct: number } {
+  const distinct = [...new Set(entries)];
+  return { kept: distinct.slice(0, DIAGNOSED_ENTRIES_PER_VERSION), distinct: distinct.length };
+}
+
 class SignatureMatcher {
   readonly #backend: CryptoBackend;
   readonly #v1: string[];
   readonly #v1a: Uint8Array[];
+  readonly capped: Diagnosis['capped'] = [];
 
   constructor(backend: CryptoBackend, signatures: ParsedSignatures) {
     this.#backend = backend;
-    this.#v1 = signatures.v1;
-    this.#v1a = signatures.v1a.map(base64Decode).filter((s): s is Uint8Array => s !== undefined && s.length === 64);
+    const v1 = firstDistinct(signatures.v1);
+    // Only entries that can be Ed25519 signatures at all count towards the cap.
+    const v1a = firstDistinct(signatures.v1a.filter((entry) => base64Decode(entry)?.length === 64));
+    this.#v1 = v1.kept;
+    this.#v1a = v1a.kept.map((entry) => base64Decode(entry)!);
+    if (v1.distinct > v1.kept.length) this.capped.push({ version: 'v1', tried: v1.kept.length, distinct: v1.distinct });
+    if (v1a.distinct > v1a.kept.length) this.capped.push({ version: 'v1a', tried: v1a.kept.length, distinct: v1a.distinct });
   }
 
   get hasEntries(): boolean {
@@ -248,11 +269,12 @@ function idVariants(subject: DiagnosisSubject): { id: string; where: string }[] 
 /**
  * Tries the usual sender bugs against the signatures in the header.
  *
- * Bounded: at most `2 * TIMESTAMP_DRIFT_SECONDS + 1000 + a few dozen` signature checks per key.
+ * Bounded: at most `2 * TIMESTAMP_DRIFT_SECONDS + 1000 + a few dozen` candidates per key, each an
+ * HMAC (compared with every kept v1 entry) or one Ed25519 check per kept v1a entry.
  */
 export async function diagnoseSignatures(keys: DiagnosisKeys, subject: DiagnosisSubject, backend: CryptoBackend = defaultBackend): Promise<Diagnosis> {
   const matcher = new SignatureMatcher(backend, subject.signatures);
-  const diagnosis: Diagnosis = { validAsSent: undefined, findings: [], tried: [] };
+  const diagnosis: Diagnosis = { validAsSent: undefined, findings: [], tried: [], capped: matcher.capped };
   if (!matcher.hasEntries || (keys.hmac.length === 0 && keys.ed25519.length === 0)) return diagnosis;
   const { id, timestampText, body } = subject;
   const match = (id2: string, timestamp: string, body2: Uint8Array) => matcher.match(keys.hmac, keys.ed25519, id2, timestamp, body2);

@@ -30,7 +30,7 @@ export interface SignedRequestInit {
    * bad request on purpose. `content-type` defaults to `application/json`.
    */
   headers?: Record<string, string>;
-  /** Default `POST`. */
+  /** Default `POST`. `GET` and `HEAD` carry no body: with them, `body` must be empty. */
   method?: string;
 }
 
@@ -60,9 +60,14 @@ function bodyBytes(body: SignedRequestInit['body']): Uint8Array {
 export async function signedRequest(url: string | URL, init: SignedRequestInit): Promise<Request> {
   if (typeof init !== 'object' || init === null) throw new TypeError('signedRequest needs { secret, body }');
   const body = bodyBytes(init.body);
+  const method = init.method ?? 'POST';
+  const bodiless = /^(GET|HEAD)$/i.test(method);
+  // A Request with these methods cannot carry a body: it would be signed and then not sent.
+  if (bodiless && body.byteLength > 0) {
+    throw new TypeError(`signedRequest cannot send a body with ${method.toUpperCase()}: the signature covers the body, so pass body: '' or use another method`);
+  }
   const signed = await signWebhook({ secret: init.secret, body, id: init.id, timestamp: init.timestamp });
   const headers = new Headers({ 'content-type': 'application/json', ...signed.headers });
   for (const [name, value] of Object.entries(init.headers ?? {})) headers.set(name, value);
-  const method = init.method ?? 'POST';
-  return new Request(url, { method, headers, body: method === 'GET' || method === 'HEAD' ? null : (body as Uint8Array<ArrayBuffer>) });
+  return new Request(url, { method, headers, body: bodiless ? null : (body as Uint8Array<ArrayBuffer>) });
 }

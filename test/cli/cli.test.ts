@@ -180,6 +180,25 @@ describe('sign', () => {
     expect(binary.stderr).toContain('a binary body cannot go on a curl command line: pass it with --body-file');
   });
 
+  it('labels the curl body application/json only when it is JSON', async () => {
+    const binaryFile = join(dir, 'label-body.bin');
+    writeFileSync(binaryFile, Uint8Array.from([0xff, 0x00, 0x7b, 0x0a]));
+    const jsonFile = join(dir, 'label-body.json');
+    writeFileSync(jsonFile, '[1, 2]\n');
+    const cases: [string[], string][] = [
+      [['--body', '{"a":1}'], 'application/json'],
+      [['--body-file', jsonFile], 'application/json'],
+      [['--body', 'plain text'], 'application/octet-stream'],
+      [['--body', '{"a":'], 'application/octet-stream'],
+      [['--body-file', binaryFile], 'application/octet-stream'],
+    ];
+    for (const [args, type] of cases) {
+      const result = await run(['sign', '--secret', SECRET, '--id', 'msg_label', ...args, '--curl', 'http://127.0.0.1/hook']);
+      expect(result.code).toBe(0);
+      expect(result.stdout.split('\n')[1]).toBe(`  -H 'content-type: ${type}' \\`);
+    }
+  });
+
   const hasCurl = spawnSync('curl', ['--version']).status === 0;
   it.skipIf(!hasCurl)('prints a curl command that delivers a request the receiver verifies', async () => {
     const receiver = await createTestReceiver({ secrets: SECRET });
@@ -192,15 +211,20 @@ describe('sign', () => {
       expect(text.stdout).toContain(`  --data-raw '{"quote":"it'\\''s"}'\n`);
       const fromFile = await run(['sign', '--secret', SECRET, '--id', 'msg_file', '--body-file', file, '--curl', `${receiver.url}/hook`]);
       expect(fromFile.stdout).toContain(`  --data-binary @'${file}'\n`);
-      for (const command of [text.stdout, fromFile.stdout]) {
+      const binaryFile = join(dir, 'curl-body.bin');
+      writeFileSync(binaryFile, Uint8Array.from([0x00, 0xff, 0x0a]));
+      const fromBinary = await run(['sign', '--secret', SECRET, '--id', 'msg_bin', '--body-file', binaryFile, '--curl', `${receiver.url}/hook`]);
+      for (const command of [text.stdout, fromFile.stdout, fromBinary.stdout]) {
         // Asynchronously: the receiver answering curl lives in this process.
         const { stdout, stderr } = await execFileAsync('sh', ['-c', command], { encoding: 'utf8', timeout: 10_000 });
         expect([stdout, stderr]).toEqual(['', '']);
       }
-      const deliveries = await receiver.waitForDeliveries(2);
-      expect(deliveries.map((d) => [d.status, d.verification.ok && d.verification.webhook.id, new TextDecoder().decode(d.body)])).toEqual([
-        [204, 'msg_curl', `{"quote":"it's"}`],
-        [204, 'msg_file', '{"from":"file"}\n'],
+      const deliveries = await receiver.waitForDeliveries(3);
+      const contentType = (d: (typeof deliveries)[number]) => d.headers.find(([name]) => name.toLowerCase() === 'content-type')?.[1];
+      expect(deliveries.map((d) => [d.status, d.verification.ok && d.verification.webhook.id, contentType(d), Buffer.from(d.body).toString('latin1')])).toEqual([
+        [204, 'msg_curl', 'application/json', `{"quote":"it's"}`],
+        [204, 'msg_file', 'application/json', '{"from":"file"}\n'],
+        [204, 'msg_bin', 'application/octet-stream', '\x00\xff\n'],
       ]);
     } finally {
       await receiver.close();

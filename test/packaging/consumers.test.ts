@@ -1,7 +1,8 @@
 /**
  * The built package, installed from its tarball into a fresh project and imported the way a user
- * would: ESM `import`, CommonJS `require`, the subpath exports, the bin. Runs after `npm run build`
- * (the test command builds first).
+ * would: ESM `import`, CommonJS `require`, the subpath exports, the bin, and the published types
+ * (the adapters' declaration merging and the vitest matchers), type-checked by this repository's
+ * TypeScript. Runs after `npm run build` (the test command builds first).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,6 +17,22 @@ function run(command: string, args: string[], cwd = project): string {
   return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 120_000 });
 }
 
+/** `tsc --noEmit -p <config>` with this repository's TypeScript: its exit code and diagnostics. */
+function typeCheck(config: string): { code: number; output: string } {
+  try {
+    return { code: 0, output: run('node', [join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', config]) };
+  } catch (error) {
+    const failed = error as { status: number | null; stdout: string; stderr: string };
+    return { code: failed.status ?? -1, output: failed.stdout + failed.stderr };
+  }
+}
+
+/** A tsconfig as a consumer writes it for Node: nodenext resolution, strict, libraries checked too. */
+function writeTsconfig(name: string, files: string[], types: string[]): void {
+  const compilerOptions = { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2022', strict: true, noEmit: true, skipLibCheck: false, types };
+  writeFileSync(join(project, name), JSON.stringify({ compilerOptions, files }, null, 2));
+}
+
 beforeAll(() => {
   if (!existsSync(join(root, 'dist/index.mjs'))) throw new Error('dist/ is missing: run `npm run build` first (npm test does)');
   project = mkdtempSync(join(tmpdir(), 'webhook-receiver-consumer-'));
@@ -23,13 +40,13 @@ beforeAll(() => {
   const tarball = readdirSync(project).find((name) => name.endsWith('.tgz'));
   if (!tarball) throw new Error('npm pack made no tarball');
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, version: '1.0.0' }));
-  // The frameworks are the user's own peer dependencies: install them beside the package, at the
-  // versions this repository tests with.
+  // The frameworks (and vitest, and the type packages a TypeScript user adds) are the user's own:
+  // install them beside the package, at the versions this repository tests with.
   const pinned = (name: string) =>
     `${name}@${(JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version}`;
   run('npm', [
     'install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error',
-    `./${tarball}`, pinned('hono'), pinned('express'), pinned('fastify'),
+    `./${tarball}`, pinned('hono'), pinned('express'), pinned('fastify'), pinned('vitest'), pinned('@types/express'), pinned('@types/node'),
   ]);
 }, 180_000);
 
@@ -91,7 +108,9 @@ const { webhookHandler } = require('webhook-receiver/fetch');
 const { webhooks: honoWebhooks } = require('webhook-receiver/hono');
 const { webhooks: expressWebhooks } = require('webhook-receiver/express');
 const { webhooks: fastifyWebhooks } = require('webhook-receiver/fastify');
-const { signedRequest } = require('webhook-receiver/testing');
+const { signedRequest, webhookMatchers } = require('webhook-receiver/testing');
+let vitestEntry;
+try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error) { vitestEntry = error.message; }
 (async () => {
   const secret = ${JSON.stringify(secret)};
   const verifier = createVerifier({ secrets: secret, now: () => 1614265330000 });
@@ -106,6 +125,7 @@ const { signedRequest } = require('webhook-receiver/testing');
   console.log(JSON.stringify({
     json: webhook.json(), instance: error instanceof WebhookError, guard: isWebhookError(error), code: error.code,
     status: response.status, types: [typeof signWebhook, typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks],
+    matchers: Object.keys(webhookMatchers), vitestEntry,
   }));
 })();
 `,
@@ -117,7 +137,128 @@ const { signedRequest } = require('webhook-receiver/testing');
       code: 'MISSING_ID',
       status: 204,
       types: ['function', 'function', 'function', 'function', 'function'],
+      matchers: ['toBeSignedWebhook', 'toBeUnsignedWebhook'],
+      // vitest is ESM-only: the CommonJS entry says so and points at the runner-neutral matchers.
+      vitestEntry:
+        "webhook-receiver/vitest cannot be loaded with require(): vitest is ESM-only. Import it from an ES module (vitest runs test and setup files as ES modules, " +
+        "whatever the project's module setting), or with Jest and other runners register the matchers yourself: " +
+        "const { webhookMatchers } = require('webhook-receiver/testing'); expect.extend(webhookMatchers);",
     });
+  });
+
+  it('types every adapter and the vitest matchers for a TypeScript consumer (nodenext, strict, libraries checked)', () => {
+    writeFileSync(
+      join(project, 'typed.mts'),
+      `
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import { expect } from 'vitest';
+import type { VerifiedWebhook } from 'webhook-receiver';
+import { webhooks as expressWebhooks } from 'webhook-receiver/express';
+import { webhooks as fastifyWebhooks } from 'webhook-receiver/fastify';
+import { webhookHandler } from 'webhook-receiver/fetch';
+import { webhooks as honoWebhooks } from 'webhook-receiver/hono';
+import { signedRequest } from 'webhook-receiver/testing';
+import 'webhook-receiver/vitest';
+
+const secrets = ${JSON.stringify(secret)};
+
+const app = express();
+app.post('/hook', expressWebhooks({ secrets }), (req, res) => {
+  const webhook: VerifiedWebhook | undefined = req.webhook;
+  const id: string = req.webhook!.id;
+  // @ts-expect-error the verified webhook is typed, not any
+  req.webhook!.notAField;
+  res.json({ id, type: webhook?.json<{ type: string }>().type });
+});
+
+const fastify = Fastify();
+await fastify.register(async (scope) => {
+  await scope.register(fastifyWebhooks, { secrets });
+  scope.post('/hook', async (request) => {
+    const webhook: VerifiedWebhook | null | undefined = request.webhook;
+    // @ts-expect-error null before verification, undefined outside the scope
+    const sure: VerifiedWebhook = request.webhook;
+    return { id: webhook?.id, sure };
+  });
+});
+
+const hono = new Hono();
+hono.post('/hook', honoWebhooks({ secrets }), (c) => {
+  const webhook: VerifiedWebhook = c.get('webhook');
+  return c.json({ id: webhook.id, scheme: webhook.scheme });
+});
+
+export const handler: (request: Request) => Promise<Response> = webhookHandler({ secrets }, (webhook) => Response.json({ id: webhook.id }));
+
+const request: Request = await signedRequest('http://127.0.0.1/hook', { secret: secrets, body: { type: 'ping' } });
+await expect(request).toBeSignedWebhook({ secrets });
+await expect(request).not.toBeSignedWebhook({ secrets: [secrets], toleranceSeconds: 60 });
+await expect(request).toBeUnsignedWebhook();
+// @ts-expect-error the options (secrets) are required
+await expect(request).toBeSignedWebhook();
+`,
+    );
+    // A CommonJS file of the same project reaches the require condition's declarations.
+    writeFileSync(
+      join(project, 'typed.cts'),
+      `
+import { expect } from 'vitest';
+import 'webhook-receiver/vitest';
+export async function check(request: Request): Promise<void> {
+  await expect(request).toBeSignedWebhook({ secrets: ${JSON.stringify(secret)} });
+  await expect(request).toBeUnsignedWebhook();
+}
+`,
+    );
+    // vitest's globals: the test files import nothing from vitest, and the setup file only imports
+    // the matchers. Here the augmentation has to bring vitest in by itself.
+    writeFileSync(
+      join(project, 'globals.mts'),
+      `
+import 'webhook-receiver/vitest';
+export async function check(request: Request): Promise<void> {
+  await expect(request).toBeSignedWebhook({ secrets: ${JSON.stringify(secret)} });
+  await expect(request).not.toBeUnsignedWebhook();
+}
+`,
+    );
+    writeTsconfig('tsconfig.typed.json', ['typed.mts', 'typed.cts'], ['node']);
+    writeTsconfig('tsconfig.globals.json', ['globals.mts'], ['node', 'vitest/globals']);
+    expect(typeCheck('tsconfig.typed.json')).toEqual({ code: 0, output: '' });
+    expect(typeCheck('tsconfig.globals.json')).toEqual({ code: 0, output: '' });
+  });
+
+  it('fails type-checking on a wrong property, a misspelt matcher and a wrong option', () => {
+    writeFileSync(
+      join(project, 'wrong.mts'),
+      `
+import express from 'express';
+import { Hono } from 'hono';
+import { expect } from 'vitest';
+import { webhooks as expressWebhooks } from 'webhook-receiver/express';
+import { webhooks as honoWebhooks } from 'webhook-receiver/hono';
+import 'webhook-receiver/vitest';
+
+const secrets = ${JSON.stringify(secret)};
+express().post('/hook', expressWebhooks({ secrets }), (req, res) => {
+  res.json({ id: req.webhook!.webhookId });
+});
+new Hono().post('/hook', honoWebhooks({ secrets }), (c) => c.json({ id: c.get('webhook').messageId }));
+export async function check(request: Request): Promise<void> {
+  await expect(request).toBeSignedWebhok({ secrets });
+  await expect(request).toBeSignedWebhook({ secret: secrets });
+}
+`,
+    );
+    writeTsconfig('tsconfig.wrong.json', ['wrong.mts'], ['node']);
+    const { code, output } = typeCheck('tsconfig.wrong.json');
+    expect(code).toBe(2);
+    const errors = output.split('\n').filter((line) => line.startsWith('wrong.mts(')).map((line) => line.replace(/^(wrong\.mts\(\d+),\d+\): error (TS\d+):.*$/, '$1: $2'));
+    expect(errors).toEqual(['wrong.mts(11: TS2339', 'wrong.mts(13: TS2339', 'wrong.mts(15: TS2551', 'wrong.mts(16: TS2561']);
+    expect(output).toContain("Property 'webhookId' does not exist on type 'VerifiedWebhook'");
+    expect(output).toContain("Property 'toBeSignedWebhok' does not exist on type 'Assertion<Request>'. Did you mean 'toBeSignedWebhook'?");
   });
 
   it('installs the command-line tool', () => {

@@ -1,15 +1,22 @@
 /**
  * The runtime smoke suite: the core (verify, sign with v1 and v1a, rotation), the Hono adapter and
- * the Fetch handler, through the package's public entry points. It runs unchanged on Node (in
- * vitest, from source), and on Bun, Deno and workerd (from the built package, see
- * runtimes.test.ts); it only observes and returns what it saw, and the test compares that with the
- * expected outcomes. Secrets are generated here, per run, and never reported.
+ * the Fetch handler, through the package's public entry points. Every request to the adapters is
+ * built by `signedRequest` from 'webhook-receiver/testing', so that entry is proven on each runtime
+ * too. It runs unchanged on Node (in vitest, from source), and on Bun, Deno and workerd (from the
+ * built package, see runtimes.test.ts); it only observes and returns what it saw, and the test
+ * compares that with the expected outcomes. Secrets are generated here, per run, and never reported.
  */
 
 import { Hono } from 'hono';
-import { createReceiver, createVerifier, generateKeyPair, generateSecret, signWebhook, type SignInput, type VerifierOptions, type WebhookInput } from 'webhook-receiver';
+import { createReceiver, createVerifier, generateKeyPair, generateSecret, signWebhook, type VerifierOptions, type WebhookInput } from 'webhook-receiver';
 import { webhookHandler } from 'webhook-receiver/fetch';
 import { webhooks } from 'webhook-receiver/hono';
+// The entry also holds createTestReceiver, which reaches node:http only when called (through
+// process.getBuiltinModule), so it bundles for workerd without Node compatibility.
+import { signedRequest } from 'webhook-receiver/testing';
+
+// smoke-worker.ts sends the example worker the same requests.
+export { signedRequest };
 
 export interface RuntimeInfo {
   name: 'bun' | 'deno' | 'workerd' | 'node' | 'unknown';
@@ -104,15 +111,6 @@ export async function reply(response: Response): Promise<Reply> {
   const contentType = response.headers.get('content-type')?.split(';')[0] ?? null;
   const text = await response.text();
   return { status: response.status, contentType, body: contentType === 'application/json' ? (JSON.parse(text) as unknown) : text };
-}
-
-/**
- * A signed POST, built from the core's `signWebhook` (not 'webhook-receiver/testing': its test
- * server reaches for node:http, which a bundle for workerd without Node compatibility cannot resolve).
- */
-export async function signedRequest(url: string, init: SignInput): Promise<Request> {
-  const { headers } = await signWebhook(init);
-  return new Request(url, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: init.body as string });
 }
 
 const now = (): number => Math.floor(Date.now() / 1000);

@@ -5,9 +5,9 @@
 
 import { createPrivateKey, sign as edSign } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { defaultBackend, webCryptoBackend } from '../../src/crypto.ts';
+import { defaultBackend, webCryptoBackend, type CryptoBackend } from '../../src/crypto.ts';
 import { generateKeyPair } from '../../src/sign.ts';
-import { diagnoseSignatures, diagnosisKeys, lenientBase64Decode } from '../../src/testing/diagnose.ts';
+import { DIAGNOSED_ENTRIES_PER_VERSION, diagnoseSignatures, diagnosisKeys, lenientBase64Decode } from '../../src/testing/diagnose.ts';
 import { parseSignatureHeader } from '../../src/verify.ts';
 import { WebhookAssertionError, assertSignedWebhook } from '../../tools/testing.ts';
 import { KEY_BYTES, OTHER_SECRET, SECRET, SECRET_B64, expectNoSecrets, hmac, nowSeconds, senderHeaders, type SenderInput } from './support.ts';
@@ -209,6 +209,82 @@ describe('the diagnosis names the sender bug that reproduces the signature', () 
       // About 3 300 HMACs for two keys; generous bound for a shared CI machine.
       expect(elapsed).toBeLessThan(5000);
     }
+  });
+});
+
+/** The default backend, counting the HMACs and Ed25519 checks asked of it. */
+function countingBackend(): { backend: CryptoBackend; calls: { hmac: number; verify: number } } {
+  const calls = { hmac: 0, verify: 0 };
+  const backend: CryptoBackend = {
+    ...defaultBackend,
+    hmacBase64(key, prefix, body) {
+      calls.hmac += 1;
+      return defaultBackend.hmacBase64(key, prefix, body);
+    },
+    ed25519Verify(key, prefix, body, signature) {
+      calls.verify += 1;
+      return defaultBackend.ed25519Verify(key, prefix, body, signature);
+    },
+  };
+  return { backend, calls };
+}
+
+describe('the diagnosis is bounded by the distinct entries it tries', () => {
+  const ts = String(nowSeconds());
+  const body = new TextEncoder().encode(BODY);
+  /** 64-byte strings that decode like Ed25519 signatures but match nothing. */
+  const fakeV1a = (n: number): string => `v1a,${Buffer.alloc(64, n).toString('base64')}`;
+  const fakeV1 = (n: number): string => `v1,${Buffer.alloc(32, n).toString('base64')}`;
+
+  async function work(header: string, secrets: Parameters<typeof diagnosisKeys>[0]) {
+    const { backend, calls } = countingBackend();
+    const subject = { id: 'msg_cap', timestampText: ts, body, signatures: parseSignatureHeader(header), headerIds: [] };
+    const diagnosis = await diagnoseSignatures(diagnosisKeys(secrets, backend), subject, backend);
+    return { diagnosis, calls };
+  }
+
+  it('checks a repeated v1a entry once, and at most 4 distinct ones, whatever the header holds', async () => {
+    const { publicKey } = await generateKeyPair();
+    const one = await work(fakeV1a(1), publicKey);
+    expect(one.calls.hmac).toBe(0);
+    expect(one.calls.verify).toBeGreaterThan(1600);
+    expect(one.diagnosis.capped).toEqual([]);
+
+    // The review's case: one entry repeated 64 times costs what one entry costs.
+    const repeated = await work(Array.from({ length: 64 }, () => fakeV1a(1)).join(' '), publicKey);
+    expect(repeated.calls.verify).toBe(one.calls.verify);
+    expect(repeated.diagnosis.capped).toEqual([]);
+
+    const distinct = await work(Array.from({ length: 64 }, (_, i) => fakeV1a(i)).join(' '), publicKey);
+    expect(DIAGNOSED_ENTRIES_PER_VERSION).toBe(4);
+    expect(distinct.calls.verify).toBe(4 * one.calls.verify);
+    expect(distinct.diagnosis.capped).toEqual([{ version: 'v1a', tried: 4, distinct: 64 }]);
+  });
+
+  it('computes each HMAC once however many v1 entries there are, and reports the cap', async () => {
+    const one = await work(fakeV1(1), SECRET);
+    const many = await work(Array.from({ length: 64 }, (_, i) => fakeV1(i)).join(' '), SECRET);
+    expect(many.calls.hmac).toBe(one.calls.hmac);
+    expect(many.diagnosis.capped).toEqual([{ version: 'v1', tried: 4, distinct: 64 }]);
+    expect(many.diagnosis.findings).toEqual([]);
+  });
+
+  it('says in the message that it capped, and still finds a bug in the entries it tried', async () => {
+    const { secretKey, publicKey } = await generateKeyPair();
+    const seed = Buffer.from(secretKey.slice(5), 'base64').subarray(0, 32);
+    const key = createPrivateKey({ key: Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed]), format: 'der', type: 'pkcs8' });
+    // The sender's real entry (signed over the body with a newline) first, then 63 junk entries.
+    const real = `v1a,${edSign(null, Buffer.from(`msg_cap.${ts}.${BODY}\n`), key).toString('base64')}`;
+    const header = [real, ...Array.from({ length: 63 }, (_, i) => fakeV1a(i))].join(' ');
+    const error = await assertSignedWebhook(
+      { headers: { 'webhook-id': 'msg_cap', 'webhook-timestamp': ts, 'webhook-signature': header }, body: BODY },
+      { secrets: publicKey },
+    ).then(() => undefined, (e: unknown) => e as WebhookAssertionError);
+    expect(error?.code).toBe('SIGNATURE_MISMATCH');
+    expect(error?.findings).toEqual([`the signature matches the body with a trailing newline added: the bytes signed are not the bytes sent. Sign exactly the body that goes on the wire, and verify the raw bytes received`]);
+    expect(error?.message.split('\n').at(-1)).toBe(
+      'Diagnosis limit: only the first 4 of the 64 distinct v1a entries were diagnosed (a sender sends one entry per key it signs with); the others were not tried.',
+    );
   });
 });
 

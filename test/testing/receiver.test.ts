@@ -6,7 +6,7 @@
 import { request as httpRequest, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { createTestReceiver, signedRequest, type TestReceiver } from '../../tools/testing.ts';
+import { createTestReceiver, signedRequest, type Delivery, type TestReceiver } from '../../tools/testing.ts';
 import { OTHER_SECRET, SECRET, nowSeconds } from './support.ts';
 
 /** A sender that re-signs each attempt (new timestamp, same id) and retries non-2xx answers. */
@@ -64,7 +64,8 @@ describe('createTestReceiver', () => {
         req.on('error', reject);
         req.end('{}');
       });
-      expect(status).toBe(400);
+      // 204 whatever the verdict; the verdict is recorded.
+      expect(status).toBe(204);
       const [delivery] = await receiver.waitForDeliveries(1);
       expect(delivery!.headers.filter(([name]) => name !== 'Host' && name !== 'Connection')).toEqual([
         ['Webhook-ID', 'msg_case'],
@@ -107,17 +108,83 @@ describe('createTestReceiver', () => {
     );
   });
 
-  it('answers a delivery that fails verification with the real status and error envelope', async () => {
+  it('answers 204 by default whatever the verdict, and records the verdict', async () => {
     await withReceiver({ secrets: SECRET }, async (receiver) => {
+      // A sender that retries anything but a 2xx delivers once: the receiver did not ask for a retry.
+      const statuses = await deliver(receiver.url, { secret: OTHER_SECRET, body: { n: 1 }, id: 'msg_forged' }, { maxAttempts: 3 });
+      expect(statuses).toEqual([204]);
+      const response = await fetch(receiver.url, { method: 'POST', headers: { 'webhook-id': 'msg_unsigned', 'webhook-timestamp': String(nowSeconds()) }, body: '{}' });
+      expect(response.status).toBe(204);
+      expect(await response.text()).toBe('');
+      const [forged, unsigned] = await receiver.waitForDeliveries(2);
+      expect(forged!.verification.ok === false && forged!.verification.error.code).toBe('SIGNATURE_MISMATCH');
+      expect(forged!.status).toBe(204);
+      expect(unsigned!.verification.ok === false && unsigned!.verification.error.code).toBe('MISSING_SIGNATURE');
+      expect(unsigned!.status).toBe(204);
+    });
+  });
+
+  it("answers like a real receiver when respond returns the verifier's status: that status and the error envelope", async () => {
+    const respond = (delivery: Delivery) => (delivery.verification.ok ? 204 : delivery.verification.error.status);
+    await withReceiver({ secrets: SECRET, respond }, async (receiver) => {
       const statuses = await deliver(receiver.url, { secret: OTHER_SECRET, body: { n: 1 }, id: 'msg_forged' }, { maxAttempts: 3, retryOn: (s) => s >= 500 });
       expect(statuses).toEqual([401]);
       const response = await fetch(receiver.url, { method: 'POST', headers: { 'webhook-id': 'msg_unsigned', 'webhook-timestamp': String(nowSeconds()) }, body: '{}' });
       expect(response.status).toBe(401);
+      expect(response.headers.get('content-type')).toBe('application/json');
       expect(await response.json()).toEqual({ error: 'MISSING_SIGNATURE', message: expect.stringMatching(/^webhook-signature header is missing/) });
-      const [forged, unsigned] = await receiver.waitForDeliveries(2);
-      expect(forged!.verification.ok === false && forged!.verification.error.code).toBe('SIGNATURE_MISMATCH');
-      expect(forged!.status).toBe(401);
-      expect(unsigned!.verification.ok === false && unsigned!.verification.error.code).toBe('MISSING_SIGNATURE');
+      const signed = await fetch(await signedRequest(receiver.url, { secret: SECRET, body: {}, id: 'msg_ok' }));
+      expect(signed.status).toBe(204);
+      const deliveries = await receiver.waitForDeliveries(3);
+      expect(deliveries.map((d) => [d.status, d.verification.ok || d.verification.error.code])).toEqual([
+        [401, 'SIGNATURE_MISMATCH'],
+        [401, 'MISSING_SIGNATURE'],
+        [204, true],
+      ]);
+    });
+  });
+
+  it('lists deliveries in arrival order, and counts attempts by arrival, even when a later request is answered first', async () => {
+    const answered: [string, number][] = [];
+    const respond = (delivery: Delivery, attempt: number) => {
+      answered.push([delivery.path, attempt]);
+      return 204;
+    };
+    await withReceiver({ secrets: SECRET, respond }, async (receiver) => {
+      const first = await signedRequest(`${receiver.url}/first`, { secret: SECRET, body: { n: 1 }, id: 'msg_same' });
+      const firstBody = new Uint8Array(await first.arrayBuffer());
+      // The first request sends its headers and part of its body, and stalls.
+      const slow = httpRequest({
+        host: '127.0.0.1',
+        port: Number(new URL(receiver.url).port),
+        method: 'POST',
+        path: '/first',
+        headers: { ...Object.fromEntries(first.headers), 'content-length': String(firstBody.byteLength) },
+      });
+      const slowStatus = new Promise<number>((resolve, reject) => {
+        slow.on('response', (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        slow.on('error', reject);
+      });
+      await new Promise<void>((resolve) => slow.write(firstBody.subarray(0, 3), () => resolve()));
+      // A bounded pause for the receiver to take the first request in (it numbers it then).
+      await new Promise((resolve) => setTimeout(resolve, 100));
+
+      // The second arrives later, complete, and is answered while the first still waits for its body.
+      const second = await fetch(await signedRequest(`${receiver.url}/second`, { secret: SECRET, body: { n: 2 }, id: 'msg_same' }));
+      expect(second.status).toBe(204);
+      expect((await receiver.waitForDeliveries(1)).map((d) => d.path)).toEqual(['/second']);
+
+      slow.end(firstBody.subarray(3));
+      expect(await slowStatus).toBe(204);
+      const deliveries = await receiver.waitForDeliveries(2);
+      expect(deliveries.map((d) => d.path)).toEqual(['/first', '/second']);
+      expect(receiver.deliveries.map((d) => d.path)).toEqual(['/first', '/second']);
+      expect(deliveries.every((d) => d.verification.ok)).toBe(true);
+      // Answered second first, but /first arrived first: it is attempt 1 of msg_same.
+      expect(answered).toEqual([['/second', 2], ['/first', 1]]);
     });
   });
 
@@ -215,7 +282,8 @@ describe('createTestReceiver', () => {
         [413, 'PAYLOAD_TOO_LARGE'],
         [413, 'PAYLOAD_TOO_LARGE'],
       ]);
-      expect(deliveries[1]!.body.byteLength).toBe(1024 * 1024);
+      // Not read, so not recorded.
+      expect(deliveries.map((d) => d.body.byteLength)).toEqual([0, 0]);
     });
   });
 

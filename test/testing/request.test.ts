@@ -81,6 +81,18 @@ describe('signedRequest', () => {
     }
   });
 
+  it('refuses a body with GET or HEAD, which would be signed and then not sent; an empty body is fine', async () => {
+    for (const method of ['GET', 'head', 'Get']) {
+      await expect(signedRequest('http://127.0.0.1/', { secret: SECRET, body: { a: 1 }, method })).rejects.toThrow(
+        new TypeError(`signedRequest cannot send a body with ${method.toUpperCase()}: the signature covers the body, so pass body: '' or use another method`),
+      );
+    }
+    const get = await signedRequest('http://127.0.0.1/', { secret: SECRET, body: '', method: 'GET', id: 'msg_get' });
+    expect(get.method).toBe('GET');
+    expect(get.body).toBeNull();
+    expect((await createVerifier({ secrets: SECRET }).verify({ headers: get.headers, body: '' })).id).toBe('msg_get');
+  });
+
   it('refuses bad input with a TypeError or RangeError', async () => {
     await expect(signedRequest('http://127.0.0.1/', { secret: SECRET, body: undefined as unknown as string })).rejects.toThrow(
       new TypeError('signedRequest needs a body: a string, bytes, or a value to send as JSON'),
