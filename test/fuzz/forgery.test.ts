@@ -58,7 +58,9 @@ function flipBitInString(text: string, at: number, bit: number): string {
 }
 
 function flipBitInBytes(bytes: Uint8Array, at: number, bit: number): Uint8Array {
-  const out = bytes.slice();
+  // A copy: on a Node Buffer, slice() is a view, and flipping through it would change the caller's
+  // key (a second flip of the same bit then restores a trusted key).
+  const out = Uint8Array.from(bytes);
   out[at % out.length]! ^= 1 << bit;
   return out;
 }
