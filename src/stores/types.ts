@@ -42,19 +42,31 @@ export interface IdempotencyStore {
   release(key: string, token: string): Promise<boolean>;
 }
 
-const HEX_DIGITS = '0123456789abcdef';
+/** '00' to 'ff': one look-up per byte. */
+const HEX_PAIRS = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
 
 /** Lower-case hex of `bytes`. Internal, for stores. */
 export function toHex(bytes: Uint8Array): string {
   let hex = '';
-  for (const byte of bytes) hex += HEX_DIGITS[byte >> 4]! + HEX_DIGITS[byte & 15]!;
+  for (let i = 0; i < bytes.length; i++) hex += HEX_PAIRS[bytes[i]!]!;
   return hex;
 }
 
 /** A fresh 128-bit ownership token, as hex. */
 export function newToken(): string {
-  return toHex(globalThis.crypto.getRandomValues(new Uint8Array(16)));
+  if (tokenOffset === tokenBytes.length) {
+    globalThis.crypto.getRandomValues(tokenBytes);
+    tokenOffset = 0;
+  }
+  tokenOffset += 16;
+  return toHex(tokenBytes.subarray(tokenOffset - 16, tokenOffset));
 }
+
+// Random bytes for tokens, drawn 4 KiB at a time: one getRandomValues call costs Node about as
+// much as a whole verification, and one call here serves 256 tokens. Filled on first use, not at
+// load time (Workers refuse random numbers outside a request).
+const tokenBytes = new Uint8Array(4096);
+let tokenOffset = tokenBytes.length;
 
 // Store arguments are checked the same way by every store, so a caller's mistake is a clear
 // TypeError or RangeError rather than, say, a key that never expires.

@@ -1,0 +1,68 @@
+/**
+ * The package as it ships: built by tsdown with the project's own configuration (ESM only, no
+ * type declarations) into a fresh directory, and imported from there. Measuring the TypeScript
+ * sources through tsx instead would time tsx's module wrappers too: every call across a module
+ * boundary goes through a getter that the published bundle does not have.
+ *
+ * The directory lies under node_modules/.cache, so the bundle's own imports (lru-cache, the
+ * frameworks) resolve as they do for an installed package. Two internal modules are built as
+ * extra entries: `verify` for `createVerifierWith` and `crypto` for `webCryptoBackend`, which
+ * force the WebCrypto path in section 3.
+ */
+
+import { mkdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { build } from 'tsdown';
+import projectConfig from '../tsdown.config.ts';
+import { ROOT } from './report.ts';
+
+/** The built entries a section uses, typed by their sources. */
+export interface BuiltPackage {
+  /** Where the build is: children import their entries from here (`express.mjs`, …). */
+  dir: string;
+  index: typeof import('../src/index.ts');
+  redis: typeof import('../src/stores/redis.ts');
+  /** Internal: `createVerifierWith`. */
+  verify: typeof import('../src/verify.ts');
+  /** Internal: `webCryptoBackend`, `defaultBackend`. */
+  crypto: typeof import('../src/crypto.ts');
+}
+
+/** An entry of a build made by {@link buildPackage}, for a child process given `dir`. */
+export async function importBuilt<T>(dir: string, entry: string): Promise<T> {
+  return (await import(pathToFileURL(join(dir, `${entry}.mjs`)).href)) as T;
+}
+
+/** Builds the package into a fresh directory; `remove()` deletes it. */
+export async function buildPackage(): Promise<BuiltPackage & { remove(): void }> {
+  const dir = join(ROOT, 'node_modules', '.cache', 'webhook-receiver-bench', `${process.pid}-${Date.now()}`);
+  mkdirSync(dir, { recursive: true });
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  try {
+    const entry = projectConfig.entry;
+    if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw new Error('tsdown.config.ts must name its entries in an object');
+    await build({
+      ...projectConfig,
+      config: false,
+      cwd: ROOT,
+      entry: { ...entry, verify: 'src/verify.ts', crypto: 'src/crypto.ts' },
+      outDir: dir,
+      format: ['esm'],
+      dts: false,
+      clean: true,
+      logLevel: 'error',
+    });
+    return {
+      dir,
+      index: await importBuilt(dir, 'index'),
+      redis: await importBuilt(dir, 'redis'),
+      verify: await importBuilt(dir, 'verify'),
+      crypto: await importBuilt(dir, 'crypto'),
+      remove,
+    };
+  } catch (error) {
+    remove();
+    throw error;
+  }
+}

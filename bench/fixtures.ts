@@ -1,0 +1,133 @@
+/**
+ * What every section feeds its candidates: JSON bodies of exact sizes, a secret, signed headers in
+ * the shape Node hands an app, and the hand-written check that the practical baseline stands for.
+ *
+ * Fixtures are signed here with `node:crypto` directly, not with the package's own signer, so a
+ * bug in the package cannot make its own benchmark inputs agree with it.
+ */
+
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+
+export const KiB = 1024;
+export const MiB = 1024 * KiB;
+
+/** Payload sizes of section 1. */
+export const SIZES = [64, KiB, 16 * KiB, 256 * KiB, MiB] as const;
+
+export function sizeLabel(bytes: number): string {
+  if (bytes >= MiB) return `${bytes / MiB} MiB`;
+  if (bytes >= KiB) return `${bytes / KiB} KiB`;
+  return `${bytes} B`;
+}
+
+/**
+ * A JSON event of exactly `bytes` bytes (at least 40): an envelope with line items, padded with
+ * a string field to the exact size. The `standardwebhooks` and `svix` verifiers parse the body as
+ * JSON, so every candidate gets JSON.
+ */
+export function jsonBody(bytes: number): Buffer {
+  const minimal = JSON.stringify({ type: 'ping', pad: '' });
+  if (bytes < minimal.length) throw new RangeError(`a JSON body needs at least ${minimal.length} bytes`);
+  const items: { id: string; amount: number; currency: string; description: string }[] = [];
+  const envelope = (pad: string): string => JSON.stringify({ type: 'invoice.paid', data: { items, pad } });
+  // Items are added while they fit, their lengths summed (one comma each after the first), so
+  // building a 1 MiB body stays linear.
+  let length = envelope('').length;
+  if (length > bytes) return Buffer.from(JSON.stringify({ type: 'ping', pad: 'x'.repeat(bytes - minimal.length) }));
+  for (let n = 0; ; n++) {
+    const item = { id: `item_${String(n).padStart(6, '0')}`, amount: (n * 7919) % 100_000, currency: 'eur', description: `line ${n} of the invoice` };
+    const added = JSON.stringify(item).length + (n > 0 ? 1 : 0);
+    if (length + added > bytes) break;
+    items.push(item);
+    length += added;
+  }
+  const text = envelope('x'.repeat(bytes - length));
+  if (Buffer.byteLength(text) !== bytes) throw new Error(`jsonBody built ${Buffer.byteLength(text)} bytes, not ${bytes}`);
+  return Buffer.from(text);
+}
+
+/** A fresh Standard Webhooks secret: `whsec_` + base64 of 32 random bytes, and its key bytes. */
+export function newSecret(): { secret: string; key: Buffer } {
+  const key = randomBytes(32);
+  return { secret: `whsec_${key.toString('base64')}`, key };
+}
+
+/** The `v1,<base64>` signature entry of one message. */
+export function signEntry(key: Buffer, id: string, timestamp: number, body: Uint8Array): string {
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest('base64')}`;
+}
+
+export function nowSeconds(): number {
+  return Math.floor(Date.now() / 1000);
+}
+
+/**
+ * Request headers as Node's `req.headers` holds them for a relayed webhook: lower-case names in
+ * arrival order, the three `webhook-*` among the usual others. Every candidate reads this object.
+ */
+export function nodeHeaders(id: string, timestamp: number, signature: string, body: Uint8Array): IncomingHttpHeaders {
+  return {
+    host: '127.0.0.1:3000',
+    'user-agent': 'relay/1.0',
+    'content-length': String(body.byteLength),
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': String(timestamp),
+    'webhook-signature': signature,
+    'accept-encoding': 'gzip, br',
+  };
+}
+
+/** One signed message, ready for any candidate. */
+export interface SignedMessage {
+  id: string;
+  timestamp: number;
+  body: Buffer;
+  headers: IncomingHttpHeaders;
+  /** `id.timestamp.body` as one buffer: what the floor hashes. */
+  signedContent: Buffer;
+}
+
+export function signedMessage(key: Buffer, body: Buffer, id = `msg_${randomBytes(12).toString('hex')}`): SignedMessage {
+  const timestamp = nowSeconds();
+  const signature = signEntry(key, id, timestamp, body);
+  return {
+    id,
+    timestamp,
+    body,
+    headers: nodeHeaders(id, timestamp, signature, body),
+    signedContent: Buffer.concat([Buffer.from(`${id}.${timestamp}.`), body]),
+  };
+}
+
+/** Five minutes, as every Standard Webhooks library uses. */
+const TOLERANCE_SECONDS = 300;
+
+function firstValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/**
+ * The practical baseline: the check an app writes by hand with `createHmac` and
+ * `timingSafeEqual` (the secret decoded once at start-up). It parses the three headers, checks the
+ * timestamp window, computes the HMAC with two `update` calls and compares it with every `v1`
+ * entry in constant time. It is correct for well-formed input; it lacks the package's checks of
+ * malformed headers, rotation, `svix-*` names and error reporting.
+ */
+export function handWrittenVerify(headers: IncomingHttpHeaders, body: Uint8Array, key: Buffer): boolean {
+  const id = firstValue(headers['webhook-id']);
+  const timestamp = firstValue(headers['webhook-timestamp']);
+  const signatures = firstValue(headers['webhook-signature']);
+  if (!id || !timestamp || !signatures) return false;
+  const seconds = Number(timestamp);
+  if (!Number.isInteger(seconds) || Math.abs(Date.now() / 1000 - seconds) > TOLERANCE_SECONDS) return false;
+  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
+  for (const entry of signatures.split(' ')) {
+    const comma = entry.indexOf(',');
+    if (comma === -1 || entry.slice(0, comma) !== 'v1') continue;
+    const given = Buffer.from(entry.slice(comma + 1), 'base64');
+    if (given.length === expected.length && timingSafeEqual(given, expected)) return true;
+  }
+  return false;
+}

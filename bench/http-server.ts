@@ -1,0 +1,246 @@
+/**
+ * One server of the HTTP section, in its own process: a framework with one way of handling a
+ * webhook, on 127.0.0.1 at a port the OS picks. Started by bench/http.ts with an IPC channel:
+ * it sends `{ port }` when it listens, answers `{ type: 'stats' }` with how many events its
+ * handler processed and the CPU time it has used, and exits when the channel closes.
+ *
+ *   variants: none (no verification), inline (hand-written node:crypto check),
+ *             standardwebhooks (inline library check), adapter (this package, memory store)
+ *
+ * Every variant ends the same way: the handler gets the parsed JSON event, counts it, and
+ * answers 204. The secret arrives in the environment (BENCH_SECRET), and so does the directory of
+ * the built package whose adapters are measured (BENCH_BUILD).
+ */
+
+const build = process.env.BENCH_BUILD;
+if (build === undefined) throw new Error('BENCH_BUILD must name the directory of the built package');
+const { webhooks: expressWebhooks } = await importBuilt<typeof import('../adapters/express.ts')>(build, 'express');
+const { webhooks: fastifyWebhooks } = await importBuilt<typeof import('../adapters/fastify.ts')>(build, 'fastify');
+const { webhooks: honoWebhooks } = await importBuilt<typeof import('../adapters/hono.ts')>(build, 'hono');
+
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import { Webhook } from 'standardwebhooks';
+import type { VerifiedWebhook } from '../src/verify.ts';
+import { importBuilt } from './build.ts';
+import { handWrittenVerify } from './fixtures.ts';
+import { FRAMEWORKS, VARIANTS, WEBHOOK_PATH as PATH, type Framework, type Variant } from './http-cases.ts';
+
+const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
+
+let processed = 0;
+
+/** What every handler does with the event: check it is the fixture's, count it. */
+function handled(event: unknown): void {
+  if ((event as { type?: unknown } | null)?.type !== 'invoice.paid') throw new Error('the handler got an unexpected event');
+  processed++;
+}
+
+function readBody(req: IncomingMessage): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.once('end', () => resolve(Buffer.concat(chunks)));
+    req.once('error', reject);
+  });
+}
+
+function expressApp(variant: Variant, secret: string, key: Buffer): Server {
+  const app = express();
+  const standard = new Webhook(secret);
+  const done = (res: express.Response) => void res.sendStatus(204);
+  if (variant === 'none') {
+    app.post(PATH, express.json(), (req, res) => {
+      handled(req.body);
+      done(res);
+    });
+  } else if (variant === 'inline') {
+    app.post(PATH, express.raw({ type: 'application/json' }), (req, res) => {
+      const body = req.body as Buffer;
+      if (!handWrittenVerify(req.headers, body, key)) {
+        res.status(401).type('json').send(UNAUTHORIZED);
+        return;
+      }
+      handled(JSON.parse(body.toString('utf8')));
+      done(res);
+    });
+  } else if (variant === 'standardwebhooks') {
+    app.post(PATH, express.raw({ type: 'application/json' }), (req, res) => {
+      let event: unknown;
+      try {
+        event = standard.verify(req.body as Buffer, req.headers as Record<string, string>);
+      } catch {
+        res.status(401).type('json').send(UNAUTHORIZED);
+        return;
+      }
+      handled(event);
+      done(res);
+    });
+  } else {
+    app.post(PATH, expressWebhooks({ secrets: secret }), (req, res) => {
+      handled(req.webhook!.json());
+      done(res);
+    });
+  }
+  return createServer(app);
+}
+
+async function fastifyApp(variant: Variant, secret: string, key: Buffer): Promise<Server> {
+  const app = Fastify({ logger: false });
+  const standard = new Webhook(secret);
+  if (variant === 'inline' || variant === 'standardwebhooks') {
+    // The raw bytes are needed to verify: the usual recipe replaces the JSON parser.
+    app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  }
+  if (variant === 'none') {
+    app.post(PATH, async (request, reply) => {
+      handled(request.body);
+      return reply.code(204).send();
+    });
+  } else if (variant === 'inline') {
+    app.post(PATH, async (request, reply) => {
+      const body = request.body as Buffer;
+      if (!handWrittenVerify(request.headers, body, key)) return reply.code(401).type('application/json').send(UNAUTHORIZED);
+      handled(JSON.parse(body.toString('utf8')));
+      return reply.code(204).send();
+    });
+  } else if (variant === 'standardwebhooks') {
+    app.post(PATH, async (request, reply) => {
+      let event: unknown;
+      try {
+        event = standard.verify(request.body as Buffer, request.headers as Record<string, string>);
+      } catch {
+        return reply.code(401).type('application/json').send(UNAUTHORIZED);
+      }
+      handled(event);
+      return reply.code(204).send();
+    });
+  } else {
+    await app.register(async (scope) => {
+      await scope.register(fastifyWebhooks, { secrets: secret });
+      scope.post(PATH, async (request, reply) => {
+        handled(request.body);
+        return reply.code(204).send();
+      });
+    });
+  }
+  await app.ready();
+  return app.server;
+}
+
+function honoApp(variant: Variant, secret: string, key: Buffer): Server {
+  const app = new Hono();
+  const standard = new Webhook(secret);
+  const unauthorized = () => new Response(UNAUTHORIZED, { status: 401, headers: { 'content-type': 'application/json' } });
+  if (variant === 'none') {
+    app.post(PATH, async (c) => {
+      handled(await c.req.json());
+      return c.body(null, 204);
+    });
+  } else if (variant === 'inline') {
+    app.post(PATH, async (c) => {
+      const body = Buffer.from(await c.req.arrayBuffer());
+      const headers = {
+        'webhook-id': c.req.header('webhook-id'),
+        'webhook-timestamp': c.req.header('webhook-timestamp'),
+        'webhook-signature': c.req.header('webhook-signature'),
+      };
+      if (!handWrittenVerify(headers, body, key)) return unauthorized();
+      handled(JSON.parse(body.toString('utf8')));
+      return c.body(null, 204);
+    });
+  } else if (variant === 'standardwebhooks') {
+    app.post(PATH, async (c) => {
+      let event: unknown;
+      try {
+        event = standard.verify(await c.req.text(), c.req.header());
+      } catch {
+        return unauthorized();
+      }
+      handled(event);
+      return c.body(null, 204);
+    });
+  } else {
+    app.post(PATH, honoWebhooks({ secrets: secret }), (c) => {
+      handled(c.get('webhook').json());
+      return c.body(null, 204);
+    });
+  }
+  return createAdaptorServer({ fetch: app.fetch }) as Server;
+}
+
+function nodeApp(variant: Variant, secret: string, key: Buffer): Server {
+  const standard = new Webhook(secret);
+  const done = (res: ServerResponse) => void res.writeHead(204).end();
+  const unauthorized = (res: ServerResponse) => void res.writeHead(401, { 'content-type': 'application/json' }).end(UNAUTHORIZED);
+  const fail = (res: ServerResponse) => void res.writeHead(500).end();
+  if (variant === 'adapter') {
+    // The Express middleware is typed on Node's own request and response: it runs as is on a
+    // plain node:http server, with `next` as the handler.
+    const verify = expressWebhooks({ secrets: secret });
+    return createServer((req, res) => {
+      verify(req, res, (error) => {
+        if (error !== undefined) return fail(res);
+        handled((req as IncomingMessage & { webhook: VerifiedWebhook }).webhook.json());
+        done(res);
+      });
+    });
+  }
+  return createServer((req, res) => {
+    readBody(req).then((body) => {
+      let event: unknown;
+      if (variant === 'none') event = JSON.parse(body.toString('utf8'));
+      else if (variant === 'inline') {
+        if (!handWrittenVerify(req.headers, body, key)) return unauthorized(res);
+        event = JSON.parse(body.toString('utf8'));
+      } else {
+        try {
+          event = standard.verify(body, req.headers as Record<string, string>);
+        } catch {
+          return unauthorized(res);
+        }
+      }
+      handled(event);
+      done(res);
+    }, () => fail(res));
+  });
+}
+
+async function main(): Promise<void> {
+  const [framework, variant] = process.argv.slice(2) as [Framework, Variant];
+  if (!FRAMEWORKS.includes(framework) || !VARIANTS.includes(variant)) throw new Error(`usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>`);
+  const secret = process.env.BENCH_SECRET;
+  if (secret === undefined || !secret.startsWith('whsec_')) throw new Error('BENCH_SECRET must hold a whsec_ secret');
+  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  if (typeof process.send !== 'function') throw new Error('http-server.ts runs as a child with an IPC channel');
+
+  const server =
+    framework === 'express'
+      ? expressApp(variant, secret, key)
+      : framework === 'fastify'
+        ? await fastifyApp(variant, secret, key)
+        : framework === 'hono'
+          ? honoApp(variant, secret, key)
+          : nodeApp(variant, secret, key);
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  process.on('message', (message: { type?: string }) => {
+    if (message?.type === 'stats') {
+      const cpu = process.cpuUsage();
+      process.send!({ type: 'stats', processed, cpuMicros: cpu.user + cpu.system });
+    }
+  });
+  process.once('disconnect', () => process.exit(0));
+  process.send({ type: 'ready', port: (server.address() as AddressInfo).port });
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

@@ -1,0 +1,168 @@
+/**
+ * What a section hands back, and how it is printed: Markdown tables with ratios (median and
+ * min–max over repetitions), absolute figures for context, and each target marked pass or miss.
+ */
+
+import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { cpus, release, totalmem, type } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { BuiltPackage } from './build.ts';
+import type { Summary } from './stats.ts';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Settings every section reads. */
+export interface BenchConfig {
+  /** The smoke run: one small size, few iterations, short HTTP runs, a small memory run. */
+  quick: boolean;
+  /** The package under test, as built for publishing. */
+  pkg: BuiltPackage;
+}
+
+/** One row of the targets table. */
+export interface TargetResult {
+  what: string;
+  /** As the issue states it, e.g. `≤ 1.5`. */
+  target: string;
+  /** The measured figure, formatted (a ratio's median and spread, a count, …). */
+  measured: string;
+  /** Absolute figures the ratio came from. */
+  context: string;
+  pass: boolean;
+}
+
+export interface SectionReport {
+  /** The `--only` name. */
+  id: SectionId;
+  title: string;
+  /** The section's own tables and remarks, in Markdown. */
+  body: string;
+  targets: TargetResult[];
+  /** Wall time of the section, in seconds. */
+  seconds?: number;
+}
+
+export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory'] as const;
+export type SectionId = (typeof SECTION_IDS)[number];
+
+// ---------------------------------------------------------------------------------------------
+// Formatting
+
+export function fixed(value: number, digits = 2): string {
+  return value.toFixed(digits);
+}
+
+/** `1.26 (1.20–1.31)`: a ratio's median and its spread. */
+export function ratioText(s: Summary, digits = 2): string {
+  return `${fixed(s.median, digits)} (${fixed(s.min, digits)}–${fixed(s.max, digits)})`;
+}
+
+/** A duration in seconds, in the unit that reads best. */
+export function timeText(seconds: number): string {
+  if (seconds >= 1) return `${fixed(seconds, 2)} s`;
+  if (seconds >= 1e-3) return `${fixed(seconds * 1e3, seconds >= 0.1 ? 0 : 2)} ms`;
+  if (seconds >= 1e-6) return `${fixed(seconds * 1e6, seconds >= 1e-4 ? 0 : seconds >= 1e-5 ? 1 : 2)} µs`;
+  return `${fixed(seconds * 1e9, 0)} ns`;
+}
+
+/** `3.10 µs (3.02–3.40)`. */
+export function timeSummary(s: Summary): string {
+  return `${timeText(s.median)} (${timeText(s.min)}–${timeText(s.max)})`;
+}
+
+export function rateText(perSecond: number): string {
+  return Math.round(perSecond).toLocaleString('en-US');
+}
+
+export function bytesText(bytes: number): string {
+  if (Math.abs(bytes) >= 1024 ** 3) return `${fixed(bytes / 1024 ** 3, 1)} GiB`;
+  if (Math.abs(bytes) >= 1024 * 1024) return `${fixed(bytes / 1024 / 1024, 1)} MiB`;
+  if (Math.abs(bytes) >= 1024) return `${fixed(bytes / 1024, 1)} KiB`;
+  return `${Math.round(bytes)} B`;
+}
+
+/** A Markdown table. */
+export function table(header: readonly string[], rows: readonly (readonly string[])[]): string {
+  const line = (cells: readonly string[]) => `| ${cells.map((c) => c.replace(/\|/g, '\\|')).join(' | ')} |`;
+  return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
+}
+
+export function mark(pass: boolean): string {
+  return pass ? 'pass' : '**MISS**';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the numbers were taken
+
+function packageVersion(name: string): string {
+  try {
+    const json = JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version?: string };
+    return json.version ?? '?';
+  } catch {
+    return 'not installed';
+  }
+}
+
+function redisServerVersion(): string {
+  try {
+    const out = execFileSync('redis-server', ['--version'], { encoding: 'utf8', timeout: 5000 });
+    return /v=(\S+)/.exec(out)?.[1] ?? out.trim();
+  } catch {
+    return 'not installed';
+  }
+}
+
+const PACKAGES = ['standardwebhooks', 'svix', 'express', 'fastify', 'hono', '@hono/node-server', 'autocannon', 'ioredis', 'lru-cache'] as const;
+
+export function environmentText(): string {
+  const cpu = cpus();
+  const own = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
+  const packages = PACKAGES.map((name) => `${name} ${packageVersion(name)}`).join(', ');
+  return [
+    `- Machine: ${cpu[0]?.model.trim() ?? 'unknown CPU'}, ${cpu.length} cores, ${bytesText(totalmem())} memory; ${type()} ${release()}`,
+    `- Runtime: Node ${process.version} (V8 ${process.versions.v8}), OpenSSL ${process.versions.openssl}; redis-server ${redisServerVersion()}`,
+    `- Packages: ${own.name} ${own.version}; ${packages}`,
+  ].join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// The whole report
+
+export interface RunInfo {
+  startedAt: Date;
+  seconds: number;
+  quick: boolean;
+  only: SectionId | undefined;
+}
+
+export function renderReport(sections: readonly SectionReport[], run: RunInfo): string {
+  const targets = sections.flatMap((s) => s.targets);
+  const missed = targets.filter((t) => !t.pass).length;
+  const kind = run.quick ? 'quick smoke run (few iterations: not a measurement)' : run.only ? `section ${run.only} only` : 'full run';
+  const parts = [
+    '# Benchmark results',
+    '',
+    `Written by \`npm run bench\`: ${kind}, started ${run.startedAt.toISOString().replace('T', ' ').slice(0, 16)} UTC, wall time ${Math.round(run.seconds)} s.`,
+    '',
+    environmentText(),
+    '',
+    'Every ratio is measured within one repetition, where the candidate and its baseline ran back to back in an order ' +
+      'that rotates between repetitions; the figure is the median over repetitions, with min–max in brackets. ' +
+      'Absolute figures are medians too, for context only: they move with the machine, the ratios much less. ' +
+      'This package is measured as it ships: built by tsdown with the project\'s configuration (ESM), then imported.',
+    '',
+    `## Targets (${targets.length - missed} of ${targets.length} met)`,
+    '',
+    table(
+      ['what', 'target', 'measured', 'from', ''],
+      targets.map((t) => [t.what, t.target, t.measured, t.context, mark(t.pass)]),
+    ),
+  ];
+  for (const section of sections) {
+    parts.push('', `## ${section.title}`, '', section.body.trim());
+    if (section.seconds !== undefined) parts.push('', `_Section wall time: ${section.seconds.toFixed(1)} s._`);
+  }
+  return `${parts.join('\n')}\n`;
+}

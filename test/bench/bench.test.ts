@@ -1,0 +1,134 @@
+/**
+ * The benchmark suite's smoke run (`npm run bench -- --quick`), as a child process: it proves that
+ * every section still runs and reports, with few iterations and one-second HTTP runs. Benchmarks
+ * are not tests: nothing here asserts a speed, only that the report is complete.
+ */
+
+import { spawn } from 'node:child_process';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { findRedisServer, isCI } from '../support/redis-server.ts';
+
+const root = resolve(import.meta.dirname, '../..');
+const TIME_LIMIT_MS = 90_000;
+
+interface Result {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runBench(args: readonly string[]): Promise<Result> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'bench/run.ts', ...args], { cwd: root, timeout: TIME_LIMIT_MS });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('close', (code, signal) => resolvePromise({ code, signal, stdout, stderr }));
+  });
+}
+
+/** The rows of the Markdown table that follows `heading`, as arrays of cells. */
+function tableAfter(markdown: string, heading: string): string[][] {
+  const start = markdown.indexOf(`\n${heading}\n`);
+  if (start === -1) throw new Error(`no section ${heading} in the report`);
+  const rows: string[][] = [];
+  let inTable = false;
+  for (const line of markdown.slice(start + heading.length + 2).split('\n')) {
+    if (line.startsWith('## ')) break;
+    if (line.startsWith('|')) {
+      inTable = true;
+      rows.push(line.slice(1, -1).split(' | ').map((cell) => cell.trim()));
+    } else if (inTable) break;
+  }
+  // The header and its --- line.
+  return rows.slice(2);
+}
+
+const redisPresent = findRedisServer() !== undefined || isCI();
+
+describe('npm run bench -- --quick', () => {
+  it(
+    'runs every section and prints the targets table and each section\'s table',
+    async () => {
+      const result = await runBench(['--quick']);
+      expect(result.signal, result.stderr).toBeNull();
+      expect(result.code, result.stderr).toBe(0);
+      const report = result.stdout;
+
+      expect(report).toMatch(/^# Benchmark results\n/);
+      expect(report).toContain('quick smoke run');
+      expect(report).toMatch(/- Machine: .+, \d+ cores, .+ memory/);
+      expect(report).toMatch(/- Runtime: Node v\d+/);
+
+      const targetsHeading = /^## Targets \(\d+ of \d+ met\)$/m.exec(report);
+      expect(targetsHeading).not.toBeNull();
+      const targets = tableAfter(report, targetsHeading![0]);
+      const what = targets.map((row) => row[0]);
+      const expected = [
+        'our verify ÷ bare HMAC, 1 KiB',
+        '`standardwebhooks` verify ÷ ours, 1 KiB',
+        'three secrets, match last, steady state ÷ one secret (1 KiB)',
+        'forced WebCrypto verify ÷ bare `crypto.subtle` sign, sequential (1 KiB)',
+        'forced WebCrypto verify ÷ bare `crypto.subtle` sign, 64 in flight (1 KiB)',
+        'adapter req/s ÷ hand-written inline check, express',
+        ...['fastify', 'hono', 'node:http'].flatMap((framework) => [
+          `adapter req/s ÷ hand-written inline check, ${framework}`,
+          `adapter req/s ÷ inline \`standardwebhooks\`, ${framework}`,
+        ]),
+        ...(redisPresent ? ['Redis round trips per claim (steady state; ioredis and node-redis)'] : []),
+        'memory store heap after 50,000 ids, bound 10,000 (quick run)',
+      ];
+      expect(what).toEqual(expected);
+      for (const row of targets) {
+        expect(row).toHaveLength(5);
+        // A measured figure, and a verdict either way (speeds are not asserted).
+        expect(row[2]).toMatch(/\d/);
+        expect(['pass', '**MISS**']).toContain(row[4]);
+      }
+
+      const verify = tableAfter(report, '## 1. Verify, per payload size');
+      expect(verify.map((row) => [row[0], row[1]])).toEqual(
+        [
+          'ours',
+          'ours + json()',
+          "floor: bare HMAC, digest('base64')",
+          'bare HMAC, digest()',
+          'hand-written createHmac + timingSafeEqual',
+          'standardwebhooks',
+          'standardwebhooks, jsonParse: false',
+          'svix',
+        ].map((candidate) => ['1 KiB', candidate]),
+      );
+      expect(tableAfter(report, '## 2. Rotation')).toHaveLength(4);
+      expect(tableAfter(report, '## 3. WebCrypto path')).toHaveLength(6);
+
+      const http = tableAfter(report, '## 4. HTTP');
+      expect(http.map((row) => `${row[0]} ${row[1]!.slice(0, 3)}`)).toEqual(
+        ['express', 'fastify', 'hono', 'node:http'].flatMap((framework) => ['(a)', '(b)', '(c)', '(d)'].map((v) => `${framework} ${v}`)),
+      );
+      for (const row of http) expect(row[2]).toMatch(/^[\d,]+ \(/);
+
+      if (redisPresent) {
+        expect(report).toContain('| ioredis | claim, steady state (20 claims) | 1.00 | 20 EVALSHA |');
+        expect(report).toContain('| node-redis | claim, steady state (20 claims) | 1.00 | 20 EVALSHA |');
+      } else {
+        expect(report).toContain('SKIPPED: redis-server is not on the PATH');
+      }
+
+      const memory = tableAfter(report, '## 6. Memory');
+      expect(memory.map((row) => row[0])).toEqual(['0', '10,000', '20,000', '50,000']);
+    },
+    TIME_LIMIT_MS + 10_000,
+  );
+
+  it('refuses an unknown section by name', async () => {
+    const result = await runBench(['--only', 'nonsense']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('--only takes one of verify, rotation, webcrypto, http, redis, memory; got "nonsense"');
+  });
+});
