@@ -32,7 +32,8 @@ export interface CryptoBackend {
   /** base64(HMAC-SHA256(key, prefix ‖ body)), `prefix` encoded as UTF-8. */
   hmacBase64(key: HmacKey, prefix: string, body: Uint8Array): string | Promise<string>;
   importEd25519PublicKey(raw: Uint8Array): Ed25519PublicKey;
-  ed25519Verify(key: Ed25519PublicKey, prefix: string, body: Uint8Array, signature: Uint8Array): Promise<boolean>;
+  /** Ed25519 over `content`, the signed content built once by the caller (see {@link signedContent}). */
+  ed25519Verify(key: Ed25519PublicKey, content: Uint8Array, signature: Uint8Array): Promise<boolean>;
   importEd25519SecretKey(seed: Uint8Array): Ed25519SecretKey;
   ed25519SignBase64(key: Ed25519SecretKey, prefix: string, body: Uint8Array): Promise<string>;
 }
@@ -43,7 +44,8 @@ const PKCS8_ED25519_PREFIX = Uint8Array.from([
   0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
 ]);
 
-function signedContent(prefix: string, body: Uint8Array): Uint8Array<ArrayBuffer> {
+/** `prefix` (UTF-8) followed by `body`, in one buffer: what one-shot APIs (WebCrypto, Ed25519) sign. */
+export function signedContent(prefix: string, body: Uint8Array): Uint8Array<ArrayBuffer> {
   return concatBytes(utf8Encoder.encode(prefix), body);
 }
 
@@ -95,10 +97,10 @@ export const webCryptoBackend: CryptoBackend = {
     const key: WebEd25519PublicKey = { raw, pending: undefined };
     return key;
   },
-  async ed25519Verify(key, prefix, body, signature) {
+  async ed25519Verify(key, content, signature) {
     const webKey = key as WebEd25519PublicKey;
     webKey.pending ??= subtle().importKey('raw', source(webKey.raw), { name: 'Ed25519' }, false, ['verify']);
-    return subtle().verify({ name: 'Ed25519' }, await webKey.pending, source(signature), signedContent(prefix, body));
+    return subtle().verify({ name: 'Ed25519' }, await webKey.pending, source(signature), source(content));
   },
   importEd25519SecretKey(seed) {
     const key: WebEd25519SecretKey = { seed, pending: undefined };
@@ -157,8 +159,8 @@ function nodeBackend(node: NodeCrypto): CryptoBackend {
       const key: NodeEd25519PublicKey = { raw, keyObject };
       return key;
     },
-    async ed25519Verify(key, prefix, body, signature) {
-      return node.verify(null, signedContent(prefix, body), (key as NodeEd25519PublicKey).keyObject, signature);
+    async ed25519Verify(key, content, signature) {
+      return node.verify(null, content, (key as NodeEd25519PublicKey).keyObject, signature);
     },
     importEd25519SecretKey(seed) {
       const der = concatBytes(PKCS8_ED25519_PREFIX, seed);

@@ -66,6 +66,7 @@ function toUnixSeconds(timestamp: number | Date | undefined): number {
   if (timestamp instanceof Date) {
     const ms = timestamp.getTime();
     if (!Number.isFinite(ms)) throw new RangeError('timestamp is an invalid Date');
+    if (ms < 0) throw new RangeError('timestamp must not be before 1970 (Unix seconds are never negative)');
     return Math.floor(ms / 1000);
   }
   if (!Number.isSafeInteger(timestamp) || timestamp < 0) throw new RangeError('timestamp must be whole Unix seconds (or a Date)');

@@ -4,7 +4,7 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
-import { defaultBackend, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
+import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
 import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
 import { WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
@@ -17,6 +17,27 @@ const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 export const DEFAULT_TOLERANCE_SECONDS = 300;
 /** A `webhook-signature` header longer than this is refused before any signature work. */
 export const MAX_SIGNATURE_HEADER_LENGTH = 16 * 1024;
+/**
+ * The longest `webhook-id` accepted (senders use ids of about 30 characters).
+ *
+ * @example
+ * ```ts
+ * import { MAX_ID_LENGTH } from 'webhook-receiver';
+ * if (id.length > MAX_ID_LENGTH) console.warn('this sender will be refused: MISSING_ID');
+ * ```
+ */
+export const MAX_ID_LENGTH = 256;
+/**
+ * With `whpk_` keys configured, a header with more distinct `v1a` entries than this is refused
+ * before any signature work: a sender signs with one entry per key it holds.
+ *
+ * @example
+ * ```ts
+ * import { MAX_V1A_ENTRIES } from 'webhook-receiver';
+ * console.log(`at most ${MAX_V1A_ENTRIES} Ed25519 signatures per message`);
+ * ```
+ */
+export const MAX_V1A_ENTRIES = 8;
 /** A `webhook-signature` header with more entries than this is refused before any signature work. */
 export const MAX_SIGNATURE_ENTRIES = 64;
 
@@ -134,6 +155,25 @@ class Webhook implements VerifiedWebhook {
   json<T = unknown>(): T {
     return JSON.parse(this.text()) as T;
   }
+}
+
+/**
+ * The raw bytes of a body handed to `verify`. Anything but text or bytes means the bytes that were
+ * signed are gone (the classic failure: a JSON body parser ran first), which is a server-side
+ * mistake with one fix, so it gets `BODY_UNAVAILABLE` and that fix rather than a bare TypeError.
+ */
+function rawBytes(body: unknown): Uint8Array {
+  if (body instanceof Uint8Array) return body;
+  if (typeof body === 'string' || body instanceof ArrayBuffer || ArrayBuffer.isView(body)) return toBytes(body as string | ArrayBuffer);
+  if (Object.prototype.toString.call(body) === '[object ArrayBuffer]') return toBytes(body as ArrayBuffer);
+  const what = body === undefined || body === null ? `no body (${String(body)})` : `a parsed ${Array.isArray(body) ? 'array' : typeof body}`;
+  throw new WebhookError(
+    'BODY_UNAVAILABLE',
+    `verify was given ${what} instead of the raw bytes received, so the signed content cannot be rebuilt ` +
+      '(re-serialising parsed JSON does not give the same bytes). Pass the body as received: a string, Buffer, ' +
+      'Uint8Array or ArrayBuffer (in Express, express.raw({ type: "*/*" }) on this route or the webhooks() middleware ' +
+      'from webhook-receiver/express; with a Fetch Request, verifyRequest(request) before anything reads it)',
+  );
 }
 
 export interface ParsedSignatures {
@@ -314,7 +354,7 @@ class VerifierImpl implements Verifier {
       throw new TypeError('verify needs { headers, body }');
     }
     const inspected = this.#inspect(input.headers);
-    const body = toBytes(input.body);
+    const body = rawBytes(input.body);
     if (body.byteLength > this.#maxBodyBytes) throw payloadTooLarge(this.#maxBodyBytes, body.byteLength);
     return this.#authenticate(inspected, body);
   }
@@ -331,6 +371,11 @@ class VerifierImpl implements Verifier {
     const id = single(values.id, 'webhook-id', 'MISSING_ID');
     if (id === undefined || id === '') {
       throw new WebhookError('MISSING_ID', 'webhook-id header is missing or empty (svix-id is accepted too)');
+    }
+    if (id.length > MAX_ID_LENGTH) {
+      // Ids become idempotency keys: a cap keeps unsigned traffic (with unsigned: 'accept') from
+      // filling a store with kilobyte-long keys.
+      throw new WebhookError('MISSING_ID', `webhook-id is ${id.length} characters long; the limit is ${MAX_ID_LENGTH}`);
     }
     if (LONE_SURROGATE.test(id)) {
       // The id is signed as UTF-8, where every lone surrogate becomes U+FFFD: 'a\uFFFD', 'a\uD800'
@@ -401,6 +446,12 @@ class VerifierImpl implements Verifier {
       return new Webhook(id, timestamp, body, false, undefined, undefined, undefined);
     }
     const prefix = `${id}.${timestampText}.`;
+    if (signatures.v1a.length > MAX_V1A_ENTRIES && this.#ed25519.length > 0 && new Set(signatures.v1a).size > MAX_V1A_ENTRIES) {
+      throw new WebhookError(
+        'INVALID_SIGNATURE_HEADER',
+        `webhook-signature has ${new Set(signatures.v1a).size} distinct v1a entries; at most ${MAX_V1A_ENTRIES} are checked (each costs an Ed25519 verification per public key)`,
+      );
+    }
     const first = this.#preferred;
     let tried: boolean | Promise<boolean> | undefined;
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
@@ -442,11 +493,15 @@ class VerifierImpl implements Verifier {
     }
 
     if (signatures.v1a.length > 0 && this.#ed25519.length > 0) {
-      for (const candidate of signatures.v1a) {
+      // Unlike HMAC (one digest per key, whatever the entries), every v1a entry costs one Ed25519
+      // verification per public key, each hashing the whole body: checked once per distinct entry,
+      // over signed content built once.
+      const content = signedContent(prefix, body);
+      for (const candidate of new Set(signatures.v1a)) {
         const signature = base64Decode(candidate);
         if (signature === undefined || signature.length !== 64) continue;
         for (const trusted of this.#ed25519) {
-          if (await this.#backend.ed25519Verify(trusted.key, prefix, body, signature)) {
+          if (await this.#backend.ed25519Verify(trusted.key, content, signature)) {
             return new Webhook(id, timestamp, body, true, 'v1a', trusted.index, trusted.keyId);
           }
         }
@@ -519,11 +574,19 @@ export function createVerifier(options: VerifierOptions): Verifier {
   return new VerifierImpl(options, defaultBackend);
 }
 
-const verifierCache = new WeakMap<VerifierOptions, Verifier>();
+interface CachedVerifier {
+  verifier: Verifier;
+  /** The options' values it was built from: a changed value (say, rotated secrets) builds anew. */
+  built: readonly unknown[];
+}
+const verifierCache = new WeakMap<VerifierOptions, CachedVerifier>();
+const optionValues = (o: VerifierOptions): unknown[] => [o.secrets, o.toleranceSeconds, o.now, o.unsigned, o.maxBodyBytes];
 
 /**
- * Verifies one webhook. Reuses the verifier built for the same `options` object, so passing a
- * constant options object costs no key decoding per call.
+ * Verifies one webhook. Reuses the verifier built for the same `options` object while its values
+ * (`secrets`, `toleranceSeconds`, `now`, `unsigned`, `maxBodyBytes`) are the same, so a constant
+ * options object costs no key decoding per call, and assigning new `secrets` takes effect at once.
+ * (Changing the secrets array in place is not seen: assign a new array.)
  *
  * @example
  * ```ts
@@ -533,10 +596,12 @@ const verifierCache = new WeakMap<VerifierOptions, Verifier>();
  * ```
  */
 export async function verifyWebhook(input: WebhookInput, options: VerifierOptions): Promise<VerifiedWebhook> {
-  let verifier = typeof options === 'object' && options !== null ? verifierCache.get(options) : undefined;
-  if (verifier === undefined) {
-    verifier = createVerifier(options);
-    verifierCache.set(options, verifier);
+  if (typeof options !== 'object' || options === null) return createVerifier(options).verify(input);
+  const values = optionValues(options);
+  let cached = verifierCache.get(options);
+  if (cached === undefined || cached.built.some((value, i) => value !== values[i])) {
+    cached = { verifier: createVerifier(options), built: values };
+    verifierCache.set(options, cached);
   }
-  return verifier.verify(input);
+  return cached.verifier.verify(input);
 }

@@ -5,7 +5,7 @@
  * printed, since an expected signature for this body would be a valid forgery.
  */
 
-import { defaultBackend, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from '../crypto.ts';
+import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from '../crypto.ts';
 import { base64Decode, base64Encode, constantTimeEqual, utf8Encoder } from '../encoding.ts';
 import { decodeSecret, secretList, type SecretInput } from '../secrets.ts';
 import type { ParsedSignatures } from '../verify.ts';
@@ -150,9 +150,10 @@ class SignatureMatcher {
         if (this.#v1.some((entry) => constantTimeEqual(entry, expected))) return candidate.label;
       }
     }
+    const content = this.#v1a.length > 0 && ed25519.length > 0 ? signedContent(prefix, body) : undefined;
     for (const signature of this.#v1a) {
       for (const candidate of ed25519) {
-        if (await this.#backend.ed25519Verify(candidate.key, prefix, body, signature)) return candidate.label;
+        if (await this.#backend.ed25519Verify(candidate.key, content!, signature)) return candidate.label;
       }
     }
     return undefined;

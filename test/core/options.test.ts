@@ -119,7 +119,7 @@ describe('verifyWebhook', () => {
     );
   });
 
-  it('builds one verifier per options object: its secrets are read once', async () => {
+  it('builds one verifier per options object: secrets are compared on each call, decoded once', async () => {
     const secret = newSecret();
     let reads = 0;
     const options: VerifierOptions = {
@@ -132,7 +132,23 @@ describe('verifyWebhook', () => {
       const signed = await signWebhook({ secret, body: `{"n":${i}}` });
       expect((await verifyWebhook({ headers: signed.headers, body: `{"n":${i}}` }, options)).json()).toEqual({ n: i });
     }
-    expect(reads).toBe(1);
+    // One read per call to see whether the secrets changed, plus the one that built the verifier.
+    expect(reads).toBe(5 + 1);
+  });
+
+  it('builds anew when the options object is given new secrets (a rotation by assignment is never missed)', async () => {
+    const retired = newSecret();
+    const current = newSecret();
+    const options: VerifierOptions = { secrets: retired };
+    const oldSigned = await signWebhook({ secret: retired, body: 'x' });
+    expect((await verifyWebhook({ headers: oldSigned.headers, body: 'x' }, options)).signed).toBe(true);
+    options.secrets = current;
+    await rejection(verifyWebhook({ headers: oldSigned.headers, body: 'x' }, options), 'SIGNATURE_MISMATCH');
+    const newSigned = await signWebhook({ secret: current, body: 'x' });
+    expect((await verifyWebhook({ headers: newSigned.headers, body: 'x' }, options)).signed).toBe(true);
+    options.toleranceSeconds = 1;
+    const stale = await signWebhook({ secret: current, body: 'x', timestamp: Math.floor(Date.now() / 1000) - 60 });
+    await rejection(verifyWebhook({ headers: stale.headers, body: 'x' }, options), 'TIMESTAMP_TOO_OLD');
   });
 
   it('keeps the last-matched-key preference for the same options object, not for an equal one', async () => {

@@ -96,6 +96,7 @@ describe.each(BACKENDS)('signWebhookWith on %s', (_name, backend) => {
       await rejectsWith(sign({ secret, body: 'x', timestamp }), RangeError, 'timestamp must be whole Unix seconds (or a Date)');
     }
     await rejectsWith(sign({ secret, body: 'x', timestamp: new Date(Number.NaN) }), RangeError, 'timestamp is an invalid Date');
+    await rejectsWith(sign({ secret, body: 'x', timestamp: new Date(-1000) }), RangeError, 'timestamp must not be before 1970 (Unix seconds are never negative)');
     await rejectsWith(sign({ secret, body: 42 }), TypeError, 'webhook body must be a string, a Uint8Array (or Buffer) or an ArrayBuffer');
   });
 

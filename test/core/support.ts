@@ -158,9 +158,9 @@ export function countingBackend(inner: CryptoBackend): { backend: CryptoBackend;
       calls.hmac++;
       return inner.hmacBase64(key, prefix, body);
     },
-    ed25519Verify(key, prefix, body, signature) {
+    ed25519Verify(key, content, signature) {
       calls.ed25519Verify++;
-      return inner.ed25519Verify(key, prefix, body, signature);
+      return inner.ed25519Verify(key, content, signature);
     },
   };
   return { backend, calls };

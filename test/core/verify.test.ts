@@ -7,7 +7,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { WEBHOOK_ERROR_STATUS, WebhookError, isWebhookError } from '../../src/errors.ts';
 import { generateKeyPair, signWebhookWith } from '../../src/sign.ts';
-import { createVerifierWith, type VerifierOptions, type WebhookInput } from '../../src/verify.ts';
+import { createVerifierWith, MAX_ID_LENGTH, MAX_V1A_ENTRIES, type VerifierOptions, type WebhookInput } from '../../src/verify.ts';
 import type { CryptoBackend } from '../../src/crypto.ts';
 import {
   BACKENDS,
@@ -505,12 +505,39 @@ describe.each(BACKENDS)('verifier on %s', (_name, backend: CryptoBackend) => {
       expect(typed.json<[number, { a: null }]>()).toEqual([1, { a: null }]);
     });
 
-    it('refuses a body that is not a string or bytes with a TypeError', async () => {
+    it('BODY_UNAVAILABLE (500) for a parsed or missing body, saying how to pass the raw bytes', async () => {
       const signed = await sign(secret);
-      await expect(verifier({ secrets: secret }).verify({ headers: signed.headers, body: 42 } as unknown as WebhookInput)).rejects.toThrow(
-        new TypeError('webhook body must be a string, a Uint8Array (or Buffer) or an ArrayBuffer'),
+      const v = verifier({ secrets: secret });
+      const cases: [unknown, string][] = [
+        [JSON.parse('{"type":"ping"}'), 'a parsed object'],
+        [[1, 2], 'a parsed array'],
+        [42, 'a parsed number'],
+        [undefined, 'no body (undefined)'],
+        [null, 'no body (null)'],
+      ];
+      for (const [body, what] of cases) {
+        const error = await rejection(v.verify({ headers: signed.headers, body } as unknown as WebhookInput), 'BODY_UNAVAILABLE');
+        expect(error.status).toBe(500);
+        expect(error.message).toMatch(new RegExp(`^verify was given ${what.replace(/[()]/g, '\\$&')} instead of the raw bytes received`));
+        expect(error.message).toContain('express.raw({ type: "*/*" })');
+      }
+      await expect(v.verify(undefined as unknown as WebhookInput)).rejects.toThrow(new TypeError('verify needs { headers, body }'));
+    });
+
+    it('MISSING_ID for an id longer than MAX_ID_LENGTH, before any HMAC', async () => {
+      const { backend: counted, calls } = countingBackend(backend);
+      const v = createVerifierWith({ secrets: secret, now: at(T) }, counted);
+      const atLimit = 'i'.repeat(MAX_ID_LENGTH);
+      const ok = await v.verify({ headers: { 'webhook-id': atLimit, 'webhook-timestamp': String(T), 'webhook-signature': hmacEntry(secret, atLimit, String(T), 'x') }, body: 'x' });
+      expect(ok.id).toBe(atLimit);
+      calls.hmac = 0;
+      const long = `${atLimit}i`;
+      const error = await rejection(
+        v.verify({ headers: { 'webhook-id': long, 'webhook-timestamp': String(T), 'webhook-signature': hmacEntry(secret, long, String(T), 'x') }, body: 'x' }),
+        'MISSING_ID',
       );
-      await expect(verifier({ secrets: secret }).verify(undefined as unknown as WebhookInput)).rejects.toThrow(TypeError);
+      expect(error.message).toBe(`webhook-id is ${MAX_ID_LENGTH + 1} characters long; the limit is ${MAX_ID_LENGTH}`);
+      expect(calls.hmac).toBe(0);
     });
 
     it('PAYLOAD_TOO_LARGE (413) past maxBodyBytes, counted in bytes', async () => {
@@ -671,6 +698,33 @@ describe.each(BACKENDS)('verifier on %s', (_name, backend: CryptoBackend) => {
       for (const value of ['!!!!', 'AAAA', raw.subarray(0, 63).toString('base64')]) {
         await rejection(v.verify({ headers: { ...signed.headers, 'webhook-signature': `v1a,${value}` }, body: '{"type":"ed"}' }), 'SIGNATURE_MISMATCH');
       }
+    });
+
+    it('checks each distinct v1a entry once, and refuses more than MAX_V1A_ENTRIES distinct ones before any signature work', async () => {
+      const { secretKey, publicKey } = await generateKeyPair();
+      track(secretKey);
+      const signed = await sign(secretKey, '{"type":"ed"}');
+      const { backend: counted, calls } = countingBackend(backend);
+      const v = createVerifierWith({ secrets: [publicKey, (await generateKeyPair()).publicKey], now: at(T) }, counted);
+      const junk = (i: number) => `v1a,${Buffer.alloc(64, i + 1).toString('base64')}`;
+      // The same junk entry 40 times, then the real one: 1 distinct junk entry x 2 keys, then a match.
+      const repeated = [...Array.from({ length: 40 }, () => junk(0)), signed.signature].join(' ');
+      expect((await v.verify({ headers: { ...signed.headers, 'webhook-signature': repeated }, body: '{"type":"ed"}' })).scheme).toBe('v1a');
+      expect(calls.ed25519Verify).toBe(3);
+      calls.ed25519Verify = 0;
+      const atLimit = [...Array.from({ length: MAX_V1A_ENTRIES - 1 }, (_, i) => junk(i)), signed.signature].join(' ');
+      expect((await v.verify({ headers: { ...signed.headers, 'webhook-signature': atLimit }, body: '{"type":"ed"}' })).keyIndex).toBe(0);
+      calls.ed25519Verify = 0;
+      const over = [...Array.from({ length: MAX_V1A_ENTRIES }, (_, i) => junk(i)), signed.signature].join(' ');
+      const error = await rejection(v.verify({ headers: { ...signed.headers, 'webhook-signature': over }, body: '{"type":"ed"}' }), 'INVALID_SIGNATURE_HEADER');
+      expect(error.message).toBe(
+        `webhook-signature has ${MAX_V1A_ENTRIES + 1} distinct v1a entries; at most ${MAX_V1A_ENTRIES} are checked (each costs an Ed25519 verification per public key)`,
+      );
+      expect([calls.ed25519Verify, calls.hmac]).toEqual([0, 0]);
+      // Without public keys configured, v1a entries are ignored, however many: no refusal for them.
+      const hmac = newSecret();
+      const both = `${over} ${hmacEntry(hmac, signed.id, String(signed.timestamp), '{"type":"ed"}')}`;
+      expect((await verifier({ secrets: hmac }).verify({ headers: { ...signed.headers, 'webhook-signature': both }, body: '{"type":"ed"}' })).scheme).toBe('v1');
     });
 
     it('another key pair does not verify it; with two public keys the right one is reported', async () => {

@@ -20,7 +20,7 @@ import fc from 'fast-check';
 import { Webhook as Oracle } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { defaultBackend, webCryptoBackend, type CryptoBackend } from '../../src/crypto.ts';
-import { createVerifierWith, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_LENGTH } from '../../src/verify.ts';
+import { MAX_ID_LENGTH, createVerifierWith, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_LENGTH } from '../../src/verify.ts';
 import { cases, check, expectDocumentedError, NIGHTLY, settle, timeoutFor } from './support.ts';
 
 const NOW = 1_700_000_000;
@@ -66,6 +66,7 @@ const ROW = {
   oversized: 'signature header over 16 KiB or over 64 entries',
   repeated: '`webhook-id` or `webhook-timestamp` repeated with different values (two spellings of the name, or a `string[]`)',
   loneSurrogate: '`webhook-id` with a lone UTF-16 surrogate (only possible in a hand-built headers object)',
+  longId: '`webhook-id` longer than 256 characters',
   shortSecret: 'HMAC secret under 16 bytes',
   svix: '`svix-id`, `svix-timestamp`, `svix-signature`',
   repeatedSignature: '`webhook-signature` under two spellings of its name',
@@ -115,6 +116,11 @@ const DIFFERENCES: Record<string, Difference> = {
     row: ROW.loneSurrogate,
     direction: 'stricter',
     applies: ({ headers }) => valuesOf(headers, 'webhook-id').some((id) => /[\uD800-\uDFFF]/u.test(id)),
+  },
+  longId: {
+    row: ROW.longId,
+    direction: 'stricter',
+    applies: ({ headers }) => valuesOf(headers, 'webhook-id').some((id) => id.length > MAX_ID_LENGTH),
   },
   svix: {
     row: ROW.svix,
@@ -404,6 +410,11 @@ describe('every documented difference, by example', () => {
       input: () => request({ ...standard(t, sign(t, `${id}\uFFFD`)), 'webhook-id': `${id}\uD800` }),
       expected: { ours: 'MISSING_ID', oracle: 'accepted' },
     },
+    {
+      row: ROW.longId,
+      input: () => request({ ...standard(t, sign(t, 'i'.repeat(MAX_ID_LENGTH + 1))), 'webhook-id': 'i'.repeat(MAX_ID_LENGTH + 1) }),
+      expected: { ours: 'MISSING_ID', oracle: 'accepted' },
+    },
     { row: ROW.svix, input: () => request({ 'svix-id': id, 'svix-timestamp': t, 'svix-signature': sign(t) }), expected: { ours: 'accepted', oracle: 'rejected' } },
     {
       row: ROW.repeatedSignature,
@@ -445,7 +456,7 @@ describe('every documented difference, by example', () => {
       }
       return rows.slice(2); // header and separator
     };
-    const stricter = [ROW.looseTimestamp, ROW.leadingZeros, ROW.milliseconds, ROW.emptyEntry, ROW.extraField, ROW.oversized, ROW.repeated, ROW.loneSurrogate, ROW.shortSecret];
+    const stricter = [ROW.looseTimestamp, ROW.leadingZeros, ROW.milliseconds, ROW.emptyEntry, ROW.extraField, ROW.oversized, ROW.repeated, ROW.loneSurrogate, ROW.longId, ROW.shortSecret];
     const lenient = [ROW.svix, ROW.repeatedSignature];
     expect(table(STRICTER_TABLE)).toEqual(stricter);
     expect(table(LENIENT_TABLE)).toEqual(lenient);

@@ -39,9 +39,10 @@ export function timeoutFor(runs: number, msPerCase: number): number {
 }
 
 /** fast-check parameters: the case count, the per-case time bound, and `FUZZ_SEED` to replay. */
-export function parameters<T>(numRuns: number): fc.Parameters<T> {
+export function parameters<T>(numRuns: number, examples?: T[]): fc.Parameters<T> {
   return {
     numRuns,
+    ...(examples === undefined ? {} : { examples }),
     ...(seed === undefined ? {} : { seed }),
     plugins: [fc.timeout(CASE_TIMEOUT_MS) as fc.Plugin<T>],
   };
@@ -51,9 +52,15 @@ export function parameters<T>(numRuns: number): fc.Parameters<T> {
  * Runs an async property and prints its rate in a nightly run ("how long per 10k cases"), so the
  * nightly log says where the time goes.
  */
-export async function check<Ts extends [unknown, ...unknown[]]>(name: string, property: fc.IAsyncPropertyWithHooks<Ts>, numRuns: number): Promise<void> {
+export async function check<Ts extends [unknown, ...unknown[]]>(
+  name: string,
+  property: fc.IAsyncPropertyWithHooks<Ts>,
+  numRuns: number,
+  /** Cases run before the random ones (fast-check `examples`), for outcomes the generator reaches only rarely. */
+  examples?: Ts[],
+): Promise<void> {
   const started = performance.now();
-  await fc.assert(property, parameters<Ts>(numRuns));
+  await fc.assert(property, parameters<Ts>(numRuns, examples));
   const ms = performance.now() - started;
   if (NIGHTLY || process.env.FUZZ_REPORT) {
     console.log(`[fuzz] ${name}: ${numRuns} cases in ${(ms / 1000).toFixed(1)} s (${((ms / numRuns) * 10_000 / 1000).toFixed(2)} s per 10k)`);

@@ -11,7 +11,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { defaultBackend, webCryptoBackend } from '../../src/crypto.ts';
 import type { WebhookErrorCode } from '../../src/errors.ts';
-import { createVerifierWith, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_LENGTH } from '../../src/verify.ts';
+import { createVerifierWith, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_LENGTH, MAX_V1A_ENTRIES } from '../../src/verify.ts';
 import { countingBackend } from '../core/support.ts';
 import { expectCode, freshSecret, hmacSignature } from '../fuzz/support.ts';
 
@@ -80,16 +80,21 @@ describe.each([
     expect(work()).toEqual({ hmac: 0, ed25519Verify: 0 });
   });
 
-  it('the most a header within the limits costs: one HMAC per secret, one Ed25519 check per v1a entry and key', async () => {
-    // 64 entries, none valid: 32 v1 and 32 v1a.
-    const v1 = Array.from({ length: 32 }, (_, i) => `v1,${Buffer.alloc(32, i).toString('base64')}`);
-    const v1a = Array.from({ length: 32 }, (_, i) => `v1a,${Buffer.alloc(64, i).toString('base64')}`);
+  it('the most a header within the limits costs: one HMAC per secret, one Ed25519 check per distinct v1a entry and key', async () => {
+    // 64 entries, none valid: 56 v1 and MAX_V1A_ENTRIES distinct v1a.
+    const v1 = Array.from({ length: 64 - MAX_V1A_ENTRIES }, (_, i) => `v1,${Buffer.alloc(32, i).toString('base64')}`);
+    const v1a = Array.from({ length: MAX_V1A_ENTRIES }, (_, i) => `v1a,${Buffer.alloc(64, i).toString('base64')}`);
     reset();
     await expectCode(send({ 'webhook-signature': [...v1, ...v1a].join(' ') }), 'SIGNATURE_MISMATCH', () => 'mixed');
-    expect(work()).toEqual({ hmac: hmacSecrets.length, ed25519Verify: 32 });
+    expect(work()).toEqual({ hmac: hmacSecrets.length, ed25519Verify: MAX_V1A_ENTRIES });
+    // More distinct v1a entries than that: refused before any signature work.
+    reset();
+    const more = [...v1.slice(0, 10), ...Array.from({ length: 32 }, (_, i) => `v1a,${Buffer.alloc(64, i).toString('base64')}`)];
+    await expectCode(send({ 'webhook-signature': more.join(' ') }), 'INVALID_SIGNATURE_HEADER', () => 'many v1a');
+    expect(work()).toEqual({ hmac: 0, ed25519Verify: 0 });
     // A valid entry last among 63 others: still one HMAC per secret at most.
     reset();
-    const webhook = await send({ 'webhook-signature': [...v1.slice(0, 31), ...v1a, good].join(' ') });
+    const webhook = await send({ 'webhook-signature': [...v1.slice(0, 63 - MAX_V1A_ENTRIES), ...v1a, good].join(' ') });
     expect(webhook.keyIndex).toBe(0);
     expect(calls.hmac).toBeLessThanOrEqual(hmacSecrets.length);
     expect(calls.ed25519Verify).toBe(0);
