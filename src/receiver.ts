@@ -7,7 +7,7 @@
 
 import { WebhookError } from './errors.ts';
 import { memoryStore } from './stores/memory.ts';
-import type { IdempotencyStore } from './stores/types.ts';
+import { syncOperations, type ClaimResult, type IdempotencyStore, type SyncOperations } from './stores/types.ts';
 import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 
 /**
@@ -153,7 +153,9 @@ export const DEFAULT_LOCK_SECONDS = 60;
 const COMPLETE_RETRY_FIRST_MS = 100;
 const COMPLETE_RETRY_MAX_MS = 2000;
 
-const noop = async (): Promise<void> => undefined;
+/** What `complete` and `release` return when there is nothing to wait for. */
+const DONE: Promise<void> = Promise.resolve();
+const noop = (): Promise<void> => DONE;
 
 function isRequest(input: WebhookInput | Request): input is Request {
   return typeof (input as Request).arrayBuffer === 'function' && typeof (input as Request).method === 'string';
@@ -183,9 +185,12 @@ function defaultOnError(error: unknown, context: ReceiverErrorContext): void {
 class ReceiverImpl implements Receiver {
   readonly verifier: Verifier;
   readonly #store: IdempotencyStore | undefined;
+  /** The store's operations without their promises, when it has them (the memory store). */
+  readonly #sync: SyncOperations | undefined;
   readonly #ttlMs: number;
   readonly #lockMs: number;
-  readonly #namespace: string;
+  /** `${namespace}:`, the start of every key. */
+  readonly #keyPrefix: string;
   readonly #processOnStoreError: boolean;
   readonly #onError: (error: unknown, context: ReceiverErrorContext) => void;
 
@@ -205,7 +210,7 @@ class ReceiverImpl implements Receiver {
     // Keys are `${namespace}:${webhook-id}`. Ids may contain ':', so a namespace must not, or
     // namespace 'a:b' with id 'c' and namespace 'a' with id 'b:c' would share one key.
     if (namespace.includes(':')) throw new TypeError(`idempotency.namespace must not contain ':' (use '-' or '.' to separate words)`);
-    this.#namespace = namespace;
+    this.#keyPrefix = `${namespace}:`;
     const onStoreError = settings?.onStoreError ?? 'reject';
     if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
     this.#processOnStoreError = onStoreError === 'process';
@@ -216,6 +221,7 @@ class ReceiverImpl implements Receiver {
       }
     }
     this.#store = store;
+    this.#sync = store === undefined ? undefined : syncOperations(store);
   }
 
   async claim(input: WebhookInput | Request): Promise<Claim> {
@@ -224,10 +230,10 @@ class ReceiverImpl implements Receiver {
     if (store === undefined) return { outcome: 'acquired', webhook, complete: noop, release: noop };
 
     // Only verified requests reach the store: forged or malformed traffic cannot fill it.
-    const key = `${this.#namespace}:${webhook.id}`;
-    let result;
+    const key = this.#keyPrefix + webhook.id;
+    let result: ClaimResult;
     try {
-      result = await store.claim(key, this.#lockMs);
+      result = this.#sync !== undefined ? this.#sync.claim(key, this.#lockMs) : await store.claim(key, this.#lockMs);
     } catch (error) {
       if (this.#processOnStoreError) {
         this.#report(error, 'claim', webhook.id, false);
@@ -248,9 +254,12 @@ class ReceiverImpl implements Receiver {
     const { token } = result;
     const lockEnds = Date.now() + this.#lockMs;
     let settled: Promise<void> | undefined;
-    const settle = (stage: 'complete' | 'release'): Promise<void> =>
-      (settled ??= this.#settle(stage, key, token, webhook.id, lockEnds));
-    return { outcome: 'acquired', webhook, complete: () => settle('complete'), release: () => settle('release') };
+    return {
+      outcome: 'acquired',
+      webhook,
+      complete: () => (settled ??= this.#settle('complete', key, token, webhook.id, lockEnds)),
+      release: () => (settled ??= this.#settle('release', key, token, webhook.id, lockEnds)),
+    };
   }
 
   async handle<T>(input: WebhookInput | Request, handler: (webhook: VerifiedWebhook) => T | Promise<T>): Promise<ReceiveResult<T>> {
@@ -271,19 +280,35 @@ class ReceiverImpl implements Receiver {
   }
 
   /** One attempt to complete or release; a failed completion goes on in the background. */
-  async #settle(stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): Promise<void> {
+  #settle(stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): Promise<void> {
+    const sync = this.#sync;
+    if (sync === undefined) return this.#settleAsync(stage, key, token, webhookId, lockEnds);
+    try {
+      const owned = stage === 'complete' ? sync.complete(key, token, this.#ttlMs) : sync.release(key, token);
+      if (!owned) this.#reportExpired(stage, webhookId);
+    } catch (error) {
+      this.#settleFailed(error, stage, key, token, webhookId, lockEnds);
+    }
+    return DONE;
+  }
+
+  async #settleAsync(stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): Promise<void> {
     const store = this.#store!;
     try {
       const owned = stage === 'complete' ? await store.complete(key, token, this.#ttlMs) : await store.release(key, token);
       if (!owned) this.#reportExpired(stage, webhookId);
     } catch (error) {
-      // A failed release needs no retry: the lock expires by itself and the sender's retry runs.
-      // A failed completion does: until it lands, the id looks in flight and, once the lock
-      // expires, a duplicate would run the handler a second time.
-      const retry = stage === 'complete' && Date.now() + COMPLETE_RETRY_FIRST_MS < lockEnds;
-      this.#report(error, stage, webhookId, retry);
-      if (retry) this.#retryCompletion(key, token, webhookId, lockEnds, COMPLETE_RETRY_FIRST_MS, 1);
+      this.#settleFailed(error, stage, key, token, webhookId, lockEnds);
     }
+  }
+
+  #settleFailed(error: unknown, stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): void {
+    // A failed release needs no retry: the lock expires by itself and the sender's retry runs.
+    // A failed completion does: until it lands, the id looks in flight and, once the lock
+    // expires, a duplicate would run the handler a second time.
+    const retry = stage === 'complete' && Date.now() + COMPLETE_RETRY_FIRST_MS < lockEnds;
+    this.#report(error, stage, webhookId, retry);
+    if (retry) this.#retryCompletion(key, token, webhookId, lockEnds, COMPLETE_RETRY_FIRST_MS, 1);
   }
 
   #retryCompletion(key: string, token: string, webhookId: string, lockEnds: number, delay: number, attempts: number): void {

@@ -1,7 +1,16 @@
 import { LRUCache } from 'lru-cache';
-import { checkClaim, checkComplete, checkRelease, newToken, type IdempotencyStore } from './types.ts';
+import { checkClaim, checkComplete, checkRelease, newToken, offerSyncOperations, type IdempotencyStore, type SyncOperations } from './types.ts';
 
-type Entry = { state: 'processing'; token: string; until: number } | { state: 'completed' };
+/**
+ * What the cache holds for an id: the owner's token while a claim is being processed, none once
+ * completed, and until when either holds (epoch ms). The store keeps the expiry itself rather than
+ * giving lru-cache a TTL per item, so completing a claim changes the entry in place instead of
+ * writing the key again: with a full cache, a claim and its completion cost about a quarter less.
+ */
+interface Entry {
+  token: string | undefined;
+  until: number;
+}
 
 /**
  * 100 000 ids: the default bound of {@link memoryStore}.
@@ -50,44 +59,71 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
   if (!Number.isSafeInteger(max) || max < 1) throw new RangeError('memoryStore max must be a positive whole number of ids');
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('memoryStore now must be a function returning epoch milliseconds');
-  const cache = new LRUCache<string, Entry>({
-    max,
-    // lru-cache reads its own clock for TTLs; an injected clock keeps tests deterministic.
-    perf: { now },
-    // Read the clock on every check: no cached time (and no timer per read to reset it).
-    ttlResolution: 0,
-    ttlAutopurge: false,
-  });
-
-  const owned = (key: string, token: string): boolean => {
-    const entry = cache.get(key);
-    return entry !== undefined && entry.state === 'processing' && entry.token === token && entry.until > now();
+  // lru-cache keeps the bound, least recently used first; expiry is the entry's `until`. An
+  // expired entry stays until a claim replaces it or the bound pushes it out, as it would with
+  // lru-cache's own TTLs (which drop a stale item only when it is read).
+  const cache = new LRUCache<string, Entry>({ max });
+  // A claim writes first and then looks at what it replaced (lru-cache reports it in the write's
+  // status): one look-up of the key rather than a read and then a write.
+  const status: LRUCache.Status<string, Entry> = {};
+  const write = { status };
+  /** Writes `entry` for `key` and returns the entry it replaced, if any. */
+  const swap = (key: string, entry: Entry): Entry | undefined => {
+    cache.set(key, entry, write);
+    const previous = status.oldValue;
+    // The status object is reused: leave nothing behind for the next write.
+    status.oldValue = undefined;
+    return previous;
   };
 
-  return {
-    async claim(key, lockMs) {
+  /** The key's entry, when `token` owns it and its lock has not run out. */
+  const owned = (key: string, token: string): Entry | undefined => {
+    const entry = cache.get(key);
+    return entry !== undefined && entry.token === token && entry.until > now() ? entry : undefined;
+  };
+
+  const operations: SyncOperations = {
+    claim(key, lockMs) {
       checkClaim(key, lockMs);
-      const entry = cache.get(key);
-      if (entry !== undefined) {
-        if (entry.state === 'completed') return { status: 'completed' };
-        const left = entry.until - now();
-        if (left > 0) return { status: 'processing', retryAfterMs: left };
-      }
+      const time = now();
       const token = newToken();
-      cache.set(key, { state: 'processing', token, until: now() + lockMs }, { ttl: lockMs });
+      const previous = swap(key, { token, until: time + lockMs });
+      if (previous !== undefined && previous.until > time) {
+        // Still held or still completed: put it back (nothing ran in between).
+        swap(key, previous);
+        return previous.token === undefined ? { status: 'completed' } : { status: 'processing', retryAfterMs: previous.until - time };
+      }
       return { status: 'acquired', token };
     },
-    async complete(key, token, ttlMs) {
+    complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
-      if (!owned(key, token)) return false;
-      cache.set(key, { state: 'completed' }, { ttl: ttlMs });
+      const entry = owned(key, token);
+      if (entry === undefined) return false;
+      entry.token = undefined;
+      entry.until = now() + ttlMs;
       return true;
     },
-    async release(key, token) {
+    release(key, token) {
       checkRelease(key, token);
-      if (!owned(key, token)) return false;
+      if (owned(key, token) === undefined) return false;
       cache.delete(key);
       return true;
     },
   };
+
+  // The receiver calls `operations` directly; everyone else gets promises, and a bad argument
+  // rejects rather than throws, as with every other store.
+  const store: IdempotencyStore = {
+    async claim(key, lockMs) {
+      return operations.claim(key, lockMs);
+    },
+    async complete(key, token, ttlMs) {
+      return operations.complete(key, token, ttlMs);
+    },
+    async release(key, token) {
+      return operations.release(key, token);
+    },
+  };
+  offerSyncOperations(store, operations);
+  return store;
 }

@@ -7,20 +7,29 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebhookError } from '../../src/errors.ts';
 import { createReceiver, type ReceiveResult, type ReceiverOptions } from '../../src/receiver.ts';
 import { signWebhook } from '../../src/sign.ts';
+import { memoryStore } from '../../src/stores/memory.ts';
 import { redisStore } from '../../src/stores/redis.ts';
+import { offerSyncOperations, syncOperations, type IdempotencyStore } from '../../src/stores/types.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { CLIENT_KINDS, connectClient, countRoundTrips, sharedRedisUrl } from '../support/redis.ts';
 import { openBackend, sleep, STORE_KINDS, type StoreBackend } from '../support/stores.ts';
 import { SECRET, delivery, deliveryRequest, errorLog, recording } from './support.ts';
 
-describe.each(STORE_KINDS)('receiver over $kind', ({ kind, available }) => {
+// The memory store twice: through its promises, and through the synchronous operations the
+// receiver calls directly when it is given a bare memory store (what every adapter does by default).
+const KINDS = [
+  ...STORE_KINDS.map((target) => ({ ...target, direct: false, name: target.kind })),
+  { kind: 'memory' as const, available: true, direct: true, name: 'memory, direct' },
+];
+
+describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
   let backend: StoreBackend;
   let spaces = 0;
   /** A receiver on a fresh, empty store space. */
   const receiverOn = (options: Partial<ReceiverOptions> & { lockSeconds?: number } = {}) => {
     const { lockSeconds, ...rest } = options;
     const log = errorLog();
-    const store = recording(backend.open(`r${++spaces}`));
+    const store = recording(backend.open(`r${++spaces}`), { direct });
     const receiver = createReceiver({
       secrets: SECRET,
       onError: log.onError,
@@ -196,6 +205,90 @@ describe.each(STORE_KINDS)('receiver over $kind', ({ kind, available }) => {
       value: '{"type":"invoice.paid"}',
     });
     expect((await receiver.handle(await deliveryRequest('msg_request'), () => 'again')).outcome).toBe('duplicate');
+  });
+});
+
+describe('receiver over a store with synchronous operations', () => {
+  it('a copy of a memory store, or one whose method was replaced, is called through its own methods', async () => {
+    const base = memoryStore();
+    const copy = recording(base);
+    const spread = { ...base, claim: vi.fn((key: string, lockMs: number) => base.claim(key, lockMs)) };
+    const patched = memoryStore();
+    const patchedComplete = vi.fn(patched.complete);
+    patched.complete = patchedComplete;
+    for (const [name, store] of Object.entries({ copy, spread, patched })) {
+      const receiver = createReceiver({ secrets: SECRET, idempotency: { store } });
+      expect((await receiver.handle(await delivery(`msg_${name}`), () => 1)).outcome).toBe('processed');
+      expect((await receiver.handle(await delivery(`msg_${name}`), () => 2)).outcome).toBe('duplicate');
+    }
+    expect(copy.calls).toEqual(['claim default:msg_copy', 'complete default:msg_copy', 'claim default:msg_copy']);
+    expect(spread.claim).toHaveBeenCalledTimes(2);
+    expect(patchedComplete).toHaveBeenCalledTimes(1);
+  });
+
+  /** A memory store whose synchronous operations throw while `down` says so; its promises never fail. */
+  function flaky() {
+    const inner = memoryStore();
+    const sync = syncOperations(inner)!;
+    const down = { claim: false, complete: false, release: false };
+    const store: IdempotencyStore = { claim: inner.claim, complete: inner.complete, release: inner.release };
+    const fail = (what: keyof typeof down) => {
+      if (down[what]) throw new Error(`${what}: backend down`);
+    };
+    offerSyncOperations(store, {
+      claim: (key, lockMs) => (fail('claim'), sync.claim(key, lockMs)),
+      complete: (key, token, ttlMs) => (fail('complete'), sync.complete(key, token, ttlMs)),
+      release: (key, token) => (fail('release'), sync.release(key, token)),
+    });
+    return { store, down };
+  }
+
+  it('a throwing claim is STORE_UNAVAILABLE, or with onStoreError: process the handler runs and onError is told', async () => {
+    const { store, down } = flaky();
+    down.claim = true;
+    const log = errorLog();
+    const strict = createReceiver({ secrets: SECRET, idempotency: { store }, onError: log.onError });
+    const handler = vi.fn(() => 'ran');
+    const refused = await strict.handle(await delivery('msg_sync_claim'), handler).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(WebhookError);
+    expect(refused).toMatchObject({ code: 'STORE_UNAVAILABLE', status: 503, cause: new Error('claim: backend down') });
+    expect(handler).not.toHaveBeenCalled();
+
+    const lenient = createReceiver({ secrets: SECRET, idempotency: { store, onStoreError: 'process' }, onError: log.onError });
+    expect(await lenient.handle(await delivery('msg_sync_claim'), handler)).toMatchObject({ outcome: 'processed', value: 'ran' });
+    expect(log.entries).toEqual([{ stage: 'claim', webhookId: 'msg_sync_claim', willRetry: false, error: new Error('claim: backend down') }]);
+  });
+
+  it('a throwing completion stands, is reported, and is retried until it lands', async () => {
+    const { store, down } = flaky();
+    down.complete = true;
+    const log = errorLog();
+    const receiver = createReceiver({ secrets: SECRET, idempotency: { store }, onError: log.onError });
+    const handler = vi.fn(() => 'charged');
+    expect(await receiver.handle(await delivery('msg_sync_complete'), handler)).toMatchObject({ outcome: 'processed', value: 'charged' });
+    expect(log.entries).toEqual([{ stage: 'complete', webhookId: 'msg_sync_complete', willRetry: true, error: new Error('complete: backend down') }]);
+    // The retry goes through the store's promise (which works here) after 100 ms.
+    await vi.waitFor(async () => expect((await receiver.handle(await delivery('msg_sync_complete'), handler)).outcome).toBe('duplicate'), {
+      timeout: 2000,
+      interval: 20,
+    });
+    expect(handler).toHaveBeenCalledTimes(1);
+    expect(log.entries).toHaveLength(1);
+  });
+
+  it("a throwing release: the handler's error propagates, onError is told, and the lock runs out by itself", async () => {
+    const { store, down } = flaky();
+    down.release = true;
+    const log = errorLog();
+    const receiver = createReceiver({ secrets: SECRET, idempotency: { store, lockSeconds: 30 }, onError: log.onError });
+    const failure = new Error('payment provider down');
+    await expect(
+      receiver.handle(await delivery('msg_sync_release'), () => {
+        throw failure;
+      }),
+    ).rejects.toBe(failure);
+    expect(log.entries).toEqual([{ stage: 'release', webhookId: 'msg_sync_release', willRetry: false, error: new Error('release: backend down') }]);
+    expect(await receiver.handle(await delivery('msg_sync_release'), () => 'again')).toMatchObject({ outcome: 'in_progress', retryAfterSeconds: 30 });
   });
 });
 

@@ -4,7 +4,7 @@
  */
 
 import { signWebhook, generateSecret } from '../../src/sign.ts';
-import type { IdempotencyStore } from '../../src/stores/types.ts';
+import { offerSyncOperations, syncOperations, type IdempotencyStore } from '../../src/stores/types.ts';
 import type { WebhookInput } from '../../src/verify.ts';
 
 export const SECRET = generateSecret();
@@ -21,15 +21,29 @@ export async function deliveryRequest(id: string, body = '{"type":"invoice.paid"
   return new Request('http://127.0.0.1/webhooks', { method: 'POST', headers: signed.headers, body });
 }
 
-/** A store that forwards to `inner` and records every call: proof of which requests touched it. */
-export function recording(inner: IdempotencyStore): IdempotencyStore & { calls: string[] } {
+/**
+ * A store that forwards to `inner` and records every call: proof of which requests touched it.
+ * With `direct`, it also offers `inner`'s synchronous operations (recorded the same way), so the
+ * receiver takes the path it takes with a bare memory store.
+ */
+export function recording(inner: IdempotencyStore, { direct = false } = {}): IdempotencyStore & { calls: string[] } {
   const calls: string[] = [];
-  return {
+  const store = {
     calls,
-    claim: (key, lockMs) => (calls.push(`claim ${key}`), inner.claim(key, lockMs)),
-    complete: (key, token, ttlMs) => (calls.push(`complete ${key}`), inner.complete(key, token, ttlMs)),
-    release: (key, token) => (calls.push(`release ${key}`), inner.release(key, token)),
+    claim: (key: string, lockMs: number) => (calls.push(`claim ${key}`), inner.claim(key, lockMs)),
+    complete: (key: string, token: string, ttlMs: number) => (calls.push(`complete ${key}`), inner.complete(key, token, ttlMs)),
+    release: (key: string, token: string) => (calls.push(`release ${key}`), inner.release(key, token)),
   };
+  if (direct) {
+    const sync = syncOperations(inner);
+    if (sync === undefined) throw new Error('direct: the inner store has no synchronous operations');
+    offerSyncOperations(store, {
+      claim: (key, lockMs) => (calls.push(`claim ${key}`), sync.claim(key, lockMs)),
+      complete: (key, token, ttlMs) => (calls.push(`complete ${key}`), sync.complete(key, token, ttlMs)),
+      release: (key, token) => (calls.push(`release ${key}`), sync.release(key, token)),
+    });
+  }
+  return store;
 }
 
 /** An `onError` that collects what it is told. */
