@@ -12,7 +12,7 @@ import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { claimResponse, errorResponse, rejectionContext, rejectionReporter, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import { createReceiver, type Claim } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { readNodeBody, settleWhenSent } from './node.ts';
+import { clientLeft, collectNodeBody, settleWhenSent } from './node.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
@@ -56,20 +56,6 @@ const CONSUMED_MESSAGE =
   `express.raw({ type: '*/*' }) before webhooks() on this route; or keep the bytes where the parser runs: ` +
   'express.json({ verify: (req, res, buf) => { req.rawBody = buf } })';
 
-/**
- * The raw body: what `express.raw()`/`express.text()` or a `verify` callback kept, else the
- * stream itself, read up to `limit`.
- */
-function rawBody(req: ExpressRequest, limit: number): Uint8Array | string | Promise<Uint8Array> {
-  const { body, rawBody: kept } = req;
-  if (body instanceof Uint8Array || typeof body === 'string') return body;
-  if (kept instanceof Uint8Array || typeof kept === 'string') return kept;
-  // The stream's own state, not `req.body`, says whether a parser read it: body-parser 1.x sets
-  // `req.body = {}` even for requests it skips, and leaves their stream unread.
-  if (req.readableEnded || req.readableDidRead) throw new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE);
-  return readNodeBody(req, limit, req.headers['content-length']);
-}
-
 function send(res: ServerResponse, response: WebhookResponse, close: boolean): void {
   if (res.headersSent) {
     res.end();
@@ -99,8 +85,14 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  *   duplicate gets 200 `{ "duplicate": true }` and an id being processed 409 `IN_PROGRESS`, and
  *   neither reaches the handler.
  * - The claim is completed when the response finishes with a 2xx, and released for any other
- *   status (an error passed to `next(error)` becomes Express's 500) or when the connection closes
- *   before the response finished, so the sender's retry runs the handler again.
+ *   status (an error passed to `next(error)` becomes Express's 500), so the sender's retry runs
+ *   the handler again.
+ * - A client that leaves before the response finished gets its claim released too, but only once
+ *   the handler has ended its response (`res.send()`, `res.json()`, `res.end()`, or Express's
+ *   answer to `next(error)`): until then a retry is answered 409 `IN_PROGRESS`, so two deliveries
+ *   never run the handler at the same time. A handler that never ends the response keeps the
+ *   claim until `lockSeconds` runs out. A client that left before the handler was reached gets
+ *   its claim released at once, and the handler does not run.
  *
  * Options are validated here, once: a bad secret throws at start-up.
  *
@@ -111,10 +103,13 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  *
  * const app = express();
  * // Before app.use(express.json()), or on a route that has no JSON parser.
- * app.post('/webhooks', webhooks({ secrets: process.env.WEBHOOK_SECRET! }), async (req, res) => {
- *   const event = req.webhook!.json<{ type: string }>();
- *   await handle(event);
- *   res.sendStatus(204);
+ * app.post('/webhooks', webhooks({ secrets: process.env.WEBHOOK_SECRET! }), async (req, res, next) => {
+ *   try {
+ *     await handle(req.webhook!.json<{ type: string }>());
+ *     res.sendStatus(204);
+ *   } catch (error) {
+ *     next(error); // Express 4 ignores a rejected promise: pass errors on by hand
+ *   }
  * });
  * app.use(express.json());
  * ```
@@ -124,49 +119,52 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
   const report = rejectionReporter(options);
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
 
-  async function verifyAndClaim(req: ExpressRequest, res: ServerResponse): Promise<boolean> {
-    let closed = false;
-    const onEarlyClose = (): void => {
-      closed = true;
-    };
-    res.once('close', onEarlyClose);
-
-    let claim: Claim;
-    try {
-      claim = await receiver.claim({ headers: req.headers, body: await rawBody(req, limit) });
-    } catch (error) {
-      res.off('close', onEarlyClose);
-      if (!isWebhookError(error)) throw error;
-      report(error, rejectionContext(req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
-      send(res, errorResponse(error), !req.readableEnded);
-      return false;
+  function fail(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, error: unknown): void {
+    if (!isWebhookError(error)) {
+      next(error);
+      return;
     }
-    res.off('close', onEarlyClose);
+    report(error, rejectionContext(req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
+    send(res, errorResponse(error), !req.readableEnded);
+  }
 
+  function proceed(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, claim: Claim): void {
     const early = claimResponse(claim);
     if (early !== undefined) {
       send(res, early, false);
-      return false;
+      return;
     }
-    if (closed) {
-      // The client left while the body was read or the claim taken: nobody will see the answer,
-      // and the sender will retry.
-      await claim.release();
-      return false;
+    if (clientLeft(req, res)) {
+      // The client left while the body was read or the claim taken (or before this middleware
+      // ran): nobody will see the answer, and the sender will retry.
+      void claim.release();
+      return;
     }
     settleWhenSent(res, claim);
     req.webhook = claim.webhook;
-    return true;
+    next();
   }
 
-  return function webhooks(req, res, next) {
-    // Not an async middleware: Express 4 ignores returned promises, so failures are routed to
-    // next(error) here (Express 5 would do the same with a rejected promise).
-    verifyAndClaim(req, res).then(
-      (proceed) => {
-        if (proceed) next();
-      },
-      (error: unknown) => next(error),
+  function claimBody(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, body: Uint8Array | string): void {
+    receiver.claim({ headers: req.headers, body }).then(
+      (claim) => proceed(req, res, next, claim),
+      (error: unknown) => fail(req, res, next, error),
     );
+  }
+
+  // Not an async middleware: Express 4 ignores returned promises, so failures are routed to
+  // next(error) here (Express 5 would do the same with a rejected promise).
+  return function webhooks(req: ExpressRequest, res, next) {
+    // The raw body: what express.raw()/express.text() or a verify callback kept, else the stream.
+    const { body, rawBody: kept } = req;
+    if (body instanceof Uint8Array || typeof body === 'string') return claimBody(req, res, next, body);
+    if (kept instanceof Uint8Array || typeof kept === 'string') return claimBody(req, res, next, kept);
+    // The stream's own state, not `req.body`, says whether a parser read it: body-parser 1.x sets
+    // `req.body = {}` even for requests it skips, and leaves their stream unread.
+    if (req.readableEnded || req.readableDidRead) return fail(req, res, next, new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
+    collectNodeBody(req, limit, req.headers['content-length'], (error, bytes) => {
+      if (error === null) claimBody(req, res, next, bytes!);
+      else fail(req, res, next, error);
+    });
   };
 }

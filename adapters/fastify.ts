@@ -7,6 +7,7 @@
  * receiver and writes the core's responses, and the response's end settles the claim.
  */
 
+import type { IncomingMessage } from 'node:http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { DEFAULT_MAX_BODY_BYTES } from '../src/body.ts';
@@ -14,7 +15,7 @@ import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { claimResponse, errorResponse, rejectionContext, rejectionReporter, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import { createReceiver, type Claim } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { readNodeBody, settleWhenSent } from './node.ts';
+import { clientLeft, collectNodeBody, settleWhenSent } from './node.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
@@ -40,6 +41,9 @@ interface BodyState {
 }
 
 const EMPTY = new Uint8Array(0);
+
+/** How a content-type parser hands Fastify the parsed body. */
+type ParserDone = (error: Error | null, body?: unknown) => void;
 
 const OTHER_PARSER_MESSAGE =
   'another content-type parser read this request body in the webhook scope, so the raw bytes that were signed are ' +
@@ -72,73 +76,88 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   // Fastify's own JSON parser, with the app's prototype-poisoning settings: handlers in the scope
   // get the same request.body they would get anywhere else.
   const parseJson = scope.getDefaultJsonParser(onProtoPoisoning, onConstructorPoisoning);
-  const bodies = new WeakMap<FastifyRequest, BodyState>();
+  // Where this registration's parser leaves what it learnt about a request's body for its hook:
+  // a symbol of its own (another registration has another), declared as a request decorator so
+  // Fastify's request objects keep one shape, and cheaper per request than a WeakMap.
+  const bodyKey = Symbol('webhook-receiver body');
+  scope.decorateRequest(bodyKey, null);
+  const bodies = (request: FastifyRequest) => request as unknown as Record<symbol, BodyState | null | undefined>;
 
   if (!scope.hasRequestDecorator('webhook')) scope.decorateRequest('webhook', null);
 
   // One parser for every content type of the scope, reading the stream itself with our limit so
   // an oversize body is answered in our envelope. Routes outside the scope keep their parsers.
   scope.removeAllContentTypeParsers();
-  scope.addContentTypeParser('*', function keepRawBody(request, payload, done) {
+  function keepRawBody(request: FastifyRequest, payload: IncomingMessage, done: ParserDone): void {
     const state: BodyState = {};
-    bodies.set(request, state);
-    readNodeBody(payload, limit, request.headers['content-length']).then(
-      (raw) => {
-        state.raw = raw;
-        const type = mediaType(request.headers['content-type']);
-        if (isJson(type)) {
-          void parseJson(request, raw.toString('utf8'), (error, value: unknown) => {
-            if (error) state.parseError = error;
-            done(null, error ? undefined : value);
-          });
-        } else if (type === 'text/plain') {
-          done(null, raw.toString('utf8'));
-        } else {
-          done(null, raw);
-        }
-      },
-      (error: unknown) => {
-        if (!isWebhookError(error)) {
-          done(error instanceof Error ? error : new Error(String(error)));
-          return;
-        }
+    bodies(request)[bodyKey] = state;
+    collectNodeBody(payload, limit, request.headers['content-length'], (error, raw) => {
+      if (error !== null) {
+        if (!isWebhookError(error)) return done(error);
         state.rejection = error;
-        done(null, undefined);
-      },
-    );
-  });
+        return done(null, undefined);
+      }
+      state.raw = raw;
+      const type = mediaType(request.headers['content-type']);
+      if (isJson(type)) {
+        void parseJson(request, raw!.toString('utf8'), (parseError, value: unknown) => {
+          if (parseError) state.parseError = parseError;
+          done(null, parseError ? undefined : value);
+        });
+      } else if (type === 'text/plain') {
+        done(null, raw!.toString('utf8'));
+      } else {
+        done(null, raw);
+      }
+    });
+  }
+  // The catch-all, and the usual types by name: Fastify caches the parser it finds for a
+  // content-type header, but not the catch-all it falls back to, which it would look up again
+  // (parsing the header each time) for every request.
+  scope.addContentTypeParser('*', keepRawBody);
+  scope.addContentTypeParser(['application/json', 'text/plain'], keepRawBody);
 
-  // preValidation, not preHandler: a forged request is refused before schema validation could
-  // tell it anything about the route.
-  scope.addHook('preValidation', async function verifyWebhook(request, reply) {
-    const state = bodies.get(request);
-    let claim: Claim;
-    try {
-      if (state?.rejection) throw state.rejection;
-      if (state === undefined && request.body !== undefined) throw new WebhookError('BODY_UNAVAILABLE', OTHER_PARSER_MESSAGE);
-      claim = await receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY });
-    } catch (error) {
-      if (!isWebhookError(error)) throw error;
-      report(error, rejectionContext(request.method, request.url, request.headers));
-      return send(reply, errorResponse(error), error.code === 'PAYLOAD_TOO_LARGE');
-    }
+  function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
+    report(error, rejectionContext(request.method, request.url, request.headers));
+    send(reply, errorResponse(error), error.code === 'PAYLOAD_TOO_LARGE');
+  }
+
+  function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {
     const early = claimResponse(claim);
-    if (early !== undefined) return send(reply, early, false);
-    if (reply.raw.destroyed) {
-      // The client left while the claim was taken: nobody will see the answer; the sender retries.
-      // hijack() ends the lifecycle here (a hook that merely returns lets the handler run).
-      await claim.release();
-      reply.hijack();
-      return reply;
+    if (early !== undefined) {
+      send(reply, early, false);
+      return;
     }
-
+    if (clientLeft(request.raw, reply.raw)) {
+      // The client left while the claim was taken: nobody will see the answer; the sender retries.
+      // hijack() ends the lifecycle here (a hook that neither answers nor calls done() would
+      // leave the request hanging).
+      void claim.release();
+      reply.hijack();
+      return;
+    }
     // On the raw response's 'finish', not in an onResponse hook: hooks registered before this
     // plugin may await first, and 'close' (which releases) would then overtake the completion.
     settleWhenSent(reply.raw, claim);
     request.webhook = claim.webhook;
     // Verified, but not JSON: Fastify's own 400, and the claim is released for it.
-    if (state?.parseError) throw state.parseError;
-    return undefined;
+    done(state?.parseError);
+  }
+
+  // preValidation, not preHandler: a forged request is refused before schema validation could
+  // tell it anything about the route. A callback hook rather than an async one: Fastify then
+  // continues straight from done() instead of through another promise.
+  scope.addHook('preValidation', function verifyWebhook(request, reply, done) {
+    const state = bodies(request)[bodyKey] ?? undefined;
+    if (state?.rejection !== undefined) return refuse(request, reply, state.rejection);
+    if (state === undefined && request.body !== undefined) return refuse(request, reply, new WebhookError('BODY_UNAVAILABLE', OTHER_PARSER_MESSAGE));
+    receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY }).then(
+      (claim) => proceed(request, reply, done, claim, state),
+      (error: unknown) => {
+        if (isWebhookError(error)) refuse(request, reply, error);
+        else done(error instanceof Error ? error : new Error(String(error)));
+      },
+    );
   });
 };
 
@@ -156,7 +175,12 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
  *   schema validation; a duplicate gets 200 `{ "duplicate": true }` and an id being processed
  *   409 `IN_PROGRESS`, and neither reaches the handler.
  * - The claim is completed when the response is a 2xx and released for any other status (a
- *   thrown error is Fastify's 500) or when the connection closes before the response finished.
+ *   thrown error is Fastify's 500), so the sender's retry runs the handler again.
+ * - A client that leaves before the response finished gets its claim released too, but only once
+ *   the handler's reply was sent (`reply.send()`, a returned value, or a thrown error): until then
+ *   a retry is answered 409 `IN_PROGRESS`, so two deliveries never run the handler at the same
+ *   time. A handler that never sends keeps the claim until `lockSeconds` runs out (so does an
+ *   async handler that returns nothing: Fastify sends nothing for it once the client left).
  *
  * Options are validated when the plugin is registered: a bad secret fails `app.ready()`.
  *

@@ -7,9 +7,10 @@
  */
 
 import { isWebhookError } from '../src/errors.ts';
-import { claimResponse, errorResponse, rejectionContext, rejectionReporter, settleClaim, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { claimResponse, errorResponse, rejectionContext, rejectionReporter, settleClaim, type AdapterOptions } from '../src/http.ts';
 import { createReceiver, type Claim } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
+import { clientLeftResponse, respond, signalAborted } from './web.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
@@ -26,10 +27,6 @@ export type { VerifiedWebhook } from '../src/verify.ts';
  * ```
  */
 export type WebhookHandler = (webhook: VerifiedWebhook, request: Request) => Response | void | Promise<Response | void>;
-
-function respond(response: WebhookResponse): Response {
-  return new Response(response.body, response);
-}
 
 function pathOf(url: string): string {
   try {
@@ -49,7 +46,10 @@ function pathOf(url: string): string {
  *   gets 200 `{ "duplicate": true }` and an id being processed 409 `IN_PROGRESS`, and neither
  *   calls the handler.
  * - The handler's `Response` is returned as it is (nothing means 204). The claim is completed
- *   when its status is a 2xx and released otherwise.
+ *   when its status is a 2xx and released otherwise, or when `request.signal` was aborted by the
+ *   time the handler returned: Next.js, Deno and Bun abort it when the client leaves, and the
+ *   sender then retries. A client that left before the handler was called gets its claim
+ *   released and an empty 499, and the handler does not run.
  * - A handler that throws releases the claim and the error is rethrown, not turned into a
  *   response: the platform logs it with its stack and answers 500 (Next.js, Workers, Deno and
  *   Bun all do), and the sender retries. Catch inside the handler to answer differently.
@@ -58,14 +58,18 @@ function pathOf(url: string): string {
  *
  * @example
  * ```ts
- * // app/api/webhooks/route.ts (Next.js)
+ * // app/api/webhooks/route.ts (Next.js): built on the first request, as `next build` loads
+ * // route modules without the deployment's secrets.
  * import { webhookHandler } from 'webhook-receiver/fetch';
  *
- * export const POST = webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, async (webhook) => {
- *   const event = webhook.json<{ type: string }>();
- *   await handle(event);
- *   return Response.json({ received: true });
- * });
+ * let receive: ((request: Request) => Promise<Response>) | undefined;
+ * export async function POST(request: Request): Promise<Response> {
+ *   receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, async (webhook) => {
+ *     await handle(webhook.json<{ type: string }>());
+ *     return Response.json({ received: true });
+ *   });
+ *   return receive(request);
+ * }
  * ```
  */
 export function webhookHandler(options: AdapterOptions, handler: WebhookHandler): (request: Request) => Promise<Response> {
@@ -84,6 +88,12 @@ export function webhookHandler(options: AdapterOptions, handler: WebhookHandler)
     }
     const early = claimResponse(claim);
     if (early !== undefined) return respond(early);
+    if (signalAborted(request)) {
+      // The client left while the body was read or the claim taken: nobody will see the answer,
+      // and the sender will retry.
+      await claim.release();
+      return clientLeftResponse();
+    }
 
     let response: Response | void;
     try {
@@ -98,7 +108,8 @@ export function webhookHandler(options: AdapterOptions, handler: WebhookHandler)
       await claim.release();
       throw new TypeError(`the webhook handler must return a Response or nothing, got ${response === null ? 'null' : typeof response}`);
     }
-    await settleClaim(claim, response.status);
+    // A client that left while the handler ran will not get this answer: the sender retries.
+    await (signalAborted(request) ? claim.release() : settleClaim(claim, response.status));
     return response;
   };
 }

@@ -10,9 +10,11 @@
 import type { Context, MiddlewareHandler } from 'hono';
 import { DEFAULT_MAX_BODY_BYTES, declaredLength } from '../src/body.ts';
 import { WebhookError, isWebhookError } from '../src/errors.ts';
-import { claimResponse, errorResponse, rejectionContext, rejectionReporter, settleClaim, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { claimResponse, errorResponse, rejectionContext, rejectionReporter, settleClaim, type AdapterOptions } from '../src/http.ts';
 import { createReceiver, type Claim } from '../src/receiver.ts';
-import type { VerifiedWebhook, WebhookInput } from '../src/verify.ts';
+import type { HeadersInput } from '../src/headers.ts';
+import type { VerifiedWebhook } from '../src/verify.ts';
+import { clientLeftResponse, respond, signalAborted } from './web.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
@@ -52,35 +54,40 @@ const CONSUMED_MESSAGE =
   'middleware), so the raw bytes that were signed are gone. Mount webhooks() before any middleware that reads the ' +
   'body; in the route, c.req.json() and c.req.text() still work after it';
 
-function respond(response: WebhookResponse): Response {
-  return new Response(response.body, response);
+/** What @hono/node-server passes as `c.env` (its `HttpBindings`): the Node request and response. */
+interface NodeBindings {
+  incoming: { headers: Record<string, string | string[] | undefined> };
+  outgoing: { destroyed: boolean };
+}
+
+/**
+ * The Node request and response behind `c` when @hono/node-server serves it over HTTP/1, else
+ * `undefined` (Bun, Deno, Workers, `app.request()`). Both are checked by shape, so a Worker
+ * binding that happens to be named `incoming` is never taken for them.
+ *
+ * They are what the platform itself says, read at no cost. On @hono/node-server,
+ * `c.req.raw.headers` builds a Fetch `Headers` from Node's header object on first use, and
+ * `c.req.raw.signal` an AbortController (some 2 µs on Node 20), for every request.
+ */
+function nodeBindings(c: Context): NodeBindings | undefined {
+  const env = c.env as { incoming?: { headers?: unknown }; outgoing?: { destroyed?: unknown } } | undefined;
+  const headers = env?.incoming?.headers;
+  return typeof headers === 'object' && headers !== null && typeof env?.outgoing?.destroyed === 'boolean' ? (env as NodeBindings) : undefined;
+}
+
+/**
+ * `true` when the client went away: the Node response is destroyed once the connection closed
+ * (@hono/node-server); elsewhere the request's signal tells, where the runtime aborts it (Bun and
+ * Deno do).
+ */
+function clientLeft(c: Context, node: NodeBindings | undefined): boolean {
+  return node !== undefined ? node.outgoing.destroyed : signalAborted(c.req.raw);
 }
 
 function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
   const { buffer } = bytes;
   if (buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) return buffer;
   return bytes.slice().buffer;
-}
-
-/**
- * What to verify: the bytes an earlier middleware already read with `c.req.arrayBuffer()` (the raw
- * bytes too); a body whose `content-length` is within the limit, read whole with
- * `c.req.arrayBuffer()`; else the raw request, read with the byte limit, headers checked first.
- *
- * The declared length is trusted as the server framed the body by it (Hono's own `bodyLimit` does
- * the same); one over the limit is refused before any of it is read. Reading through
- * `c.req.arrayBuffer()` matters on @hono/node-server: it reads the Node stream directly, where
- * `request.body` builds a Fetch `Request` and a web stream first, which cost three times the
- * rest of the request (benchmark issue, section 4). A chunked body still goes through the stream,
- * stopping at the limit.
- */
-async function claimInput(c: Context, limit: number): Promise<Request | WebhookInput> {
-  const cached = (c.req.bodyCache as BodyCache).arrayBuffer;
-  if (cached !== undefined) return { headers: c.req.raw.headers, body: await cached };
-  if (c.req.raw.bodyUsed) throw new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE);
-  const declared = declaredLength(c.req.header('content-length'));
-  if (declared !== undefined && declared <= limit) return { headers: c.req.raw.headers, body: await c.req.arrayBuffer() };
-  return c.req.raw;
 }
 
 /**
@@ -94,8 +101,10 @@ async function claimInput(c: Context, limit: number): Promise<Request | WebhookI
  *   reaches the route.
  * - The claim is completed when the route's response is a 2xx, and released for any other
  *   status or a thrown error (which `app.onError` answers), so the sender's retry runs it again.
- *   A Web runtime does not tell a handler when the client went away, so a response that was
- *   returned counts as sent.
+ * - It is released too when the client left before the route returned (@hono/node-server, Bun
+ *   and Deno tell, through the Node response or `c.req.raw.signal`); a runtime that does not tell
+ *   counts a returned response as sent. A client that left before the route was reached gets its
+ *   claim released and an empty 499, and the route does not run.
  *
  * Options are validated here, once: a bad secret throws at start-up.
  *
@@ -119,30 +128,62 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
   const report = rejectionReporter(options);
   const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
 
+  /**
+   * Verifies and claims: the bytes an earlier middleware already read with `c.req.arrayBuffer()`
+   * (the raw bytes too); a body whose `content-length` is within the limit, read whole with
+   * `c.req.arrayBuffer()`; else the raw request, read with the byte limit, headers checked first.
+   *
+   * The declared length is trusted as the server framed the body by it (Hono's own `bodyLimit`
+   * does the same); one over the limit is refused before any of it is read. Reading through
+   * `c.req.arrayBuffer()` matters on @hono/node-server: it reads the Node stream directly, where
+   * `request.body` builds a Fetch `Request` and a web stream first, which cost three times the
+   * rest of the request (benchmark issue, section 4). A chunked body still goes through the
+   * stream, stopping at the limit.
+   */
+  function claim(c: Context, node: NodeBindings | undefined): Promise<Claim> {
+    const headers: HeadersInput = node?.incoming.headers ?? c.req.raw.headers;
+    const cached = (c.req.bodyCache as BodyCache).arrayBuffer;
+    if (cached !== undefined) return cached.then((body) => receiver.claim({ headers, body }));
+    if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
+    const length = node !== undefined ? node.incoming.headers['content-length'] : c.req.header('content-length');
+    const declared = declaredLength(typeof length === 'string' ? length : undefined);
+    if (declared !== undefined && declared <= limit) return c.req.arrayBuffer().then((body) => receiver.claim({ headers, body }));
+    return receiver.claim(c.req.raw);
+  }
+
   return async function webhooks(c, next) {
-    let claim: Claim;
+    const node = nodeBindings(c);
+    let claimed: Claim;
     try {
-      claim = await receiver.claim(await claimInput(c, limit));
+      claimed = await claim(c, node);
     } catch (error) {
       if (!isWebhookError(error)) throw error;
-      report(error, rejectionContext(c.req.method, c.req.path, c.req.raw.headers));
+      report(error, rejectionContext(c.req.method, c.req.path, node?.incoming.headers ?? c.req.raw.headers));
       return respond(errorResponse(error));
     }
-    const early = claimResponse(claim);
+    const early = claimResponse(claimed);
     if (early !== undefined) return respond(early);
+    if (clientLeft(c, node)) {
+      // The client left while the body was read or the claim taken: nobody will see the answer,
+      // and the sender will retry.
+      await claimed.release();
+      return clientLeftResponse();
+    }
 
     const cache = c.req.bodyCache as BodyCache;
-    cache.arrayBuffer ??= Promise.resolve(arrayBufferOf(claim.webhook.body));
-    c.set('webhook', claim.webhook);
+    cache.arrayBuffer ??= Promise.resolve(arrayBufferOf(claimed.webhook.body));
+    c.set('webhook', claimed.webhook);
     try {
       await next();
     } catch (error) {
       // Hono's compose normally catches route errors and sets c.error; this covers a throw it
       // lets through (no onError in a sub-app, for instance).
-      await claim.release();
+      await claimed.release();
       throw error;
     }
-    await (c.error === undefined ? settleClaim(claim, c.res.status) : claim.release());
+    // A client that left while the route ran will not get its answer: the sender retries. The
+    // route has finished by now, so that retry cannot run it a second time alongside this run.
+    await (c.error === undefined && !clientLeft(c, node) ? settleClaim(claimed, c.res.status) : claimed.release());
     return undefined;
   };
 }

@@ -4,29 +4,95 @@
  * by how the response ended. Internal: not an entry point.
  */
 
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { declaredLength, payloadTooLarge } from '../src/body.ts';
 import { settleClaim } from '../src/http.ts';
 import type { Claim } from '../src/receiver.ts';
 
+type Settles = Pick<Claim, 'complete' | 'release'>;
+
 /**
- * Completes `claim` when `res` finishes with a 2xx and releases it when it finishes with another
- * status or closes before finishing (the client left mid-response).
- *
- * Node emits 'finish' before 'close' on a response that was sent, and the first settlement of a
- * claim wins, so the release on 'close' is then a no-op. Settling on 'finish' itself, rather than
- * in a later hook, keeps that order even when other code awaits between the two events.
+ * The claim a response settles, kept on the response: the two listeners below are then shared
+ * by every request instead of being two closures made for each one.
  */
-export function settleWhenSent(res: ServerResponse, claim: Pick<Claim, 'complete' | 'release'>): void {
-  res.once('finish', () => void settleClaim(claim, res.statusCode));
-  res.once('close', () => void claim.release());
+const CLAIM = Symbol('webhook-receiver claim');
+
+interface ClaimedResponse extends ServerResponse {
+  [CLAIM]?: Settles | undefined;
 }
 
 /**
- * Reads `stream` to its end and returns a copy of its bytes, refusing with `PAYLOAD_TOO_LARGE`
- * at once when `content-length` declares more than `limit`, and as soon as more than `limit`
- * bytes arrived otherwise.
+ * `true` when the client is gone: the response was destroyed (its 'close' already fired) or the
+ * socket was. Checked after the body was read and the claim taken, when a listener added now
+ * would never hear a 'close' that already happened (a parser such as `express.raw()` can read
+ * the body of a client that then leaves, before this package's middleware runs).
+ */
+export function clientLeft(req: IncomingMessage, res: ServerResponse): boolean {
+  return res.destroyed || req.socket?.destroyed === true;
+}
+
+/**
+ * Settles `claim` by how `res` ends: completed when it finishes with a 2xx, released when it
+ * finishes with another status, and released when the connection closes before it finished
+ * (the client left, and the sender will retry).
+ *
+ * A close while the handler is still working does not release at once: that would let the
+ * sender's retry run the handler while this run still goes on, and concurrent deliveries of one
+ * id must never both run it. The claim is released when the handler ends its response (the
+ * answer cannot be delivered any more, but the work is over); a handler that never ends it keeps
+ * the claim until `lockSeconds` runs out, and meanwhile a retry is answered 409 `IN_PROGRESS`.
+ *
+ * Node emits 'finish' before 'close' on a response that was sent, and the first settlement of a
+ * claim wins. Settling on 'finish' itself, rather than in a later hook, keeps that order even
+ * when other code awaits between the two events.
+ */
+export function settleWhenSent(res: ServerResponse, claim: Settles): void {
+  (res as ClaimedResponse)[CLAIM] = claim;
+  // `on`, not `once`: each event fires once per response, and `once` would wrap the listener.
+  res.on('finish', settleOnFinish);
+  res.on('close', settleOnClose);
+}
+
+function settleOnFinish(this: ClaimedResponse): void {
+  const claim = this[CLAIM];
+  if (claim === undefined) return;
+  this[CLAIM] = undefined;
+  void settleClaim(claim, this.statusCode);
+}
+
+function settleOnClose(this: ClaimedResponse): void {
+  const claim = this[CLAIM];
+  if (claim === undefined) return;
+  this[CLAIM] = undefined;
+  // The handler already ended its response, which could not be delivered.
+  if (this.writableEnded) void claim.release();
+  else releaseWhenEnded(this, claim);
+}
+
+/**
+ * Releases `claim` once the handler ends `res`. Express's `res.send()`/`res.json()`, its final
+ * error handler and Fastify's `reply.send()` (errors included) all end the response through
+ * `res.end()`, also after the client left, so that call marks the end of the handler's work.
+ * Only this rare path wraps it; the usual one adds nothing to the response.
+ */
+function releaseWhenEnded(res: ServerResponse, claim: Settles): void {
+  const end = res.end;
+  res.end = function endThenRelease(this: ServerResponse, ...args: unknown[]) {
+    res.end = end;
+    void claim.release();
+    return (end as (...args: unknown[]) => ServerResponse).apply(this, args);
+  } as ServerResponse['end'];
+}
+
+/** Called once with the body, or with why it could not be read. */
+export type BodyCallback = (error: Error | null, body?: Buffer) => void;
+
+/**
+ * Reads `stream` to its end and calls back with a copy of its bytes, refusing with
+ * `PAYLOAD_TOO_LARGE` at once when `content-length` declares more than `limit`, and as soon as
+ * more than `limit` bytes arrived otherwise. A callback rather than a promise: the adapters
+ * hand the body straight to the framework's next step, and a promise would only add a turn.
  *
  * On refusal the stream is paused and left: nothing past the limit is buffered or drained, so
  * the caller should answer with `connection: close` (Node then closes the socket instead of
@@ -35,59 +101,67 @@ export function settleWhenSent(res: ServerResponse, claim: Pick<Claim, 'complete
  * The bytes are copied even when they arrived in one chunk: a chunk may be a view into a buffer
  * the socket reuses, and the verified body outlives the request.
  */
+export function collectNodeBody(stream: Readable, limit: number, contentLength: string | undefined, callback: BodyCallback): void {
+  if (stream.readableEnded || stream.destroyed) {
+    // Listening now would wait forever for an 'end' that already happened.
+    callback(new Error('the request body stream was already read or destroyed'));
+    return;
+  }
+  const declared = declaredLength(contentLength);
+  if (declared !== undefined && declared > limit) {
+    callback(payloadTooLarge(limit, declared));
+    return;
+  }
+  const chunks: Buffer[] = [];
+  let total = 0;
+
+  const stop = (): void => {
+    stream.off('data', onData);
+    stream.off('end', onEnd);
+    stream.off('error', onError);
+    stream.off('close', onClose);
+  };
+  function onData(chunk: Buffer | string): void {
+    const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+    total += bytes.byteLength;
+    if (total > limit) {
+      stop();
+      stream.pause();
+      chunks.length = 0;
+      callback(payloadTooLarge(limit));
+      return;
+    }
+    chunks.push(bytes);
+  }
+  function onEnd(): void {
+    stop();
+    callback(null, Buffer.concat(chunks, total));
+  }
+  function onError(error: Error): void {
+    stop();
+    callback(error);
+  }
+  function onClose(): void {
+    // 'close' before 'end': the client went away mid-upload (Node emits no 'error' for that
+    // on every version).
+    stop();
+    // A client error, as body parsers report it (status 400), not a server fault.
+    callback(Object.assign(new Error('the request was closed before its body was received'), { status: 400, statusCode: 400 }));
+  }
+
+  stream.on('data', onData);
+  stream.on('end', onEnd);
+  stream.on('error', onError);
+  stream.on('close', onClose);
+  stream.resume();
+}
+
+/** {@link collectNodeBody} as a promise, for callers that await the body. */
 export function readNodeBody(stream: Readable, limit: number, contentLength: string | undefined): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    if (stream.readableEnded || stream.destroyed) {
-      // Listening now would wait forever for an 'end' that already happened.
-      reject(new Error('the request body stream was already read or destroyed'));
-      return;
-    }
-    const declared = declaredLength(contentLength);
-    if (declared !== undefined && declared > limit) {
-      reject(payloadTooLarge(limit, declared));
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let total = 0;
-
-    const stop = (): void => {
-      stream.off('data', onData);
-      stream.off('end', onEnd);
-      stream.off('error', onError);
-      stream.off('close', onClose);
-    };
-    function onData(chunk: Buffer | string): void {
-      const bytes = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      total += bytes.byteLength;
-      if (total > limit) {
-        stop();
-        stream.pause();
-        chunks.length = 0;
-        reject(payloadTooLarge(limit));
-        return;
-      }
-      chunks.push(bytes);
-    }
-    function onEnd(): void {
-      stop();
-      resolve(Buffer.concat(chunks, total));
-    }
-    function onError(error: Error): void {
-      stop();
-      reject(error);
-    }
-    function onClose(): void {
-      // 'close' before 'end': the client went away mid-upload (Node emits no 'error' for that
-      // on every version).
-      stop();
-      // A client error, as body parsers report it (status 400), not a server fault.
-      reject(Object.assign(new Error('the request was closed before its body was received'), { status: 400, statusCode: 400 }));
-    }
-
-    stream.on('data', onData);
-    stream.on('end', onEnd);
-    stream.on('error', onError);
-    stream.on('close', onClose);
-    stream.resume();
+    collectNodeBody(stream, limit, contentLength, (error, body) => {
+      if (error === null) resolve(body!);
+      else reject(error);
+    });
   });
 }

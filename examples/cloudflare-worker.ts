@@ -10,6 +10,7 @@
  * `idempotency: { store }` with an `IdempotencyStore` backed by shared storage.
  */
 
+import { memoryStore } from 'webhook-receiver';
 import { webhookHandler, type WebhookHandler } from 'webhook-receiver/fetch';
 
 export interface Env {
@@ -30,17 +31,20 @@ const onWebhook: WebhookHandler = async (webhook) => {
   return Response.json({ received: true, id: webhook.id, keyId: webhook.keyId ?? null });
 };
 
-// Bindings arrive with the first request, so the handler (its keys imported, its store created)
-// is built then and kept for the isolate's life; changed secrets build a new one. Each key is
-// named after its variable, so the log says which one verified: once WEBHOOK_SECRET_PREVIOUS no
-// longer shows up, it can be retired.
+// One store for the isolate's life: the ids it remembers outlive a handler rebuilt for new secrets.
+const store = memoryStore();
+
+// Bindings arrive with the first request, so the handler (its keys imported) is built then and
+// kept; changed secrets build a new one, on the same store. Each key is named after its
+// variable, so the log says which one verified: once WEBHOOK_SECRET_PREVIOUS no longer shows up,
+// it can be retired.
 let built: { secrets: string; handle: (request: Request) => Promise<Response> } | undefined;
 
 function handlerFor(env: Env): (request: Request) => Promise<Response> {
   const secrets = [{ key: env.WEBHOOK_SECRET, keyId: 'WEBHOOK_SECRET' }];
   if (env.WEBHOOK_SECRET_PREVIOUS) secrets.push({ key: env.WEBHOOK_SECRET_PREVIOUS, keyId: 'WEBHOOK_SECRET_PREVIOUS' });
   const fingerprint = secrets.map(({ key }) => key).join(' ');
-  if (built?.secrets !== fingerprint) built = { secrets: fingerprint, handle: webhookHandler({ secrets }, onWebhook) };
+  if (built?.secrets !== fingerprint) built = { secrets: fingerprint, handle: webhookHandler({ secrets, idempotency: { store } }, onWebhook) };
   return built.handle;
 }
 

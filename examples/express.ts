@@ -26,12 +26,17 @@ export function createApp(options: AdapterOptions, onEvent: EventHandler = logEv
 
   // The webhook route comes before express.json(): the signature covers the raw bytes, so the
   // middleware has to read them before a JSON parser consumes the stream.
-  app.post('/webhooks', webhooks(options), async (req, res) => {
-    const webhook = req.webhook!;
-    await onEvent(webhook.json<WebhookEvent>(), webhook);
-    // A 2xx marks the id as processed; a thrown error (Express 5 passes it to next) answers 500,
-    // releases the id, and the sender's retry runs this handler again.
-    res.json({ received: true, id: webhook.id, keyId: webhook.keyId ?? null });
+  app.post('/webhooks', webhooks(options), async (req, res, next) => {
+    try {
+      const webhook = req.webhook!;
+      await onEvent(webhook.json<WebhookEvent>(), webhook);
+      // A 2xx marks the id as processed.
+      res.json({ received: true, id: webhook.id, keyId: webhook.keyId ?? null });
+    } catch (error) {
+      // Express 4 ignores the promise an async handler returns, so errors go to next() by hand.
+      // Express answers 500, the id is released, and the sender's retry runs this handler again.
+      next(error);
+    }
   });
 
   app.use(express.json());

@@ -41,7 +41,8 @@ export type MakeEndpoint = (options: AdapterOptions, recorder: Recorder) => Prom
 /** What the handler does on the first attempt for an id; every later attempt succeeds. */
 export interface TestEvent {
   type: string;
-  first?: 'ok' | 'wait' | 'throw' | number;
+  /** `wait`: until `open()`; `wait-throw`: until `open()`, then fail. */
+  first?: 'ok' | 'wait' | 'wait-throw' | 'throw' | number;
   [key: string]: unknown;
 }
 
@@ -66,11 +67,14 @@ function deferred(): { promise: Promise<void>; resolve: () => void } {
 /** The route handler's logic, shared by every adapter's test app, and a record of its runs. */
 export class Recorder {
   readonly runs: Run[] = [];
+  /** How many runs were in progress at once, at the most: 1 unless two overlapped. */
+  maxActive = 0;
+  #active = 0;
   readonly #attempts = new Map<string, number>();
   readonly #gate = deferred();
   readonly #entered = deferred();
 
-  /** Resolves when a handler with `first: 'wait'` started. */
+  /** Resolves when a handler with `first: 'wait'` (or `'wait-throw'`) started. */
   get entered(): Promise<void> {
     return this.#entered.promise;
   }
@@ -90,16 +94,22 @@ export class Recorder {
     const attempt = (this.#attempts.get(webhook.id) ?? 0) + 1;
     this.#attempts.set(webhook.id, attempt);
     this.runs.push({ id: webhook.id, signed: webhook.signed, scheme: webhook.scheme, keyIndex: webhook.keyIndex, keyId: webhook.keyId, event });
-    const first = attempt === 1 && typeof event === 'object' && event !== null ? (event as TestEvent).first : undefined;
-    if (first === 'wait') {
-      this.#entered.resolve();
-      await this.#gate.promise;
-    } else if (first === 'throw') {
-      throw new Error('the handler failed on purpose');
-    } else if (typeof first === 'number') {
-      return { status: first, body: { failed: first } };
+    this.maxActive = Math.max(this.maxActive, ++this.#active);
+    try {
+      const first = attempt === 1 && typeof event === 'object' && event !== null ? (event as TestEvent).first : undefined;
+      if (first === 'wait' || first === 'wait-throw') {
+        this.#entered.resolve();
+        await this.#gate.promise;
+        if (first === 'wait-throw') throw new Error('the handler failed on purpose, after waiting');
+      } else if (first === 'throw') {
+        throw new Error('the handler failed on purpose');
+      } else if (typeof first === 'number') {
+        return { status: first, body: { failed: first } };
+      }
+      return { status: 200, body: { ok: true, id: webhook.id, keyId: webhook.keyId ?? null, signed: webhook.signed } };
+    } finally {
+      this.#active--;
     }
-    return { status: 200, body: { ok: true, id: webhook.id, keyId: webhook.keyId ?? null, signed: webhook.signed } };
   }
 }
 

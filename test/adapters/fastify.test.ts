@@ -84,7 +84,7 @@ async function served(factory: Factory, options: AdapterOptions, recorder: Recor
 
 for (const [label, factory] of VERSIONS) {
   adapterConformance(label, async (options, recorder) => endpointOf(await buildApp(factory, options, recorder)));
-  realHttpBehaviour(label, (options, recorder) => served(factory, options, recorder), { closesConnection: true, seesClientLeave: true });
+  realHttpBehaviour(label, (options, recorder) => served(factory, options, recorder), { closesConnection: true });
 
   describe(`${label}: bodies in the scope`, () => {
     const apps: FastifyInstance[] = [];

@@ -97,6 +97,39 @@ describe('Fetch: the handler', () => {
     expect(runs).toBe(2);
   });
 
+  it('releases the claim when the client left while the handler ran (request.signal aborted), so the retry runs it', async () => {
+    const secret = generateSecret();
+    const client = new AbortController();
+    const runs: string[] = [];
+    const handle = webhookHandler({ secrets: secret }, (webhook) => {
+      runs.push(webhook.id);
+      // The platform aborts the signal when the connection closes; here, while the handler works.
+      if (runs.length === 1) client.abort();
+      return Response.json({ id: webhook.id });
+    });
+    const request = await signed(secret, { type: 'a' });
+    const first = new Request('https://receiver.example/hook', { method: 'POST', headers: request.headers, body: request.body, signal: client.signal });
+    // The handler's answer is still returned (nobody reads it), but the claim was released.
+    expect((await handle(first)).status).toBe(200);
+    const retry = await handle(requestOf(request));
+    expect([retry.status, await retry.json()]).toEqual([200, { id: request.id }]);
+    expectDuplicate(await replyOf(await handle(requestOf(request))));
+    expect(runs).toEqual([request.id, request.id]);
+  });
+
+  it('does not call the handler when the client already left, and releases the claim', async () => {
+    const secret = generateSecret();
+    const runs: string[] = [];
+    const handle = webhookHandler({ secrets: secret }, (webhook) => void runs.push(webhook.id));
+    const request = await signed(secret, { type: 'a' });
+    const gone = new Request('https://receiver.example/hook', { method: 'POST', headers: request.headers, body: request.body, signal: AbortSignal.abort() });
+    const res = await handle(gone);
+    expect([res.status, await res.text()]).toEqual([499, '']);
+    expect(runs).toEqual([]);
+    expect((await handle(requestOf(request))).status).toBe(204);
+    expect(runs).toEqual([request.id]);
+  });
+
   it('passes the request to the handler, with its body consumed', async () => {
     const secret = generateSecret();
     const seen: unknown[] = [];
@@ -171,5 +204,6 @@ describe('Fetch: construction and portability', () => {
 
   it('uses no Node API (it runs on Workers, Deno, Bun and Vercel Edge)', () => {
     expectNoNodeApi('fetch.ts');
+    expectNoNodeApi('web.ts');
   });
 });

@@ -1,7 +1,9 @@
+import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { createAdaptorServer } from '@hono/node-server';
-import { Hono } from 'hono';
+import { Hono as HonoLatest } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import { Hono as Hono46 } from 'hono46';
 import { describe, expect, it } from 'vitest';
 import { webhooks, type WebhookVariables } from '../../adapters/hono.ts';
 import type { AdapterOptions } from '../../src/http.ts';
@@ -21,7 +23,20 @@ import {
 } from './conformance.ts';
 import { listen, realHttpBehaviour, type Served } from './node-http.ts';
 
-function buildApp(options: AdapterOptions, recorder: Recorder): Hono {
+type Hono = HonoLatest;
+type HonoClass = typeof HonoLatest;
+
+/**
+ * The Hono installed for development, and the lowest version the peer range allows (4.6.0):
+ * the middleware relies on `HonoRequest.bodyCache`, whose shape has to hold across that range.
+ * Their types differ in details these tests do not touch.
+ */
+const VERSIONS: [string, HonoClass][] = [
+  ['Hono', HonoLatest],
+  ['Hono 4.6.0', Hono46 as unknown as HonoClass],
+];
+
+function buildApp(Hono: HonoClass, options: AdapterOptions, recorder: Recorder): Hono {
   const app = new Hono();
   app.post('/hook', webhooks(options), async (c) => {
     // The body was read by the middleware; c.req.json() still works.
@@ -61,81 +76,128 @@ async function served(app: Hono): Promise<Served> {
   return { server, port: listening.port, endpoint, close: listening.close };
 }
 
-adapterConformance('Hono (app.request)', async (options, recorder) => endpointOf(buildApp(options, recorder)));
-adapterConformance('Hono (@hono/node-server, real HTTP)', async (options, recorder) => (await served(buildApp(options, recorder))).endpoint);
-// A Web handler is not told when the client leaves, and connection handling is the server's.
-realHttpBehaviour('Hono (@hono/node-server)', (options, recorder) => served(buildApp(options, recorder)), { closesConnection: false, seesClientLeave: false });
+for (const [label, Hono] of VERSIONS) {
+  adapterConformance(`${label} (app.request)`, async (options, recorder) => endpointOf(buildApp(Hono, options, recorder)));
+  adapterConformance(`${label} (@hono/node-server, real HTTP)`, async (options, recorder) => (await served(buildApp(Hono, options, recorder))).endpoint);
+  // @hono/node-server tells when the client leaves; connection handling is the server's.
+  realHttpBehaviour(`${label} (@hono/node-server)`, (options, recorder) => served(buildApp(Hono, options, recorder)), { closesConnection: false });
 
-describe('Hono: the body after the middleware', () => {
-  it('lets the route read c.req.json(), c.req.text() and c.req.arrayBuffer(), as often as it likes', async () => {
-    const secret = generateSecret();
-    const app = new Hono<{ Variables: WebhookVariables }>();
-    app.post('/hook', webhooks({ secrets: secret }), async (c) => {
-      const json = await c.req.json<{ type: string }>();
-      const text = await c.req.text();
-      const bytes = new Uint8Array(await c.req.arrayBuffer());
-      const again = await c.req.json<{ type: string }>();
-      return c.json({ json, text, bytes: bytes.byteLength, again, id: c.get('webhook').id, same: text === c.var.webhook.text() });
+  describe(`${label}: the body after the middleware`, () => {
+    it('lets the route read c.req.json(), c.req.text() and c.req.arrayBuffer(), as often as it likes', async () => {
+      const secret = generateSecret();
+      const app = new Hono<{ Variables: WebhookVariables }>();
+      app.post('/hook', webhooks({ secrets: secret }), async (c) => {
+        const json = await c.req.json<{ type: string }>();
+        const text = await c.req.text();
+        const bytes = new Uint8Array(await c.req.arrayBuffer());
+        const again = await c.req.json<{ type: string }>();
+        return c.json({ json, text, bytes: bytes.byteLength, again, id: c.get('webhook').id, same: text === c.var.webhook.text() });
+      });
+      const body = '{ "type":  "a" }';
+      const message = await signWebhook({ secret, body });
+      const res = await app.request('/hook', { method: 'POST', headers: { ...message.headers, ...JSON_TYPE }, body });
+      expect(await res.json()).toEqual({ json: { type: 'a' }, text: body, bytes: body.length, again: { type: 'a' }, id: message.id, same: true });
     });
-    const body = '{ "type":  "a" }';
-    const message = await signWebhook({ secret, body });
-    const res = await app.request('/hook', { method: 'POST', headers: { ...message.headers, ...JSON_TYPE }, body });
-    expect(await res.json()).toEqual({ json: { type: 'a' }, text: body, bytes: body.length, again: { type: 'a' }, id: message.id, same: true });
+
+    it('verifies the bytes an earlier middleware read with c.req.arrayBuffer()', async () => {
+      const secret = generateSecret();
+      const app = new Hono();
+      let seen = 0;
+      app.use(async (c, next) => {
+        seen = (await c.req.arrayBuffer()).byteLength;
+        await next();
+      });
+      app.post('/hook', webhooks({ secrets: secret }), async (c) => c.json(await c.req.json()));
+      const request = await signed(secret, { type: 'a' });
+      const res = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+      expect(res.status).toBe(200);
+      expect(await res.json()).toEqual({ type: 'a' });
+      expect(seen).toBe(request.body.length);
+    });
+
+    it('refuses with 500 BODY_UNAVAILABLE, saying how to mount it, when an earlier middleware parsed the JSON', async () => {
+      const secret = generateSecret();
+      const app = new Hono();
+      const rejected: unknown[] = [];
+      app.use(async (c, next) => {
+        await c.req.json();
+        await next();
+      });
+      app.post('/hook', webhooks({ secrets: secret, onRejected: (error) => rejected.push(error) }), (c) => c.text('ran'));
+      const request = await signed(secret, { type: 'a' });
+      const res = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+      const message = expectEnvelope(replyOf(res, await res.text()), 500, 'BODY_UNAVAILABLE');
+      expect(message).toContain('Mount webhooks() before any middleware that reads the body');
+      expect(rejected).toMatchObject([{ code: 'BODY_UNAVAILABLE' }]);
+    });
+
+    it('releases the claim when the route throws and onError answers 2xx anyway', async () => {
+      const secret = generateSecret();
+      const app = new Hono();
+      let runs = 0;
+      app.post('/hook', webhooks({ secrets: secret }), () => {
+        runs++;
+        if (runs === 1) throw new Error('first attempt fails');
+        return new Response(null, { status: 204 });
+      });
+      app.onError((_error, c) => c.json({ accepted: 'later' }, 202));
+      const request = await signed(secret, { type: 'a' });
+      const send = () => app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+      expect((await send()).status).toBe(202);
+      expect((await send()).status).toBe(204);
+      const duplicate = await send();
+      expectDuplicate(replyOf(duplicate, await duplicate.text()));
+      expect(runs).toBe(2);
+    });
   });
 
-  it('verifies the bytes an earlier middleware read with c.req.arrayBuffer()', async () => {
-    const secret = generateSecret();
-    const app = new Hono();
-    let seen = 0;
-    app.use(async (c, next) => {
-      seen = (await c.req.arrayBuffer()).byteLength;
-      await next();
+  describe(`${label}: a client that left (request.signal aborted)`, () => {
+    it('releases the claim when the signal was aborted while the route ran, so the retry runs it', async () => {
+      const secret = generateSecret();
+      const client = new AbortController();
+      const runs: string[] = [];
+      const app = new Hono();
+      app.post('/hook', webhooks({ secrets: secret }), (c) => {
+        runs.push(c.get('webhook').id);
+        if (runs.length === 1) client.abort();
+        return c.json({ id: c.get('webhook').id });
+      });
+      const request = await signed(secret, { type: 'a' });
+      const first = await app.request(new Request('http://localhost/hook', { method: 'POST', headers: request.headers, body: request.body, signal: client.signal }));
+      expect(first.status).toBe(200);
+      const retry = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+      expect([retry.status, await retry.json()]).toEqual([200, { id: request.id }]);
+      const duplicate = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
+      expectDuplicate(replyOf(duplicate, await duplicate.text()));
+      expect(runs).toEqual([request.id, request.id]);
     });
-    app.post('/hook', webhooks({ secrets: secret }), async (c) => c.json(await c.req.json()));
-    const request = await signed(secret, { type: 'a' });
-    const res = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
-    expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ type: 'a' });
-    expect(seen).toBe(request.body.length);
-  });
 
-  it('refuses with 500 BODY_UNAVAILABLE, saying how to mount it, when an earlier middleware parsed the JSON', async () => {
-    const secret = generateSecret();
-    const app = new Hono();
-    const rejected: unknown[] = [];
-    app.use(async (c, next) => {
-      await c.req.json();
-      await next();
+    it('does not run the route when the signal was already aborted, and releases the claim', async () => {
+      const secret = generateSecret();
+      const runs: string[] = [];
+      const app = new Hono();
+      app.post('/hook', webhooks({ secrets: secret }), (c) => {
+        runs.push(c.get('webhook').id);
+        return c.body(null, 204);
+      });
+      const request = await signed(secret, { type: 'a' });
+      const gone = await app.request(new Request('http://localhost/hook', { method: 'POST', headers: request.headers, body: request.body, signal: AbortSignal.abort() }));
+      expect([gone.status, await gone.text()]).toEqual([499, '']);
+      expect(runs).toEqual([]);
+      expect((await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body })).status).toBe(204);
+      expect(runs).toEqual([request.id]);
     });
-    app.post('/hook', webhooks({ secrets: secret, onRejected: (error) => rejected.push(error) }), (c) => c.text('ran'));
-    const request = await signed(secret, { type: 'a' });
-    const res = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
-    const message = expectEnvelope(replyOf(res, await res.text()), 500, 'BODY_UNAVAILABLE');
-    expect(message).toContain('Mount webhooks() before any middleware that reads the body');
-    expect(rejected).toMatchObject([{ code: 'BODY_UNAVAILABLE' }]);
   });
-
-  it('releases the claim when the route throws and onError answers 2xx anyway', async () => {
-    const secret = generateSecret();
-    const app = new Hono();
-    let runs = 0;
-    app.post('/hook', webhooks({ secrets: secret }), () => {
-      runs++;
-      if (runs === 1) throw new Error('first attempt fails');
-      return new Response(null, { status: 204 });
-    });
-    app.onError((_error, c) => c.json({ accepted: 'later' }, 202));
-    const request = await signed(secret, { type: 'a' });
-    const send = () => app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
-    expect((await send()).status).toBe(202);
-    expect((await send()).status).toBe(204);
-    const duplicate = await send();
-    expectDuplicate(replyOf(duplicate, await duplicate.text()));
-    expect(runs).toBe(2);
-  });
-});
+}
 
 describe('Hono: construction and portability', () => {
+  it('is tested on the lowest Hono of its peer range', () => {
+    const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { peerDependencies: Record<string, string> };
+    const lowest = JSON.parse(readFileSync(new URL('../../node_modules/hono46/package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(pkg.peerDependencies.hono).toBe(`^${lowest.version}`);
+    expect(lowest.version).toBe('4.6.0');
+  });
+
   it('validates options at once and names the middleware after its factory', () => {
     expect(() => webhooks({ secrets: 'not a secret' })).toThrow(TypeError);
     expect(() => webhooks({ secrets: generateSecret(), unsigned: 'maybe' as never })).toThrow(TypeError);
@@ -144,5 +206,6 @@ describe('Hono: construction and portability', () => {
 
   it('uses no Node API (it runs on Bun, Deno and workerd)', () => {
     expectNoNodeApi('hono.ts');
+    expectNoNodeApi('web.ts');
   });
 });

@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
-import { expectDuplicate, expectProcessed, gatedStore, JSON_TYPE, Recorder, signed, type Endpoint } from './conformance.ts';
+import { expectDuplicate, expectInProgress, expectProcessed, gatedStore, JSON_TYPE, Recorder, signed, type Endpoint } from './conformance.ts';
 
 /** Listens on 127.0.0.1 and records, per socket, how many bytes the server read from it. */
 export async function listen(server: Server): Promise<{ port: number; bytesRead(): number; close(): Promise<void> }> {
@@ -127,12 +127,12 @@ export interface Served {
 
 /**
  * What only real HTTP shows: an upload refused at the declared length or part-way through, and
- * (for adapters that see the Node response, `seesClientLeave`) a client that leaves.
+ * a client that leaves.
  */
 export function realHttpBehaviour(
   label: string,
   serve: (options: AdapterOptions, recorder: Recorder) => Promise<Served>,
-  { closesConnection, seesClientLeave }: { closesConnection: boolean; seesClientLeave: boolean },
+  { closesConnection }: { closesConnection: boolean },
 ): void {
   describe(`${label}: over real HTTP`, () => {
     const open: Served[] = [];
@@ -204,30 +204,36 @@ export function realHttpBehaviour(
       expect(recorder.runs.map((run) => run.id)).toEqual([request.id]);
     });
 
-    // Only an adapter that sees the Node response knows the client left.
-    if (seesClientLeave) {
-      it('releases the claim when the client leaves before the response finished', async () => {
-        const { secret, recorder, port, endpoint } = await setup();
-        const request = await signed(secret, { type: 'a', first: 'wait' });
+    for (const first of ['wait', 'wait-throw'] as const) {
+      const ending = first === 'wait' ? 'answers' : 'fails';
+      it(`keeps the claim while the handler still runs after the client left, and releases it when the handler ${ending}`, async () => {
+        const { secret, recorder, port, endpoint, server } = await setup();
+        const request = await signed(secret, { type: 'a', first });
+        const closed = new Promise<void>((resolve) => server.once('request', (_req, res) => res.once('close', () => resolve())));
         await postAndLeave(port, '/hook', request.headers, request.body, recorder.entered);
-        // The retry runs the handler again (not 409 IN_PROGRESS) once the server saw the close.
-        await vi.waitFor(async () => expectProcessed(await endpoint.send(request), request.id), { timeout: 3000, interval: 25 });
+        await closed;
+        // The server saw the client leave, but the handler is still working: a retry now must
+        // not run it alongside.
+        expectInProgress(await endpoint.send(request));
         recorder.open();
+        // Once the handler has finished (its answer reached nobody), the retry runs it again.
+        await vi.waitFor(async () => expectProcessed(await endpoint.send(request), request.id), { timeout: 3000, interval: 25 });
         expectDuplicate(await endpoint.send(request));
         expect(recorder.runs.map((run) => run.id)).toEqual([request.id, request.id]);
-      });
-
-      it('releases a claim taken after the client already left, without running the handler', async () => {
-        const store = gatedStore(memoryStore());
-        const { secret, recorder, port, endpoint } = await setup({ idempotency: { store } });
-        const request = await signed(secret, { type: 'a' });
-        await postAndLeave(port, '/hook', request.headers, request.body, store.claiming);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-        store.open();
-        await vi.waitFor(() => expect(store.releases).toBe(1), { timeout: 3000, interval: 10 });
-        expect(recorder.runs).toEqual([]);
-        expectProcessed(await endpoint.send(request), request.id);
+        expect(recorder.maxActive).toBe(1);
       });
     }
+
+    it('releases a claim taken after the client already left, without running the handler', async () => {
+      const store = gatedStore(memoryStore());
+      const { secret, recorder, port, endpoint } = await setup({ idempotency: { store } });
+      const request = await signed(secret, { type: 'a' });
+      await postAndLeave(port, '/hook', request.headers, request.body, store.claiming);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      store.open();
+      await vi.waitFor(() => expect(store.releases).toBe(1), { timeout: 3000, interval: 10 });
+      expect(recorder.runs).toEqual([]);
+      expectProcessed(await endpoint.send(request), request.id);
+    });
   });
 }

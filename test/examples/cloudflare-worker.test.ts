@@ -76,6 +76,9 @@ describe('examples/cloudflare-worker.ts', () => {
     // The old secret retired: the binding is gone, and the handler is rebuilt without it.
     const retired: Env = { WEBHOOK_SECRET: current };
     expect(await deliver(retired, previous)).toEqual({ status: 401, body: envelope('SIGNATURE_MISMATCH', /against 1 HMAC secret\./) });
+    // The rebuilt handler keeps the isolate's store: a retry of an event processed before the
+    // change is still a duplicate.
+    expect(await deliver(retired, current, { id: 'msg_worker_both' })).toEqual({ status: 200, body: { duplicate: true } });
     expect(handled()).toEqual(['webhook msg_worker_both', 'webhook msg_worker_old']);
   });
 

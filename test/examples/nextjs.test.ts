@@ -1,6 +1,7 @@
 /**
- * The Next.js route handler file, as Next.js uses it: import the module (with WEBHOOK_SECRET in
- * the environment, as in a deployment) and call its `POST` export with a `Request`.
+ * The Next.js route handler file, as Next.js uses it: import the module and call its `POST`
+ * export with a `Request` (with WEBHOOK_SECRET in the environment, as in a deployment), and
+ * import it without the secret, as `next build` does.
  */
 
 import { generateSecret, signWebhook } from 'webhook-receiver';
@@ -78,5 +79,20 @@ describe('examples/nextjs/app/api/webhooks/route.ts', () => {
       ]).toContainEqual(other);
     }
     expect(handled()).toEqual(['webhook msg_next_many']);
+  });
+});
+
+describe('examples/nextjs/app/api/webhooks/route.ts during next build', () => {
+  it('loads without WEBHOOK_SECRET, refuses requests until it is set, then serves them', async () => {
+    vi.stubEnv('WEBHOOK_SECRET', '');
+    // A fresh copy of the module, as a build loads it: importing must not throw.
+    vi.resetModules();
+    const route = (await import('../../examples/nextjs/app/api/webhooks/route.ts')) as { POST: (request: Request) => Promise<Response> };
+    const first = await signedRequest(URL_BASE, { secret, body: BODY, id: 'msg_next_build' });
+    await expect(route.POST(first)).rejects.toThrow(new Error('Set WEBHOOK_SECRET to the signing secret of this destination (whsec_…)'));
+
+    vi.stubEnv('WEBHOOK_SECRET', secret);
+    const retry = await signedRequest(URL_BASE, { secret, body: BODY, id: 'msg_next_build' });
+    expect(await answer(await route.POST(retry))).toEqual({ status: 200, body: { received: true, id: 'msg_next_build', keyId: null } });
   });
 });

@@ -17,10 +17,23 @@ interface WebhookEvent {
   data?: unknown;
 }
 
-// Module scope: keys are decoded and checked once, when the route is first loaded. During a
-// rotation, list both secrets: [process.env.WEBHOOK_SECRET!, process.env.WEBHOOK_SECRET_PREVIOUS!].
-export const POST = webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, async (webhook) => {
-  const event = webhook.json<WebhookEvent>();
-  console.log(`webhook ${webhook.id}: ${event.type} (key ${webhook.keyId ?? webhook.keyIndex})`);
-  return Response.json({ received: true, id: webhook.id, keyId: webhook.keyId ?? null });
-});
+// Built on the first request rather than when the module loads: `next build` loads route
+// modules, usually without the deployment's secrets. Then kept: the keys are decoded and checked
+// once, and the store lives as long as the server. During a rotation, list both secrets:
+// [process.env.WEBHOOK_SECRET!, process.env.WEBHOOK_SECRET_PREVIOUS!].
+let handle: ((request: Request) => Promise<Response>) | undefined;
+
+function createHandler(): (request: Request) => Promise<Response> {
+  const secret = process.env.WEBHOOK_SECRET;
+  if (!secret) throw new Error('Set WEBHOOK_SECRET to the signing secret of this destination (whsec_…)');
+  return webhookHandler({ secrets: secret }, async (webhook) => {
+    const event = webhook.json<WebhookEvent>();
+    console.log(`webhook ${webhook.id}: ${event.type} (key ${webhook.keyId ?? webhook.keyIndex})`);
+    return Response.json({ received: true, id: webhook.id, keyId: webhook.keyId ?? null });
+  });
+}
+
+export async function POST(request: Request): Promise<Response> {
+  handle ??= createHandler();
+  return handle(request);
+}
