@@ -5,7 +5,7 @@
  */
 
 import type { WebhookError } from './errors.ts';
-import { webhookHeader, type HeadersInput } from './headers.ts';
+import { webhookHeaders, type HeadersInput } from './headers.ts';
 import type { Claim, ReceiverOptions } from './receiver.ts';
 
 /**
@@ -119,7 +119,7 @@ export interface RejectionContext {
  */
 export function rejectionContext(method: string, url: string, headers: HeadersInput): RejectionContext {
   const query = url.indexOf('?');
-  const id = webhookHeader(headers, 'id');
+  const { id } = webhookHeaders(headers);
   return { method, path: query === -1 ? url : url.slice(0, query), webhookId: Array.isArray(id) ? id[0] : id };
 }
 
