@@ -27,8 +27,15 @@ export {
   type ReceiverErrorContext,
   type ReceiverOptions,
 } from './receiver.ts';
-export type { ClaimResult, IdempotencyStore } from './stores/types.ts';
-export { memoryStore, DEFAULT_MEMORY_STORE_MAX, type MemoryStoreOptions } from './stores/memory.ts';
+export { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
+export {
+  memoryStore,
+  DEFAULT_MEMORY_STORE_MAX,
+  DEFAULT_MEMORY_STORE_UNSIGNED_MAX,
+  type MemoryStore,
+  type MemoryStoreOptions,
+  type MemoryStoreUsage,
+} from './stores/memory.ts';
 export {
   claimResponse,
   errorResponse,

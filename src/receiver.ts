@@ -7,7 +7,8 @@
 
 import { WebhookError } from './errors.ts';
 import { memoryStore } from './stores/memory.ts';
-import { syncOperations, type ClaimResult, type IdempotencyStore, type SyncOperations } from './stores/types.ts';
+import { syncOperations, type SyncOperations } from './stores/internal.ts';
+import type { ClaimResult, IdempotencyStore } from './stores/types.ts';
 import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 
 /**

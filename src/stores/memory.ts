@@ -1,19 +1,8 @@
-import { LRUCache } from 'lru-cache';
-import { checkClaim, checkComplete, checkRelease, newToken, offerSyncOperations, type IdempotencyStore, type SyncOperations } from './types.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, isUnsignedKey, newToken, offerSyncOperations, type SyncOperations } from './internal.ts';
+import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 /**
- * What the cache holds for an id: the owner's token while a claim is being processed, none once
- * completed, and until when either holds (epoch ms). The store keeps the expiry itself rather than
- * giving lru-cache a TTL per item, so completing a claim changes the entry in place instead of
- * writing the key again: with a full cache, a claim and its completion cost about a quarter less.
- */
-interface Entry {
-  token: string | undefined;
-  until: number;
-}
-
-/**
- * 100 000 ids: the default bound of {@link memoryStore}.
+ * 100 000 ids: the default bound of {@link memoryStore} for signed deliveries.
  *
  * @example
  * ```ts
@@ -24,26 +13,126 @@ interface Entry {
 export const DEFAULT_MEMORY_STORE_MAX = 100_000;
 
 /**
+ * 10 000 ids: the default bound of {@link memoryStore} for unsigned deliveries, kept apart from
+ * the signed ones so unsigned traffic can never push a signed id out.
+ *
+ * @example
+ * ```ts
+ * import { memoryStore, DEFAULT_MEMORY_STORE_UNSIGNED_MAX } from 'webhook-receiver';
+ * const store = memoryStore({ unsignedMax: DEFAULT_MEMORY_STORE_UNSIGNED_MAX / 10 });
+ * ```
+ */
+export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = 10_000;
+
+/**
  * Options of {@link memoryStore}.
  *
  * @example
  * ```ts
- * const options: MemoryStoreOptions = { max: 50_000 };
+ * const options: MemoryStoreOptions = { max: 50_000, unsignedMax: 1_000 };
  * ```
  */
 export interface MemoryStoreOptions {
-  /** How many ids are remembered at most; the least recently used go first. Default 100 000. */
+  /** How many signed ids are held at most (live claims and completed ids together). Default 100 000. */
   max?: number;
+  /** How many unsigned ids are held at most, in a space of their own. Default 10 000. */
+  unsignedMax?: number;
   /** The clock, in epoch milliseconds (tests). Default `Date.now`. */
   now?: () => number;
 }
 
 /**
- * An in-process idempotency store on `lru-cache`: bounded by `max` ids, each expiring after its
- * TTL. It deduplicates within one process only: an app on several machines (or several
- * processes) needs a shared store such as `redisStore` from `webhook-receiver/redis`.
+ * How full a memory store is, per key class: for a gauge, and to see 503s coming.
  *
- * JavaScript runs one claim at a time, so each check-and-set here is atomic.
+ * @example
+ * ```ts
+ * const { signed } = store.usage();
+ * if (signed.claims > 0.9 * signed.max) console.warn('memory store nearly full of live claims');
+ * ```
+ */
+export interface MemoryStoreUsage {
+  signed: { claims: number; completed: number; max: number };
+  unsigned: { claims: number; completed: number; max: number };
+}
+
+/**
+ * The in-process store: {@link IdempotencyStore} plus a look at how full it is.
+ *
+ * @example
+ * ```ts
+ * import { memoryStore, type MemoryStore } from 'webhook-receiver';
+ * const store: MemoryStore = memoryStore();
+ * console.log(store.usage().signed.completed);
+ * ```
+ */
+export interface MemoryStore extends IdempotencyStore {
+  extend(key: string, token: string, lockMs: number): Promise<boolean>;
+  ping(): Promise<void>;
+  usage(): MemoryStoreUsage;
+}
+
+interface Lock {
+  token: string;
+  until: number;
+}
+
+interface Done {
+  token: string;
+  until: number;
+}
+
+/**
+ * One key class's entries. Live claims and completed ids are kept in two maps, each in insertion
+ * order: completions and claims of one endpoint share one TTL and one lock length, so the first
+ * entry of each map is (nearly always) the first to expire, and finding room is a look at the
+ * front rather than a scan.
+ */
+class Space {
+  readonly claims = new Map<string, Lock>();
+  readonly done = new Map<string, Done>();
+  constructor(readonly max: number) {}
+
+  /**
+   * Room for one more entry: drop expired completions, then expired claims, then the oldest
+   * completion (the bound forgets it early: documented), but never a claim whose lock still
+   * holds. `false` when every entry is a live claim.
+   */
+  makeRoom(time: number): boolean {
+    if (this.claims.size + this.done.size < this.max) return true;
+    for (const [key, entry] of this.claims) {
+      // Only the front: a lock renewed later stands further on, but its neighbours came after it.
+      if (entry.until > time) break;
+      this.claims.delete(key);
+      return true;
+    }
+    for (const key of this.done.keys()) {
+      this.done.delete(key);
+      return true;
+    }
+    // The front claim is live but a later one may have been released early or expired sooner
+    // (a shorter lock): one bounded pass finds it before refusing.
+    for (const [key, entry] of this.claims) {
+      if (entry.until <= time) {
+        this.claims.delete(key);
+        return true;
+      }
+    }
+    return false;
+  }
+}
+
+/**
+ * An in-process idempotency store: bounded, with expiring entries. It deduplicates within one
+ * process only: an app on several machines (or several processes) needs a shared store such as
+ * `redisStore` from `webhook-receiver/redis`.
+ *
+ * - JavaScript runs one operation at a time, so each check-and-set here is atomic.
+ * - Signed and unsigned ids live in two spaces with bounds of their own (`max`, `unsignedMax`):
+ *   a flood of unsigned ids cannot evict a signed one.
+ * - At its bound it forgets expired entries first, then the oldest completed id; it never evicts
+ *   a claim whose lock still holds (a duplicate would then run beside the handler). Full of live
+ *   claims, it refuses the next claim with a `StoreError` (`full`), which the receiver answers
+ *   503 `STORE_UNAVAILABLE` with `Retry-After`.
  *
  * @example
  * ```ts
@@ -54,66 +143,81 @@ export interface MemoryStoreOptions {
  * });
  * ```
  */
-export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore {
-  const max = options.max ?? DEFAULT_MEMORY_STORE_MAX;
-  if (!Number.isSafeInteger(max) || max < 1) throw new RangeError('memoryStore max must be a positive whole number of ids');
+export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
+  if (typeof options !== 'object' || options === null) throw new TypeError('memoryStore options must be an object');
+  const max = bound(options.max, 'max', DEFAULT_MEMORY_STORE_MAX);
+  const unsignedMax = bound(options.unsignedMax, 'unsignedMax', DEFAULT_MEMORY_STORE_UNSIGNED_MAX);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('memoryStore now must be a function returning epoch milliseconds');
-  // lru-cache keeps the bound, least recently used first; expiry is the entry's `until`. An
-  // expired entry stays until a claim replaces it or the bound pushes it out, as it would with
-  // lru-cache's own TTLs (which drop a stale item only when it is read).
-  const cache = new LRUCache<string, Entry>({ max });
-  // A claim writes first and then looks at what it replaced (lru-cache reports it in the write's
-  // status): one look-up of the key rather than a read and then a write.
-  const status: LRUCache.Status<string, Entry> = {};
-  const write = { status };
-  /** Writes `entry` for `key` and returns the entry it replaced, if any. */
-  const swap = (key: string, entry: Entry): Entry | undefined => {
-    cache.set(key, entry, write);
-    const previous = status.oldValue;
-    // The status object is reused: leave nothing behind for the next write.
-    status.oldValue = undefined;
-    return previous;
-  };
+  const signed = new Space(max);
+  const unsigned = new Space(unsignedMax);
+  const spaceOf = (key: string): Space => (isUnsignedKey(key) ? unsigned : signed);
 
-  /** The key's entry, when `token` owns it and its lock has not run out. */
-  const owned = (key: string, token: string): Entry | undefined => {
-    const entry = cache.get(key);
-    return entry !== undefined && entry.token === token && entry.until > now() ? entry : undefined;
+  /** The key's live claim, when `token` holds it. */
+  const held = (space: Space, key: string, token: string, time: number): Lock | undefined => {
+    const lock = space.claims.get(key);
+    return lock !== undefined && lock.token === token && lock.until > time ? lock : undefined;
   };
 
   const operations: SyncOperations = {
-    claim(key, lockMs) {
+    claim(key, lockMs): ClaimResult {
       checkClaim(key, lockMs);
+      const space = spaceOf(key);
       const time = now();
-      const token = newToken();
-      const previous = swap(key, { token, until: time + lockMs });
-      if (previous !== undefined && previous.until > time) {
-        // Still held or still completed: put it back (nothing ran in between).
-        swap(key, previous);
-        return previous.token === undefined ? { status: 'completed' } : { status: 'processing', retryAfterMs: previous.until - time };
+      const done = space.done.get(key);
+      if (done !== undefined) {
+        if (done.until > time) return { status: 'completed' };
+        space.done.delete(key);
       }
+      const lock = space.claims.get(key);
+      if (lock !== undefined) {
+        if (lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
+        // Expired: taken over. Deleted and set again so it moves to the back of the order.
+        space.claims.delete(key);
+      } else if (!space.makeRoom(time)) {
+        throw new StoreError(
+          'memory',
+          'full',
+          `memory store: all ${space.max} ${space === signed ? 'signed' : 'unsigned'} entries are live claims, so a new claim was refused rather than evict one (raise ${space === signed ? 'max' : 'unsignedMax'}, or use a shared store)`,
+        );
+      }
+      const token = newToken();
+      space.claims.set(key, { token, until: time + lockMs });
       return { status: 'acquired', token };
     },
     complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
-      const entry = owned(key, token);
-      if (entry === undefined) return false;
-      entry.token = undefined;
-      entry.until = now() + ttlMs;
+      const space = spaceOf(key);
+      const time = now();
+      if (held(space, key, token, time) === undefined) {
+        // Idempotent for its own token: a completion that already landed still answers true.
+        const done = space.done.get(key);
+        return done !== undefined && done.token === token && done.until > time;
+      }
+      space.claims.delete(key);
+      space.done.set(key, { token, until: time + ttlMs });
       return true;
     },
     release(key, token) {
       checkRelease(key, token);
-      if (owned(key, token) === undefined) return false;
-      cache.delete(key);
+      const space = spaceOf(key);
+      if (held(space, key, token, now()) === undefined) return false;
+      space.claims.delete(key);
+      return true;
+    },
+    extend(key, token, lockMs) {
+      checkExtend(key, token, lockMs);
+      const time = now();
+      const lock = held(spaceOf(key), key, token, time);
+      if (lock === undefined) return false;
+      lock.until = time + lockMs;
       return true;
     },
   };
 
   // The receiver calls `operations` directly; everyone else gets promises, and a bad argument
   // rejects rather than throws, as with every other store.
-  const store: IdempotencyStore = {
+  const store: MemoryStore = {
     async claim(key, lockMs) {
       return operations.claim(key, lockMs);
     },
@@ -123,7 +227,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): IdempotencyStore 
     async release(key, token) {
       return operations.release(key, token);
     },
+    async extend(key, token, lockMs) {
+      return operations.extend(key, token, lockMs);
+    },
+    async ping() {},
+    usage() {
+      const of = (space: Space) => ({ claims: space.claims.size, completed: space.done.size, max: space.max });
+      return { signed: of(signed), unsigned: of(unsigned) };
+    },
   };
   offerSyncOperations(store, operations);
   return store;
+}
+
+function bound(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`memoryStore ${name} must be a positive whole number of ids`);
+  return value;
 }

@@ -6,12 +6,16 @@
  * work because a script touches only the key it declares (issue 3, "Rules"). The client is the
  * user's: `ioredis` and `redis` (node-redis) are told apart by shape, and neither is imported.
  *
- * What a key holds: `lock:<token>` while a handler runs (expiring after `lockMs`), then `done`
- * (expiring after `ttlMs`). The `lock:` prefix keeps a caller-supplied token from ever matching
- * the `done` marker.
+ * What a key holds: `lock:<token>` while a handler runs (expiring after `lockMs`, renewed by
+ * `extend`), then `done:<token>` (expiring after `ttlMs`). The completed record keeps its token so
+ * a completion that Redis applied late (after the client timed out) is recognised as this
+ * token's own when it is retried, rather than reported as a takeover.
  */
 
-import { checkClaim, checkComplete, checkRelease, newToken, toHex, type ClaimResult, type IdempotencyStore } from './types.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, toHex, withTimeout } from './internal.ts';
+import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+
+export { StoreError, type StoreErrorReason } from './types.ts';
 
 /**
  * The part of an `ioredis` client (`Redis` or `Cluster`, v5 and later) that {@link redisStore}
@@ -27,6 +31,8 @@ import { checkClaim, checkComplete, checkRelease, newToken, toHex, type ClaimRes
 export interface IORedisClientLike {
   evalsha(sha1: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   eval(script: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** Used by `receiver.ping()` for readiness checks, when the client has it. */
+  ping?(): Promise<unknown>;
   /** `'ready'` while connected; read to fail fast instead of queueing during an outage. */
   readonly status?: string;
 }
@@ -45,6 +51,8 @@ export interface IORedisClientLike {
 export interface NodeRedisClientLike {
   evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** Used by `receiver.ping()` for readiness checks, when the client has it. */
+  ping?(): Promise<unknown>;
   /** `true` while connected; read to fail fast instead of queueing during an outage. */
   readonly isReady?: boolean;
 }
@@ -88,32 +96,18 @@ export interface RedisStoreOptions {
 }
 
 /**
- * Why a {@link redisStore} operation failed without an answer from Redis. Errors that Redis or
- * the client report (a refused connection, `WRONGTYPE`, …) pass through unchanged.
- *
- * - `timeout`: no answer within `timeoutMs`. The command may still run later, when the client
- *   reconnects: a late claim then holds the id for at most `lockSeconds`, during which deliveries
- *   of that id are answered `in_progress`.
- * - `not_ready`: the client reported that it lost its connection, so the store refused at once
- *   rather than queue a command that would wait for the reconnection.
+ * The Redis store: {@link IdempotencyStore} with lease renewal and a readiness check.
  *
  * @example
  * ```ts
- * import { RedisStoreError } from 'webhook-receiver/redis';
- * const onError = (error: unknown) => {
- *   if (error instanceof RedisStoreError && error.reason === 'timeout') metrics.increment('redis.timeout');
- * };
+ * import { redisStore, type RedisStore } from 'webhook-receiver/redis';
+ * const store: RedisStore = redisStore({ client: redis });
+ * await store.ping();
  * ```
  */
-export class RedisStoreError extends Error {
-  /** `timeout` or `not_ready`. */
-  readonly reason: 'timeout' | 'not_ready';
-
-  constructor(reason: 'timeout' | 'not_ready', message: string) {
-    super(message);
-    this.name = 'RedisStoreError';
-    this.reason = reason;
-  }
+export interface RedisStore extends IdempotencyStore {
+  extend(key: string, token: string, lockMs: number): Promise<boolean>;
+  ping(): Promise<void>;
 }
 
 /**
@@ -123,7 +117,7 @@ export class RedisStoreError extends Error {
  * @example
  * ```ts
  * import { DEFAULT_REDIS_PREFIX } from 'webhook-receiver/redis';
- * const value = await redis.get(`${DEFAULT_REDIS_PREFIX}default:${webhookId}`); // 'done', 'lock:…' or null
+ * const value = await redis.get(`${DEFAULT_REDIS_PREFIX}default:s:${webhookId}`); // 'done:…', 'lock:…' or null
  * ```
  */
 export const DEFAULT_REDIS_PREFIX = 'webhook-receiver:';
@@ -142,14 +136,22 @@ export const DEFAULT_REDIS_TIMEOUT_MS = 2000;
 // Claim: take a free key for ARGV[2] ms, else say why not. Replies: 0 acquired, -1 completed,
 // n > 0 held for n more ms, -2 held without an expiry (never written by this store).
 const CLAIM = `if redis.call('SET', KEYS[1], 'lock:' .. ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-if redis.call('GET', KEYS[1]) == 'done' then return -1 end
+if string.sub(redis.call('GET', KEYS[1]), 1, 4) == 'done' then return -1 end
 local left = redis.call('PTTL', KEYS[1])
 if left > 0 then return left end
 return -2`;
 
-// Complete: only while the token still owns the key, mark it done for ARGV[2] ms.
-const COMPLETE = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], 'done', 'PX', ARGV[2])
+// Complete: while the token still owns the key, mark it done (keeping the token) for ARGV[2] ms;
+// a key this token already completed answers 1 again.
+const COMPLETE = `local value = redis.call('GET', KEYS[1])
+if value == 'done:' .. ARGV[1] then return 1 end
+if value ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[2])
+return 1`;
+
+// Extend: while the token still owns the key, hold it for ARGV[2] ms from now.
+const EXTEND = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
 
 // Release: only while the token still owns the key, free it for the sender's retry.
@@ -167,6 +169,7 @@ const script = (source: string): Script => ({ source, sha: undefined });
 const CLAIM_SCRIPT = script(CLAIM);
 const COMPLETE_SCRIPT = script(COMPLETE);
 const RELEASE_SCRIPT = script(RELEASE);
+const EXTEND_SCRIPT = script(EXTEND);
 
 /** The SHA-1 that EVALSHA names a script by, via WebCrypto (every supported runtime has it). */
 async function sha1Hex(source: string): Promise<string> {
@@ -185,6 +188,7 @@ interface ScriptClient {
   eval(source: string, key: string, args: string[]): Promise<unknown>;
   /** `true` connected, `false` not, `undefined` the client does not say. */
   connected(): boolean | undefined;
+  ping(): Promise<unknown>;
 }
 
 function ioredisScripts(client: IORedisClientLike): ScriptClient {
@@ -192,6 +196,7 @@ function ioredisScripts(client: IORedisClientLike): ScriptClient {
     evalsha: (sha, key, args) => client.evalsha(sha, 1, key, ...args),
     eval: (source, key, args) => client.eval(source, 1, key, ...args),
     connected: () => (typeof client.status === 'string' ? client.status === 'ready' : undefined),
+    ping: () => (typeof client.ping === 'function' ? client.ping() : client.eval('return 1', 0)),
   };
 }
 
@@ -200,6 +205,7 @@ function nodeRedisScripts(client: NodeRedisClientLike): ScriptClient {
     evalsha: (sha, key, args) => client.evalSha(sha, { keys: [key], arguments: args }),
     eval: (source, key, args) => client.eval(source, { keys: [key], arguments: args }),
     connected: () => (typeof client.isReady === 'boolean' ? client.isReady : undefined),
+    ping: () => (typeof client.ping === 'function' ? client.ping() : client.eval('return 1', { keys: [], arguments: [] })),
   };
 }
 
@@ -226,18 +232,10 @@ async function runScript(client: ScriptClient, s: Script, key: string, args: str
   }
 }
 
-function describeValue(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value !== 'object') return typeof value;
-  const constructorName = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  if (typeof constructorName !== 'string' || constructorName === '' || constructorName === 'Object') return 'an object';
-  return `${/^[AEIOU]/.test(constructorName) ? 'an' : 'a'} ${constructorName}`;
-}
-
 function integerReply(reply: unknown, operation: string): number {
   // node-redis can map integers to strings or bigints (typeMapping); Number() reads them all.
   const value = typeof reply === 'number' ? reply : typeof reply === 'string' || typeof reply === 'bigint' ? Number(reply) : Number.NaN;
-  if (!Number.isInteger(value)) throw new Error(`redis store: unexpected reply to ${operation}: ${describeValue(reply)}`);
+  if (!Number.isInteger(value)) throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to ${operation}: ${describeValue(reply)}`);
   return value;
 }
 
@@ -252,7 +250,11 @@ const wholeMs = (ms: number): string => String(Math.max(1, Math.ceil(ms)));
  * through it. Both `ioredis` (v5 and later, `Redis` or `Cluster`) and `redis` (node-redis v4 and
  * later, client or cluster) work. Neither is a dependency of this package.
  *
- * Each claim, complete and release is one Lua script on one key: atomic, one round trip.
+ * Each claim, complete, release and extend is one Lua script on one key: atomic, one round trip.
+ *
+ * Redis must not evict these keys on its own: run it with `maxmemory-policy noeviction` or a
+ * `volatile-*` policy. Under `allkeys-*` a flood of other keys can evict completed ids, and a
+ * redelivery would then run its handler again.
  *
  * When Redis is down, an operation rejects rather than wait (the receiver then answers 503
  * `STORE_UNAVAILABLE`, and the sender retries): at once when the client reports that it lost its
@@ -288,16 +290,14 @@ const wholeMs = (ms: number): string => String(Math.max(1, Math.ceil(ms)));
  * const store = redisStore({ client: redis, timeoutMs: 1000 });
  * ```
  */
-export function redisStore(options: RedisStoreOptions): IdempotencyStore {
+export function redisStore(options: RedisStoreOptions): RedisStore {
   if (typeof options !== 'object' || options === null) throw new TypeError('redisStore needs an options object: redisStore({ client })');
   const { client, prefix = DEFAULT_REDIS_PREFIX, timeoutMs = DEFAULT_REDIS_TIMEOUT_MS } = options;
   if (typeof client !== 'object' || client === null) {
     throw new TypeError(`redisStore client must be a connected ioredis or redis (node-redis) client, got ${describeValue(client)}`);
   }
   if (typeof prefix !== 'string') throw new TypeError('redisStore prefix must be a string');
-  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new RangeError(`redisStore timeoutMs must be a positive, finite number of milliseconds (default ${DEFAULT_REDIS_TIMEOUT_MS})`);
-  }
+  checkTimeoutOption('redis', timeoutMs, DEFAULT_REDIS_TIMEOUT_MS);
 
   const scripts = scriptClientFor(client);
 
@@ -305,29 +305,17 @@ export function redisStore(options: RedisStoreOptions): IdempotencyStore {
   // created its client) commands wait in the client's queue, bounded by the timeout.
   let seenReady = false;
 
-  const send = (operation: string, s: Script, key: string, args: string[]): Promise<unknown> => {
+  const ready = (operation: string): void => {
     const state = scripts.connected();
     if (state === true) seenReady = true;
     else if (state === false && seenReady) {
-      return Promise.reject(
-        new RedisStoreError('not_ready', `redis store: the client is reconnecting to Redis, so ${operation} was not sent`),
-      );
+      throw new StoreError('redis', 'not_ready', `redis store: the client is reconnecting to Redis, so ${operation} was not sent`);
     }
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        reject(new RedisStoreError('timeout', `redis store: no answer to ${operation} from Redis within ${timeoutMs} ms`));
-      }, timeoutMs);
-      runScript(scripts, s, prefix + key, args).then(
-        (reply) => {
-          clearTimeout(timer);
-          resolve(reply);
-        },
-        (error: unknown) => {
-          clearTimeout(timer);
-          reject(error);
-        },
-      );
-    });
+  };
+
+  const send = async (operation: string, s: Script, key: string, args: string[]): Promise<unknown> => {
+    ready(operation);
+    return withTimeout(runScript(scripts, s, prefix + key, args), timeoutMs, 'redis', operation);
   };
 
   return {
@@ -339,7 +327,7 @@ export function redisStore(options: RedisStoreOptions): IdempotencyStore {
       if (reply === -1) return { status: 'completed' };
       if (reply > 0) return { status: 'processing', retryAfterMs: reply };
       if (reply === -2) return { status: 'processing' };
-      throw new Error(`redis store: unexpected reply to claim: ${reply}`);
+      throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${reply}`);
     },
     async complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
@@ -348,6 +336,14 @@ export function redisStore(options: RedisStoreOptions): IdempotencyStore {
     async release(key, token) {
       checkRelease(key, token);
       return integerReply(await send('release', RELEASE_SCRIPT, key, [token]), 'release') === 1;
+    },
+    async extend(key, token, lockMs) {
+      checkExtend(key, token, lockMs);
+      return integerReply(await send('extend', EXTEND_SCRIPT, key, [token, wholeMs(lockMs)]), 'extend') === 1;
+    },
+    async ping() {
+      ready('ping');
+      await withTimeout(Promise.resolve().then(() => scripts.ping()), timeoutMs, 'redis', 'ping');
     },
   };
 }

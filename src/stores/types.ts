@@ -1,6 +1,13 @@
 /**
- * Where claims on `webhook-id` live. A store is a small interface around a client the user
- * supplies; every operation is one atomic check-and-set.
+ * The idempotency store contract: what every store (memory, Redis, Postgres, Durable Objects, or
+ * one of your own) keeps, and what the receiver relies on. One rule lives in one place: the
+ * conformance kit (`checkStore` in `webhook-receiver/testing`) checks exactly these.
+ *
+ * Keys: the receiver builds `${namespace}:s:${webhook-id}` for signed deliveries and
+ * `${namespace}:u:${webhook-id}` for unsigned ones (a namespace never contains `:`, so the two
+ * spaces cannot collide however the id is spelled). A store treats the key as opaque, except
+ * that it may read the class after the first `:` to keep unsigned entries apart (the memory
+ * store bounds them separately).
  */
 
 /**
@@ -9,8 +16,8 @@
  *
  * @example
  * ```ts
- * const result: ClaimResult = await store.claim('default:msg_1', 60_000);
- * if (result.status === 'acquired') await store.complete('default:msg_1', result.token, 86_400_000);
+ * const result: ClaimResult = await store.claim('default:s:msg_1', 60_000);
+ * if (result.status === 'acquired') await store.complete('default:s:msg_1', result.token, 86_400_000);
  * ```
  */
 export type ClaimResult =
@@ -19,14 +26,20 @@ export type ClaimResult =
   | { status: 'completed' };
 
 /**
- * An idempotency store: atomic claims keyed by namespace and `webhook-id`.
+ * An idempotency store: atomic claims keyed by namespace, key class and `webhook-id`.
  *
- * Rules every implementation keeps:
+ * Rules every implementation keeps (the receiver fails closed on any answer outside them):
  * - `claim` atomically takes a free or expired key for `lockMs`, with a fresh ownership token;
+ *   concurrent claims of one key: exactly one acquires.
  * - `complete` marks the key done for `ttlMs`, and `release` frees it, only while `token` still
- *   owns the claim (a handler whose lock expired and was taken over returns `false` and changes
- *   nothing);
- * - an unreachable backend rejects (the receiver turns that into `STORE_UNAVAILABLE`).
+ *   owns the claim; a handler whose lock expired and was taken over gets `false` and changes
+ *   nothing.
+ * - `complete` is idempotent for its own token: completing a key this token already completed
+ *   answers `true` (a completion applied late, after a timeout, is not a takeover).
+ * - `extend` (optional) pushes the lock of a claim this token still holds to `lockMs` from now,
+ *   and answers `false` when the token no longer holds it. Without it the receiver cannot renew
+ *   leases, and keeps the longer default lock.
+ * - An unreachable backend rejects (never hangs): the receiver answers 503 `STORE_UNAVAILABLE`.
  *
  * @example
  * ```ts
@@ -36,99 +49,82 @@ export type ClaimResult =
  */
 export interface IdempotencyStore {
   claim(key: string, lockMs: number): Promise<ClaimResult>;
-  /** `false`: the token no longer owns the key. */
+  /** `false`: the token no longer owns the key (and did not complete it). */
   complete(key: string, token: string, ttlMs: number): Promise<boolean>;
   /** `false`: the token no longer owns the key. */
   release(key: string, token: string): Promise<boolean>;
+  /** Renews a held claim for `lockMs` from now; `false`: the token no longer owns the key. */
+  extend?(key: string, token: string, lockMs: number): Promise<boolean>;
+  /** Resolves when the backend answers (for readiness checks); rejects otherwise. */
+  ping?(): Promise<void>;
 }
 
 /**
- * The operations of a store that answers at once (the memory store), without the promises.
- * Internal: the receiver calls them directly, which saves a promise and a turn of the microtask
- * queue on every claim and every completion.
+ * The claim a running handler holds, as stores see it: `context.claim` in a handler. Opaque to
+ * applications; a store's own helpers (for example the Postgres store's `transaction`) read it to
+ * complete the claim inside the application's transaction, fenced by `token`.
+ *
+ * @example
+ * ```ts
+ * // In a store of your own: complete the claim together with the side effect.
+ * async function completeWith(handle: ClaimHandle) {
+ *   if (handle.store !== myStore) throw new TypeError('that claim belongs to another store');
+ *   await db.run('UPDATE claims SET state = 1 WHERE key = ? AND token = ?', [handle.key, handle.token]);
+ * }
+ * ```
  */
-export interface SyncOperations {
-  claim(key: string, lockMs: number): ClaimResult;
-  complete(key: string, token: string, ttlMs: number): boolean;
-  release(key: string, token: string): boolean;
+export interface ClaimHandle {
+  /** The store that granted the claim. */
+  readonly store: IdempotencyStore;
+  /** The full key, namespace and key class included. */
+  readonly key: string;
+  /** The ownership token the store issued. */
+  readonly token: string;
+  /** How long a completion is remembered, in milliseconds. */
+  readonly ttlMs: number;
+  /** The lock the claim was taken (and is renewed) for, in milliseconds. */
+  readonly lockMs: number;
 }
 
-// Kept beside the store rather than on it: a copy (`{ ...store, claim: logged }`) or a store
-// whose methods were replaced afterwards must go through its own methods, not around them.
-const syncStores = new WeakMap<IdempotencyStore, { store: IdempotencyStore; operations: SyncOperations }>();
+/**
+ * Why a store failed without an answer from its backend, or refused to answer safely. Backend
+ * errors (a refused connection, a SQL error) pass through unchanged; the receiver turns either
+ * into `STORE_UNAVAILABLE`.
+ *
+ * - `timeout`: no answer within the store's `timeoutMs`. The command may still run later.
+ * - `not_ready`: the client reported that it lost its connection, so nothing was sent.
+ * - `full`: the memory store holds only live claims and cannot admit another without evicting
+ *   one (which would let a duplicate through).
+ * - `bad_reply`: the backend answered something outside the store's protocol.
+ *
+ * @example
+ * ```ts
+ * import { StoreError } from 'webhook-receiver';
+ * const onError = (error: unknown) => {
+ *   if (error instanceof StoreError && error.reason === 'timeout') metrics.increment(`${error.store}.timeout`);
+ * };
+ * ```
+ */
+export class StoreError extends Error {
+  /** `timeout`, `not_ready`, `full` or `bad_reply`. */
+  readonly reason: StoreErrorReason;
+  /** Which store: `memory`, `redis`, `postgres`, `durable-object`. */
+  readonly store: string;
 
-/** Records that `store`'s methods are `operations` behind promises. Internal, for stores. */
-export function offerSyncOperations(store: IdempotencyStore, operations: SyncOperations): void {
-  syncStores.set(store, { store: { claim: store.claim, complete: store.complete, release: store.release }, operations });
-}
-
-/** The synchronous operations behind `store`, while its methods are still the ones it was made with. */
-export function syncOperations(store: IdempotencyStore): SyncOperations | undefined {
-  const entry = syncStores.get(store);
-  if (entry === undefined) return undefined;
-  const made = entry.store;
-  return store.claim === made.claim && store.complete === made.complete && store.release === made.release ? entry.operations : undefined;
-}
-
-/** '00' to 'ff': one look-up per byte. */
-const HEX_PAIRS = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
-
-/** Lower-case hex of `bytes`. Internal, for stores. */
-export function toHex(bytes: Uint8Array): string {
-  let hex = '';
-  for (let i = 0; i < bytes.length; i++) hex += HEX_PAIRS[bytes[i]!]!;
-  return hex;
-}
-
-/** A fresh 128-bit ownership token, as hex. */
-export function newToken(): string {
-  if (tokenOffset === tokenBytes.length) {
-    globalThis.crypto.getRandomValues(tokenBytes);
-    tokenOffset = 0;
-  }
-  tokenOffset += 16;
-  return toHex(tokenBytes.subarray(tokenOffset - 16, tokenOffset));
-}
-
-// Random bytes for tokens, drawn 4 KiB at a time: one getRandomValues call costs Node about as
-// much as a whole verification, and one call here serves 256 tokens. Filled on first use, not at
-// load time (Workers refuse random numbers outside a request).
-const tokenBytes = new Uint8Array(4096);
-let tokenOffset = tokenBytes.length;
-
-// Store arguments are checked the same way by every store, so a caller's mistake is a clear
-// TypeError or RangeError rather than, say, a key that never expires.
-
-function checkKey(key: string): void {
-  if (typeof key !== 'string' || key.length === 0) throw new TypeError('an idempotency key must be a non-empty string');
-}
-
-function checkToken(token: string): void {
-  if (typeof token !== 'string' || token.length === 0) throw new TypeError('an ownership token must be a non-empty string');
-}
-
-function checkDuration(ms: number, name: 'lockMs' | 'ttlMs'): void {
-  // Past 2^53 ms a store could no longer add the duration to its clock exactly.
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0 || ms > Number.MAX_SAFE_INTEGER) {
-    throw new RangeError(`${name} must be a positive, finite number of milliseconds`);
+  constructor(store: string, reason: StoreErrorReason, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'StoreError';
+    this.store = store;
+    this.reason = reason;
   }
 }
 
-/** Checks the arguments of {@link IdempotencyStore.claim}. Internal, for stores. */
-export function checkClaim(key: string, lockMs: number): void {
-  checkKey(key);
-  checkDuration(lockMs, 'lockMs');
-}
-
-/** Checks the arguments of {@link IdempotencyStore.complete}. Internal, for stores. */
-export function checkComplete(key: string, token: string, ttlMs: number): void {
-  checkKey(key);
-  checkToken(token);
-  checkDuration(ttlMs, 'ttlMs');
-}
-
-/** Checks the arguments of {@link IdempotencyStore.release}. Internal, for stores. */
-export function checkRelease(key: string, token: string): void {
-  checkKey(key);
-  checkToken(token);
-}
+/**
+ * The reasons a {@link StoreError} names.
+ *
+ * @example
+ * ```ts
+ * const retryable: StoreErrorReason[] = ['timeout', 'not_ready'];
+ * ```
+ */
+export type StoreErrorReason = 'timeout' | 'not_ready' | 'full' | 'bad_reply';

@@ -9,7 +9,8 @@ import { createReceiver, type ReceiveResult, type ReceiverOptions } from '../../
 import { signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import { redisStore } from '../../src/stores/redis.ts';
-import { offerSyncOperations, syncOperations, type IdempotencyStore } from '../../src/stores/types.ts';
+import { offerSyncOperations, syncOperations } from '../../src/stores/internal.ts';
+import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { CLIENT_KINDS, connectClient, countRoundTrips, sharedRedisUrl } from '../support/redis.ts';
 import { openBackend, sleep, STORE_KINDS, type StoreBackend } from '../support/stores.ts';
@@ -239,6 +240,7 @@ describe('receiver over a store with synchronous operations', () => {
       claim: (key, lockMs) => (fail('claim'), sync.claim(key, lockMs)),
       complete: (key, token, ttlMs) => (fail('complete'), sync.complete(key, token, ttlMs)),
       release: (key, token) => (fail('release'), sync.release(key, token)),
+      extend: (key, token, lockMs) => sync.extend(key, token, lockMs),
     });
     return { store, down };
   }

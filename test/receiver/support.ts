@@ -4,7 +4,8 @@
  */
 
 import { signWebhook, generateSecret } from '../../src/sign.ts';
-import { offerSyncOperations, syncOperations, type IdempotencyStore } from '../../src/stores/types.ts';
+import { offerSyncOperations, syncOperations } from '../../src/stores/internal.ts';
+import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { WebhookInput } from '../../src/verify.ts';
 
 export const SECRET = generateSecret();
@@ -41,6 +42,7 @@ export function recording(inner: IdempotencyStore, { direct = false } = {}): Ide
       claim: (key, lockMs) => (calls.push(`claim ${key}`), sync.claim(key, lockMs)),
       complete: (key, token, ttlMs) => (calls.push(`complete ${key}`), sync.complete(key, token, ttlMs)),
       release: (key, token) => (calls.push(`release ${key}`), sync.release(key, token)),
+      extend: (key, token, lockMs) => sync.extend(key, token, lockMs),
     });
   }
   return store;

@@ -6,7 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_MEMORY_STORE_MAX, memoryStore } from '../../src/stores/memory.ts';
-import { syncOperations, type SyncOperations } from '../../src/stores/types.ts';
+import { syncOperations, type SyncOperations } from '../../src/stores/internal.ts';
 import { token } from '../support/stores.ts';
 
 function direct(store: ReturnType<typeof memoryStore>): SyncOperations {

@@ -7,7 +7,7 @@
 import { Redis, type Cluster } from 'ioredis';
 import type { createCluster } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
-import { DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT_MS, RedisStoreError, redisStore, type RedisClientLike } from '../../src/stores/redis.ts';
+import { DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT_MS, StoreError, redisStore, type RedisClientLike } from '../../src/stores/redis.ts';
 import type { ClaimResult } from '../../src/stores/types.ts';
 import { freePort } from '../support/redis-server.ts';
 import { sleep, token } from '../support/stores.ts';
@@ -191,8 +191,8 @@ describe.skipIf(!privateRedis).each(CLIENT_KINDS)('redisStore via %s: round trip
       (e: unknown) => e,
     );
     const elapsed = Date.now() - started;
-    expect(error).toBeInstanceOf(RedisStoreError);
-    expect(error).toMatchObject({ name: 'RedisStoreError', reason: 'timeout', message: 'redis store: no answer to claim from Redis within 200 ms' });
+    expect(error).toBeInstanceOf(StoreError);
+    expect(error).toMatchObject({ name: 'StoreError', store: 'redis', reason: 'timeout', message: 'redis store: no answer to claim within 200 ms' });
     expect(elapsed).toBeGreaterThanOrEqual(190);
     expect(elapsed).toBeLessThan(1000);
 
@@ -217,7 +217,7 @@ describe.skipIf(!privateRedis).each(CLIENT_KINDS)('redisStore via %s: round trip
       () => undefined,
       (e: unknown) => e,
     );
-    expect(error).toBeInstanceOf(RedisStoreError);
+    expect(error).toBeInstanceOf(StoreError);
     expect(error).toMatchObject({ reason: 'not_ready', message: 'redis store: the client is reconnecting to Redis, so claim was not sent' });
     expect(Date.now() - started).toBeLessThan(100);
     await expect(store.complete('before', 'token', 1000)).rejects.toMatchObject({ reason: 'not_ready' });
@@ -247,7 +247,7 @@ describe.skipIf(!privateRedis).each(CLIENT_KINDS)('redisStore via %s: round trip
       never.on('error', () => {});
       try {
         const store = redisStore({ client: never, timeoutMs: 150 });
-        await expect(store.claim('msg_1', 10_000)).rejects.toMatchObject({ name: 'RedisStoreError', reason: 'timeout' });
+        await expect(store.claim('msg_1', 10_000)).rejects.toMatchObject({ name: 'StoreError', reason: 'timeout' });
       } finally {
         never.disconnect();
       }

@@ -1,0 +1,156 @@
+/**
+ * What stores share that is not the contract: argument checks, ownership tokens, a timeout for
+ * backends that may not answer, and the synchronous fast path of the memory store. Internal: not
+ * exported from the package.
+ */
+
+import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+
+/**
+ * The operations of a store that answers at once (the memory store), without the promises. The
+ * receiver calls them directly, which saves a promise and a turn of the microtask queue on every
+ * claim and every completion.
+ */
+export interface SyncOperations {
+  claim(key: string, lockMs: number): ClaimResult;
+  complete(key: string, token: string, ttlMs: number): boolean;
+  release(key: string, token: string): boolean;
+  extend(key: string, token: string, lockMs: number): boolean;
+}
+
+type Methods = Pick<IdempotencyStore, 'claim' | 'complete' | 'release' | 'extend'>;
+
+// Kept beside the store rather than on it: a copy (`{ ...store, claim: logged }`) or a store
+// whose methods were replaced afterwards must go through its own methods, not around them.
+const syncStores = new WeakMap<IdempotencyStore, { methods: Methods; operations: SyncOperations }>();
+
+/** Records that `store`'s methods are `operations` behind promises. */
+export function offerSyncOperations(store: IdempotencyStore, operations: SyncOperations): void {
+  syncStores.set(store, { methods: { claim: store.claim, complete: store.complete, release: store.release, extend: store.extend }, operations });
+}
+
+/** The synchronous operations behind `store`, while its methods are still the ones it was made with. */
+export function syncOperations(store: IdempotencyStore): SyncOperations | undefined {
+  const entry = syncStores.get(store);
+  if (entry === undefined) return undefined;
+  const made = entry.methods;
+  return store.claim === made.claim && store.complete === made.complete && store.release === made.release && store.extend === made.extend
+    ? entry.operations
+    : undefined;
+}
+
+/** '00' to 'ff': one look-up per byte. */
+const HEX_PAIRS = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
+
+/** Lower-case hex of `bytes`. */
+export function toHex(bytes: Uint8Array): string {
+  let hex = '';
+  for (let i = 0; i < bytes.length; i++) hex += HEX_PAIRS[bytes[i]!]!;
+  return hex;
+}
+
+/** A fresh 128-bit ownership token, as 32 lower-case hex digits. */
+export function newToken(): string {
+  if (tokenOffset === tokenBytes.length) {
+    globalThis.crypto.getRandomValues(tokenBytes);
+    tokenOffset = 0;
+  }
+  tokenOffset += 16;
+  return toHex(tokenBytes.subarray(tokenOffset - 16, tokenOffset));
+}
+
+// Random bytes for tokens, drawn 4 KiB at a time: one getRandomValues call costs Node about as
+// much as a whole verification, and one call here serves 256 tokens. Filled on first use, not at
+// load time (Workers refuse random numbers outside a request).
+const tokenBytes = new Uint8Array(4096);
+let tokenOffset = tokenBytes.length;
+
+// Store arguments are checked the same way by every store, so a caller's mistake is a clear
+// TypeError or RangeError rather than, say, a key that never expires.
+
+function checkKey(key: string): void {
+  if (typeof key !== 'string' || key.length === 0) throw new TypeError('an idempotency key must be a non-empty string');
+}
+
+function checkToken(token: string): void {
+  if (typeof token !== 'string' || token.length === 0) throw new TypeError('an ownership token must be a non-empty string');
+}
+
+function checkDuration(ms: number, name: 'lockMs' | 'ttlMs'): void {
+  // Past 2^53 ms a store could no longer add the duration to its clock exactly.
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0 || ms > Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`${name} must be a positive, finite number of milliseconds`);
+  }
+}
+
+/** Checks the arguments of {@link IdempotencyStore.claim}. */
+export function checkClaim(key: string, lockMs: number): void {
+  checkKey(key);
+  checkDuration(lockMs, 'lockMs');
+}
+
+/** Checks the arguments of {@link IdempotencyStore.complete}. */
+export function checkComplete(key: string, token: string, ttlMs: number): void {
+  checkKey(key);
+  checkToken(token);
+  checkDuration(ttlMs, 'ttlMs');
+}
+
+/** Checks the arguments of {@link IdempotencyStore.release}. */
+export function checkRelease(key: string, token: string): void {
+  checkKey(key);
+  checkToken(token);
+}
+
+/** Checks the arguments of {@link IdempotencyStore.extend}. */
+export function checkExtend(key: string, token: string, lockMs: number): void {
+  checkKey(key);
+  checkToken(token);
+  checkDuration(lockMs, 'lockMs');
+}
+
+/** `true` for a key of the unsigned class (`${namespace}:u:${id}`). */
+export function isUnsignedKey(key: string): boolean {
+  const colon = key.indexOf(':');
+  return colon !== -1 && key.charCodeAt(colon + 1) === 0x75 /* u */ && key.charCodeAt(colon + 2) === 0x3a; /* : */
+}
+
+/**
+ * `promise`, or a `StoreError('timeout')` when it has not settled within `timeoutMs`. Clients
+ * queue commands while disconnected, which would otherwise hold a request forever.
+ */
+export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, store: string, operation: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => {
+      reject(new StoreError(store, 'timeout', `${store} store: no answer to ${operation} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
+/** Checks a store's `timeoutMs` option. */
+export function checkTimeoutOption(store: string, timeoutMs: unknown, fallback: number): number {
+  if (timeoutMs === undefined) return fallback;
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
+    throw new RangeError(`${store}Store timeoutMs must be a positive, finite number of milliseconds (default ${fallback})`);
+  }
+  return timeoutMs;
+}
+
+/** How a value is named in an error: its kind, never its contents. */
+export function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value !== 'object') return typeof value;
+  const constructorName = (value as { constructor?: { name?: unknown } }).constructor?.name;
+  if (typeof constructorName !== 'string' || constructorName === '' || constructorName === 'Object') return 'an object';
+  return `${/^[AEIOU]/.test(constructorName) ? 'an' : 'a'} ${constructorName}`;
+}
