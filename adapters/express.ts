@@ -7,14 +7,14 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { DEFAULT_MAX_BODY_BYTES } from '../src/body.ts';
-import { WebhookError, isWebhookError } from '../src/errors.ts';
-import { claimResponse, errorResponse, rejectionContext, rejectionReporter, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
-import { createReceiver, type Claim } from '../src/receiver.ts';
+import { WebhookError } from '../src/errors.ts';
+import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, settleWhenSent } from './node.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
+export type { WebhookContext } from '../src/receiver.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
 
 declare global {
@@ -25,6 +25,8 @@ declare global {
     interface Request {
       /** The verified webhook, on routes behind `webhooks()`. */
       webhook?: VerifiedWebhook;
+      /** The handler's context (`signal`, `claim`), on routes behind `webhooks()`. */
+      webhookContext?: WebhookContext;
     }
   }
 }
@@ -47,6 +49,7 @@ interface ExpressRequest extends IncomingMessage {
   rawBody?: unknown;
   originalUrl?: string;
   webhook?: VerifiedWebhook;
+  webhookContext?: WebhookContext;
 }
 
 const CONSUMED_MESSAGE =
@@ -84,15 +87,14 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`; a
  *   duplicate gets 200 `{ "duplicate": true }` and an id being processed 409 `IN_PROGRESS`, and
  *   neither reaches the handler.
- * - The claim is completed when the response finishes with a 2xx, and released for any other
- *   status (an error passed to `next(error)` becomes Express's 500), so the sender's retry runs
- *   the handler again.
- * - A client that leaves before the response finished gets its claim released too, but only once
- *   the handler has ended its response (`res.send()`, `res.json()`, `res.end()`, or Express's
- *   answer to `next(error)`): until then a retry is answered 409 `IN_PROGRESS`, so two deliveries
- *   never run the handler at the same time. A handler that never ends the response keeps the
- *   claim until `lockSeconds` runs out. A client that left before the handler was reached gets
- *   its claim released at once, and the handler does not run.
+ * - The claim is completed when the handler answers a 2xx, and released for any other status
+ *   (an error passed to `next(error)` becomes Express's 500), so the sender's retry runs the
+ *   handler again. A client that leaves while the handler works changes nothing: the claim is
+ *   settled by the status the handler sets when it ends its response (`res.send()`, `res.json()`,
+ *   `res.end()`, or Express's answer to `next(error)`), so a successful handler is never run again
+ *   for the sender's retry; meanwhile a retry is answered 409 `IN_PROGRESS`. A client that left
+ *   before the handler was reached gets its claim released at once, and the handler does not run.
+ * - The claim is renewed while the handler works; `req.webhookContext.signal` aborts if it is lost.
  *
  * Options are validated here, once: a bad secret throws at start-up.
  *
@@ -115,33 +117,32 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  * ```
  */
 export function webhooks(options: AdapterOptions): WebhookMiddleware {
-  const receiver = createReceiver(options);
-  const report = rejectionReporter(options);
-  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const delivery = new Delivery(options);
+  const { receiver, limit } = delivery;
 
   function fail(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, error: unknown): void {
-    if (!isWebhookError(error)) {
-      next(error);
+    let response: WebhookResponse;
+    try {
+      response = delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers);
+    } catch (unexpected) {
+      next(unexpected);
       return;
     }
-    report(error, rejectionContext(req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
-    send(res, errorResponse(error), !req.readableEnded);
+    send(res, response, !req.readableEnded);
   }
 
   function proceed(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, claim: Claim): void {
-    const early = claimResponse(claim);
+    // A client gone while the body was read or the claim taken (or before this middleware ran)
+    // gets no answer: nobody would read it, and the sender will retry.
+    const early = delivery.admit(claim, clientLeft(req, res));
+    if (early === CLIENT_GONE) return;
     if (early !== undefined) {
       send(res, early, false);
       return;
     }
-    if (clientLeft(req, res)) {
-      // The client left while the body was read or the claim taken (or before this middleware
-      // ran): nobody will see the answer, and the sender will retry.
-      void claim.release();
-      return;
-    }
     settleWhenSent(res, claim);
     req.webhook = claim.webhook;
+    req.webhookContext = claim.context;
     next();
   }
 

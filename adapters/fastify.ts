@@ -10,14 +10,14 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { DEFAULT_MAX_BODY_BYTES } from '../src/body.ts';
 import { WebhookError, isWebhookError } from '../src/errors.ts';
-import { claimResponse, errorResponse, rejectionContext, rejectionReporter, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
-import { createReceiver, type Claim } from '../src/receiver.ts';
+import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, settleWhenSent } from './node.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
+export type { WebhookContext } from '../src/receiver.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
 
 declare module 'fastify' {
@@ -28,6 +28,8 @@ declare module 'fastify' {
      * other scopes: decorators are encapsulated like everything else in Fastify.
      */
     webhook?: VerifiedWebhook | null;
+    /** The handler's context (`signal`, `claim`), set beside `webhook`. */
+    webhookContext?: WebhookContext | null;
   }
 }
 
@@ -69,9 +71,8 @@ function send(reply: FastifyReply, response: WebhookResponse, close: boolean): F
 }
 
 const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhooks(scope, options) {
-  const receiver = createReceiver(options);
-  const report = rejectionReporter(options);
-  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const delivery = new Delivery(options);
+  const { receiver, limit } = delivery;
   const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = scope.initialConfig;
   // Fastify's own JSON parser, with the app's prototype-poisoning settings: handlers in the scope
   // get the same request.body they would get anywhere else.
@@ -84,6 +85,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   const bodies = (request: FastifyRequest) => request as unknown as Record<symbol, BodyState | null | undefined>;
 
   if (!scope.hasRequestDecorator('webhook')) scope.decorateRequest('webhook', null);
+  if (!scope.hasRequestDecorator('webhookContext')) scope.decorateRequest('webhookContext', null);
 
   // One parser for every content type of the scope, reading the stream itself with our limit so
   // an oversize body is answered in our envelope. Routes outside the scope keep their parsers.
@@ -118,28 +120,27 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addContentTypeParser(['application/json', 'text/plain'], keepRawBody);
 
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
-    report(error, rejectionContext(request.method, request.url, request.headers));
-    send(reply, errorResponse(error), error.code === 'PAYLOAD_TOO_LARGE');
+    send(reply, delivery.refuse(error, request.method, request.url, request.headers), error.code === 'PAYLOAD_TOO_LARGE');
   }
 
   function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {
-    const early = claimResponse(claim);
+    const early = delivery.admit(claim, clientLeft(request.raw, reply.raw));
+    if (early === CLIENT_GONE) {
+      // The client left while the claim was taken (released): nobody will see the answer, and
+      // the sender retries. hijack() ends the lifecycle here (a hook that neither answers nor
+      // calls done() would leave the request hanging).
+      reply.hijack();
+      return;
+    }
     if (early !== undefined) {
       send(reply, early, false);
       return;
     }
-    if (clientLeft(request.raw, reply.raw)) {
-      // The client left while the claim was taken: nobody will see the answer; the sender retries.
-      // hijack() ends the lifecycle here (a hook that neither answers nor calls done() would
-      // leave the request hanging).
-      void claim.release();
-      reply.hijack();
-      return;
-    }
     // On the raw response's 'finish', not in an onResponse hook: hooks registered before this
-    // plugin may await first, and 'close' (which releases) would then overtake the completion.
+    // plugin may await first, and 'close' would then overtake the completion.
     settleWhenSent(reply.raw, claim);
     request.webhook = claim.webhook;
+    request.webhookContext = claim.context;
     // Verified, but not JSON: Fastify's own 400, and the claim is released for it.
     done(state?.parseError);
   }
@@ -174,13 +175,13 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`, before
  *   schema validation; a duplicate gets 200 `{ "duplicate": true }` and an id being processed
  *   409 `IN_PROGRESS`, and neither reaches the handler.
- * - The claim is completed when the response is a 2xx and released for any other status (a
- *   thrown error is Fastify's 500), so the sender's retry runs the handler again.
- * - A client that leaves before the response finished gets its claim released too, but only once
- *   the handler's reply was sent (`reply.send()`, a returned value, or a thrown error): until then
- *   a retry is answered 409 `IN_PROGRESS`, so two deliveries never run the handler at the same
- *   time. A handler that never sends keeps the claim until `lockSeconds` runs out (so does an
- *   async handler that returns nothing: Fastify sends nothing for it once the client left).
+ * - The claim is completed when the handler answers a 2xx and released for any other status (a
+ *   thrown error is Fastify's 500), so the sender's retry runs the handler again. A client that
+ *   leaves while the handler works changes nothing: the claim is settled by the status of the
+ *   handler's reply (`reply.send()`, a returned value, or a thrown error), so a successful handler
+ *   is never run again for the sender's retry; meanwhile a retry is answered 409 `IN_PROGRESS`.
+ * - The claim is renewed while the handler works; `request.webhookContext.signal` aborts if it
+ *   is lost. A handler that never sends keeps its claim renewed.
  *
  * Options are validated when the plugin is registered: a bad secret fails `app.ready()`.
  *

@@ -6,27 +6,73 @@
  * the responses (`errorResponse`, `claimResponse`) and settles the claim (`settleClaim`).
  */
 
-import { isWebhookError } from '../src/errors.ts';
-import { claimResponse, errorResponse, rejectionContext, rejectionReporter, settleClaim, type AdapterOptions } from '../src/http.ts';
-import { createReceiver, type Claim } from '../src/receiver.ts';
+import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
+import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeftResponse, respond, signalAborted } from './web.ts';
 
-export type { AdapterOptions, RejectionContext } from '../src/http.ts';
+export type { AdapterOptions, RejectionContext, WaitUntil } from '../src/http.ts';
+export type { WebhookContext } from '../src/receiver.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
 
 /**
  * What runs for a verified, first-seen webhook: return a `Response`, or nothing for 204.
+ * `context` carries the `signal` (aborted when the claim is lost or the receiver closed) and
+ * the `claim` handle stores use (`store.transaction(context, …)`).
  *
  * @example
  * ```ts
  * import type { WebhookHandler } from 'webhook-receiver/fetch';
- * const onEvent: WebhookHandler = async (webhook) => {
- *   await queue.send(webhook.json());
+ * const onEvent: WebhookHandler = async (webhook, request, context) => {
+ *   await queue.send(webhook.json(), { signal: context.signal });
  * };
  * ```
  */
-export type WebhookHandler = (webhook: VerifiedWebhook, request: Request) => Response | void | Promise<Response | void>;
+export type WebhookHandler = (webhook: VerifiedWebhook, request: Request, context: WebhookContext) => Response | void | Promise<Response | void>;
+
+/**
+ * Options of {@link webhookHandler}: every adapter's, plus how to keep work going after the
+ * answer on runtimes that stop a request once it answered.
+ *
+ * @example
+ * ```ts
+ * import { after } from 'next/server';
+ * const options: FetchHandlerOptions = { secrets: process.env.WEBHOOK_SECRET!, waitUntil: after };
+ * ```
+ */
+export interface FetchHandlerOptions extends AdapterOptions {
+  /**
+   * Hands background work (a completion retried during a store outage) to the platform. On
+   * Cloudflare Workers it is found by itself: the handler takes `(request, env, ctx)` and uses
+   * `ctx.waitUntil`. Without one, that work is awaited before answering.
+   */
+  waitUntil?: WaitUntil;
+}
+
+/**
+ * The handler {@link webhookHandler} returns: a Fetch handler, which also takes the extra
+ * arguments platforms pass (Workers' `env` and `ctx`) to find `waitUntil`.
+ *
+ * @example
+ * ```ts
+ * const receive: FetchWebhookHandler = webhookHandler({ secrets }, onEvent);
+ * export default { fetch: receive };
+ * ```
+ */
+export type FetchWebhookHandler = (request: Request, ...platform: unknown[]) => Promise<Response>;
+
+/** `ctx.waitUntil` among a platform's extra arguments (Workers: `(request, env, ctx)`). */
+function platformWaitUntil(platform: unknown[]): WaitUntil | undefined {
+  for (const argument of platform) {
+    const candidate = (argument as { waitUntil?: unknown } | null | undefined)?.waitUntil;
+    if (typeof candidate === 'function') return (promise) => (candidate as WaitUntil).call(argument, promise);
+  }
+  return undefined;
+}
+
+function statusOf(response: Response): number {
+  return response.status;
+}
 
 function pathOf(url: string): string {
   try {
@@ -46,13 +92,14 @@ function pathOf(url: string): string {
  *   gets 200 `{ "duplicate": true }` and an id being processed 409 `IN_PROGRESS`, and neither
  *   calls the handler.
  * - The handler's `Response` is returned as it is (nothing means 204). The claim is completed
- *   when its status is a 2xx and released otherwise, or when `request.signal` was aborted by the
- *   time the handler returned: Next.js, Deno and Bun abort it when the client leaves, and the
- *   sender then retries. A client that left before the handler was called gets its claim
- *   released and an empty 499, and the handler does not run.
+ *   when its status is a 2xx and released otherwise, also when the client left meanwhile: a
+ *   sender that timed out retries, and its retry is then answered as a duplicate instead of
+ *   running a successful handler twice. A client that left before the handler was called gets
+ *   its claim released and an empty 499, and the handler does not run.
  * - A handler that throws releases the claim and the error is rethrown, not turned into a
  *   response: the platform logs it with its stack and answers 500 (Next.js, Workers, Deno and
  *   Bun all do), and the sender retries. Catch inside the handler to answer differently.
+ * - The claim is renewed while the handler runs; `context.signal` aborts if it is lost.
  *
  * Options are validated here, once: a bad secret throws at start-up.
  *
@@ -72,44 +119,35 @@ function pathOf(url: string): string {
  * }
  * ```
  */
-export function webhookHandler(options: AdapterOptions, handler: WebhookHandler): (request: Request) => Promise<Response> {
-  if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, request) => …)');
-  const receiver = createReceiver(options);
-  const report = rejectionReporter(options);
+export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHandler): FetchWebhookHandler {
+  if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, request, context) => …)');
+  const configured = options.waitUntil;
+  if (configured !== undefined && typeof configured !== 'function') throw new TypeError('waitUntil must be a function');
+  const delivery = new Delivery(options);
 
-  return async function webhookHandler(request) {
-    let claim: Claim;
+  return async function webhookHandler(request, ...platform) {
+    let claim;
     try {
-      claim = await receiver.claim(request);
+      claim = await delivery.receiver.claim(request);
     } catch (error) {
-      if (!isWebhookError(error)) throw error;
-      report(error, rejectionContext(request.method, pathOf(request.url), request.headers));
-      return respond(errorResponse(error));
+      return respond(delivery.refuse(error, request.method, pathOf(request.url), request.headers));
     }
-    const early = claimResponse(claim);
+    const early = delivery.admit(claim, signalAborted(request));
+    if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
-    if (signalAborted(request)) {
-      // The client left while the body was read or the claim taken: nobody will see the answer,
-      // and the sender will retry.
-      await claim.release();
-      return clientLeftResponse();
-    }
-
-    let response: Response | void;
-    try {
-      response = await handler(claim.webhook, request);
-    } catch (error) {
-      await claim.release();
-      throw error;
-    }
-    if (response === undefined) response = new Response(null, { status: 204 });
-    else if (typeof response !== 'object' || response === null || typeof (response as Partial<Response>).status !== 'number') {
-      // Duck-typed: a framework's Response subclass or another realm's Response is still one.
-      await claim.release();
-      throw new TypeError(`the webhook handler must return a Response or nothing, got ${response === null ? 'null' : typeof response}`);
-    }
-    // A client that left while the handler ran will not get this answer: the sender retries.
-    await (signalAborted(request) ? claim.release() : settleClaim(claim, response.status));
-    return response;
+    const waitUntil = configured ?? platformWaitUntil(platform);
+    const answer = await delivery.run(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, waitUntil);
+    return answer;
   };
+}
+
+/** The handler's answer as a `Response`; anything else is a programming error (and releases). */
+async function answerOf(handler: WebhookHandler, webhook: VerifiedWebhook, request: Request, context: WebhookContext): Promise<Response> {
+  const response = await handler(webhook, request, context);
+  if (response === undefined) return new Response(null, { status: 204 });
+  // Duck-typed: a framework's Response subclass or another realm's Response is still one.
+  if (typeof response !== 'object' || response === null || typeof (response as Partial<Response>).status !== 'number') {
+    throw new TypeError(`the webhook handler must return a Response or nothing, got ${response === null ? 'null' : typeof response}`);
+  }
+  return response;
 }

@@ -8,15 +8,16 @@
  */
 
 import type { Context, MiddlewareHandler } from 'hono';
-import { DEFAULT_MAX_BODY_BYTES, declaredLength } from '../src/body.ts';
-import { WebhookError, isWebhookError } from '../src/errors.ts';
-import { claimResponse, errorResponse, rejectionContext, rejectionReporter, settleClaim, type AdapterOptions } from '../src/http.ts';
-import { createReceiver, type Claim } from '../src/receiver.ts';
+import { declaredLength } from '../src/body.ts';
+import { WebhookError } from '../src/errors.ts';
+import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
+import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeftResponse, respond, signalAborted } from './web.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
+export type { WebhookContext } from '../src/receiver.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
 
 /**
@@ -33,12 +34,16 @@ export type { VerifiedWebhook } from '../src/verify.ts';
  */
 export interface WebhookVariables {
   webhook: VerifiedWebhook;
+  /** The handler's context: `signal` (aborted when the claim is lost) and the `claim` handle. */
+  webhookContext: WebhookContext;
 }
 
 declare module 'hono' {
   interface ContextVariableMap {
     /** The verified webhook, on routes behind `webhooks()`. */
     webhook: VerifiedWebhook;
+    /** The handler's context, on routes behind `webhooks()`. */
+    webhookContext: WebhookContext;
   }
 }
 
@@ -84,6 +89,16 @@ function clientLeft(c: Context, node: NodeBindings | undefined): boolean {
   return node !== undefined ? node.outgoing.destroyed : signalAborted(c.req.raw);
 }
 
+/** Workers' `ctx.waitUntil`, when the runtime has an execution context (Hono's getter throws elsewhere). */
+function executionWaitUntil(c: Context): WaitUntil | undefined {
+  try {
+    const context = c.executionCtx;
+    return (promise) => context.waitUntil(promise);
+  } catch {
+    return undefined;
+  }
+}
+
 function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
   const { buffer } = bytes;
   if (buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) return buffer;
@@ -101,10 +116,12 @@ function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
  *   reaches the route.
  * - The claim is completed when the route's response is a 2xx, and released for any other
  *   status or a thrown error (which `app.onError` answers), so the sender's retry runs it again.
- * - It is released too when the client left before the route returned (@hono/node-server, Bun
- *   and Deno tell, through the Node response or `c.req.raw.signal`); a runtime that does not tell
- *   counts a returned response as sent. A client that left before the route was reached gets its
- *   claim released and an empty 499, and the route does not run.
+ *   A client that left while the route ran changes nothing: a route that succeeded completes,
+ *   and the sender's retry is answered as a duplicate. A client that left before the route was
+ *   reached (@hono/node-server, Bun and Deno tell) gets its claim released and an empty 499, and
+ *   the route does not run.
+ * - The claim is renewed while the route runs; `c.get('webhookContext').signal` aborts if it is
+ *   lost. On Workers, work left after the answer goes to `c.executionCtx.waitUntil`.
  *
  * Options are validated here, once: a bad secret throws at start-up.
  *
@@ -124,9 +141,8 @@ function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
  * ```
  */
 export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables: WebhookVariables }> {
-  const receiver = createReceiver(options);
-  const report = rejectionReporter(options);
-  const limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const delivery = new Delivery(options);
+  const { receiver, limit } = delivery;
 
   /**
    * Verifies and claims: the bytes an earlier middleware already read with `c.req.arrayBuffer()`
@@ -157,33 +173,19 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
     try {
       claimed = await claim(c, node);
     } catch (error) {
-      if (!isWebhookError(error)) throw error;
-      report(error, rejectionContext(c.req.method, c.req.path, node?.incoming.headers ?? c.req.raw.headers));
-      return respond(errorResponse(error));
+      return respond(delivery.refuse(error, c.req.method, c.req.path, node?.incoming.headers ?? c.req.raw.headers));
     }
-    const early = claimResponse(claimed);
+    const early = delivery.admit(claimed, clientLeft(c, node));
+    if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
-    if (clientLeft(c, node)) {
-      // The client left while the body was read or the claim taken: nobody will see the answer,
-      // and the sender will retry.
-      await claimed.release();
-      return clientLeftResponse();
-    }
 
     const cache = c.req.bodyCache as BodyCache;
     cache.arrayBuffer ??= Promise.resolve(arrayBufferOf(claimed.webhook.body));
     c.set('webhook', claimed.webhook);
-    try {
-      await next();
-    } catch (error) {
-      // Hono's compose normally catches route errors and sets c.error; this covers a throw it
-      // lets through (no onError in a sub-app, for instance).
-      await claimed.release();
-      throw error;
-    }
-    // A client that left while the route ran will not get its answer: the sender retries. The
-    // route has finished by now, so that retry cannot run it a second time alongside this run.
-    await (c.error === undefined && !clientLeft(c, node) ? settleClaim(claimed, c.res.status) : claimed.release());
+    c.set('webhookContext', claimed.context);
+    // Hono's compose catches the route's errors, sets c.error and answers through app.onError; a
+    // throw it lets through (no onError in a sub-app, for instance) releases in run() and goes on.
+    await delivery.run(claimed, next, () => (c.error === undefined ? c.res.status : 500), executionWaitUntil(c));
     return undefined;
   };
 }

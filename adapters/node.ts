@@ -33,19 +33,20 @@ export function clientLeft(req: IncomingMessage, res: ServerResponse): boolean {
 }
 
 /**
- * Settles `claim` by how `res` ends: completed when it finishes with a 2xx, released when it
- * finishes with another status, and released when the connection closes before it finished
- * (the client left, and the sender will retry).
+ * Settles `claim` by how the handler ends `res`: completed when it answers a 2xx, released for
+ * any other status. Whether the client is still there plays no part (issue 11): a sender that
+ * timed out retries, and a handler that succeeded meanwhile must not run again for that retry.
  *
- * A close while the handler is still working does not release at once: that would let the
- * sender's retry run the handler while this run still goes on, and concurrent deliveries of one
- * id must never both run it. The claim is released when the handler ends its response (the
- * answer cannot be delivered any more, but the work is over); a handler that never ends it keeps
- * the claim until `lockSeconds` runs out, and meanwhile a retry is answered 409 `IN_PROGRESS`.
+ * Node emits 'finish' once a response was handed over, which settles it. When the connection
+ * closes first, the handler may still be working: the claim stays held (and renewed) until the
+ * handler ends its response, and is then settled by the status it set. Express's `res.send()`,
+ * `res.json()`, its final error handler and Fastify's `reply.send()` (errors included) all end
+ * the response through `res.end()`, also after the client left, so that call marks the end of
+ * the handler's work. A handler that never ends its response keeps the claim renewed for as long
+ * as the process runs; meanwhile a retry is answered 409 `IN_PROGRESS`.
  *
- * Node emits 'finish' before 'close' on a response that was sent, and the first settlement of a
- * claim wins. Settling on 'finish' itself, rather than in a later hook, keeps that order even
- * when other code awaits between the two events.
+ * Settling on 'finish' itself, rather than in a later hook, keeps the order right even when
+ * other code awaits between the two events.
  */
 export function settleWhenSent(res: ServerResponse, claim: Settles): void {
   (res as ClaimedResponse)[CLAIM] = claim;
@@ -65,22 +66,17 @@ function settleOnClose(this: ClaimedResponse): void {
   const claim = this[CLAIM];
   if (claim === undefined) return;
   this[CLAIM] = undefined;
-  // The handler already ended its response, which could not be delivered.
-  if (this.writableEnded) void claim.release();
-  else releaseWhenEnded(this, claim);
+  // The handler already ended its response, which could not be delivered: its status stands.
+  if (this.writableEnded) void settleClaim(claim, this.statusCode);
+  else settleWhenEnded(this, claim);
 }
 
-/**
- * Releases `claim` once the handler ends `res`. Express's `res.send()`/`res.json()`, its final
- * error handler and Fastify's `reply.send()` (errors included) all end the response through
- * `res.end()`, also after the client left, so that call marks the end of the handler's work.
- * Only this rare path wraps it; the usual one adds nothing to the response.
- */
-function releaseWhenEnded(res: ServerResponse, claim: Settles): void {
+/** Settles `claim` by the status the handler set once it ends `res`. Only this rare path wraps `end`. */
+function settleWhenEnded(res: ServerResponse, claim: Settles): void {
   const end = res.end;
-  res.end = function endThenRelease(this: ServerResponse, ...args: unknown[]) {
+  res.end = function endThenSettle(this: ServerResponse, ...args: unknown[]) {
     res.end = end;
-    void claim.release();
+    void settleClaim(claim, res.statusCode);
     return (end as (...args: unknown[]) => ServerResponse).apply(this, args);
   } as ServerResponse['end'];
 }

@@ -4,9 +4,10 @@
  * `{ "error": "CODE", "message": "…" }`.
  */
 
-import type { WebhookError } from './errors.ts';
+import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
+import { isWebhookError, type WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
-import type { Claim, ReceiverOptions } from './receiver.ts';
+import { createReceiver, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
 
 /**
  * A framework-neutral response: adapters copy it onto their own response object.
@@ -79,7 +80,9 @@ export function claimResponse(claim: Pick<Claim, 'outcome' | 'retryAfterSeconds'
 
 /**
  * Completes the claim when the handler's response is a 2xx, and releases it otherwise, so a
- * failed delivery is retried and a successful one is never run again.
+ * failed delivery is retried and a successful one is never run again. The connection plays no
+ * part: a handler that succeeded after its client left still completes, so the sender's retry
+ * is answered as a duplicate rather than run a second time.
  *
  * @example
  * ```ts
@@ -152,4 +155,87 @@ export function rejectionReporter(options: AdapterOptions): (error: WebhookError
       // A failing logger must not change the response.
     }
   };
+}
+
+/**
+ * A platform's way to keep work going after the response was sent (Workers' `ctx.waitUntil`,
+ * Vercel's `waitUntil`, Next.js's `after`).
+ *
+ * @example
+ * ```ts
+ * import { after } from 'next/server';
+ * const waitUntil: WaitUntil = (promise) => after(promise);
+ * ```
+ */
+export type WaitUntil = (promise: Promise<unknown>) => void;
+
+/** {@link Delivery.admit}'s answer when the client left before the handler: nothing to send. */
+export const CLIENT_GONE = 'client-gone';
+
+/**
+ * The one flow every adapter follows around the receiver, so that each adapter is translation
+ * only (read the raw bytes and headers, write the answer):
+ *
+ * 1. `refuse`: a rejected request is reported and answered from the one table;
+ * 2. `admit`: a duplicate or an id in flight is answered at once; a client already gone gets its
+ *    claim released and the handler is not run; otherwise the handler runs;
+ * 3. `run` (handlers the adapter calls itself) or {@link settleClaim} (handlers that answer
+ *    through a response object): success completes, failure releases, whatever the connection.
+ *
+ * Internal: the adapters' shared core, not a public entry point.
+ */
+export class Delivery {
+  readonly receiver: Receiver;
+  /** `maxBodyBytes`, for adapters that read the body themselves. */
+  readonly limit: number;
+  readonly #report: (error: WebhookError, context: RejectionContext) => void;
+
+  constructor(options: AdapterOptions) {
+    this.receiver = createReceiver(options);
+    this.#report = rejectionReporter(options);
+    this.limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  }
+
+  /** The answer to a request the receiver refused; anything but a `WebhookError` is rethrown. */
+  refuse(error: unknown, method: string, url: string, headers: HeadersInput): WebhookResponse {
+    if (!isWebhookError(error)) throw error;
+    this.#report(error, rejectionContext(method, url, headers));
+    return errorResponse(error);
+  }
+
+  /**
+   * What happens to a claimed delivery before its handler: an answer that ends it here, or
+   * {@link CLIENT_GONE} (the claim was released: nobody will read an answer, and the sender
+   * retries), or `undefined`: run the handler.
+   */
+  admit(claim: Claim, clientLeft: boolean): WebhookResponse | typeof CLIENT_GONE | undefined {
+    const early = claimResponse(claim);
+    if (early !== undefined) return early;
+    if (!clientLeft) return undefined;
+    void claim.release();
+    return CLIENT_GONE;
+  }
+
+  /**
+   * Runs a handler the adapter calls itself and settles the claim by its result: `statusOf` its
+   * answer (2xx completes, anything else releases), a throw releases and propagates. Background
+   * work left after the completion goes to `waitUntil`, or is awaited where there is none, so a
+   * runtime that stops once the answer is sent does not lose it.
+   */
+  async run<R>(claim: Claim, handler: () => R | Promise<R>, statusOf: (result: R) => number, waitUntil?: WaitUntil): Promise<R> {
+    let result: R;
+    try {
+      result = await handler();
+    } catch (error) {
+      await claim.release();
+      throw error;
+    }
+    await settleClaim(claim, statusOf(result));
+    const pending = claim.pending();
+    if (pending !== undefined) {
+      if (waitUntil !== undefined) waitUntil(pending);
+      else await pending;
+    }
+    return result;
+  }
 }

@@ -19,8 +19,12 @@ export { signWebhook, generateSecret, generateKeyPair, type SignInput, type Sign
 export {
   createReceiver,
   DEFAULT_LOCK_SECONDS,
+  DEFAULT_RENEWED_LOCK_SECONDS,
   DEFAULT_TTL_SECONDS,
+  DEFAULT_UNSIGNED_TTL_SECONDS,
   type Claim,
+  type CloseOptions,
+  type WebhookContext,
   type IdempotencyOptions,
   type ReceiveResult,
   type Receiver,

@@ -1,14 +1,17 @@
 /**
- * verify -> claim -> run the handler -> complete (success) or release (failure).
+ * verify -> claim -> run the handler (renewing the claim while it runs) -> complete (success) or
+ * release (failure).
  *
  * Delivery is at-least-once and `webhook-id` is the idempotency key, so a handler runs to success
  * at most once per id, and a handler that fails releases its claim so the sender's retry runs it.
+ * What counts is the handler's result, never the connection: a sender that timed out and left
+ * still gets a successful run completed, so its retry is answered as a duplicate (issue 11).
  */
 
 import { WebhookError } from './errors.ts';
 import { memoryStore } from './stores/memory.ts';
 import { syncOperations, type SyncOperations } from './stores/internal.ts';
-import type { ClaimResult, IdempotencyStore } from './stores/types.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './stores/types.ts';
 import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 
 /**
@@ -21,14 +24,28 @@ import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptio
  * ```
  */
 export interface IdempotencyOptions {
-  /** Where claims live. Default: `memoryStore()` (one process only). */
+  /** Where claims live. Default: a `memoryStore()` of this receiver's own (one process only). */
   store?: IdempotencyStore;
   /** How long a completed id is remembered; make it longer than the sender's retry schedule. Default 86 400. */
   ttlSeconds?: number;
-  /** How long a claim protects an in-flight handler; make it longer than the slowest handler. Default 60. */
+  /**
+   * How long a claim holds without renewal. While a handler runs, the receiver renews it every
+   * third of this (with a store that has `extend`), so it bounds how long a crashed instance's
+   * claim blocks the retries, not how long a handler may run. Default 30 with a store that
+   * renews, 60 with one that cannot (then make it longer than the slowest handler).
+   */
   lockSeconds?: number;
-  /** Keeps several endpoints' ids apart in one store; no `:` in it. Default `'default'`. */
-  namespace?: string;
+  /**
+   * How long a completed *unsigned* id is remembered (with `unsigned: 'accept'`), in a key space of
+   * its own. Default: the smaller of `ttlSeconds` and 3 600.
+   */
+  unsignedTtlSeconds?: number;
+  /**
+   * Keeps several endpoints' or senders' ids apart in one store; no `:` in it. A function of the
+   * verified webhook serves several senders from one receiver: make it depend on the sender, and
+   * stable across a key rotation (map each `keyId` to its tenant). Default `'default'`.
+   */
+  namespace?: string | ((webhook: VerifiedWebhook) => string);
   /** Store unreachable when claiming: refuse with 503 `STORE_UNAVAILABLE` (default) or run without dedup. */
   onStoreError?: 'reject' | 'process';
 }
@@ -43,13 +60,21 @@ export interface IdempotencyOptions {
  * ```
  */
 export interface ReceiverErrorContext {
-  /** `claim`: the store failed and `onStoreError: 'process'` ran the handler anyway. */
-  stage: 'claim' | 'complete' | 'release';
+  /**
+   * - `claim`: the store failed, or answered outside its contract (the delivery was refused), or
+   *   `onStoreError: 'process'` ran the handler without deduplication;
+   * - `complete` / `release`: settling the claim failed, or the claim had been lost;
+   * - `renew`: renewing a running handler's claim failed or found it lost (`context.signal` is
+   *   aborted when it is lost);
+   * - `namespace`: the `namespace` function threw or returned an invalid namespace.
+   */
+  stage: 'claim' | 'complete' | 'release' | 'renew' | 'namespace';
   webhookId: string;
   /**
    * `true` when the receiver keeps trying: a failed `complete` is retried in the background (with
    * backoff) while the claim's lock lasts, so a short store outage does not let a later duplicate
-   * run the handler again. A last report with `false` follows if it never succeeds.
+   * run the handler again; a failed renewal is tried again at the next beat. A last report with
+   * `false` follows if it never succeeds.
    */
   willRetry: boolean;
 }
@@ -66,11 +91,33 @@ export interface ReceiverOptions extends VerifierOptions {
   /** On by default, with an in-memory store. `false` turns deduplication off. */
   idempotency?: IdempotencyOptions | false;
   /**
-   * Called when the store fails after the handler ran (the result stands; a later duplicate may
-   * run again) or when `onStoreError: 'process'` ran a handler without dedup. Default: one
-   * `console.error` line with the stage, the id and the error's message.
+   * Called when the store fails outside the request's own outcome (see
+   * {@link ReceiverErrorContext}). Default: one `console.error` line with the stage, the id and
+   * the error's message.
    */
   onError?: (error: unknown, context: ReceiverErrorContext) => void;
+}
+
+/**
+ * What a handler gets besides the webhook, the same object in every adapter.
+ *
+ * - `signal` aborts when the handler should stop: its claim was lost (renewal failed past the
+ *   lock, or another delivery took the id over) or the receiver was closed. A client that leaves
+ *   does not abort it: a handler that still succeeds completes its claim.
+ * - `claim` identifies the claim for stores that settle it inside the handler's own transaction
+ *   (`store.transaction(context, fn)` of the Postgres store); `undefined` without deduplication.
+ *
+ * @example
+ * ```ts
+ * await receiver.handle(request, async (webhook, context) => {
+ *   const response = await fetch(apiUrl, { method: 'POST', body: webhook.body, signal: context.signal });
+ *   if (!response.ok) throw new Error(`upstream answered ${response.status}`);
+ * });
+ * ```
+ */
+export interface WebhookContext {
+  readonly signal: AbortSignal;
+  readonly claim: ClaimHandle | undefined;
 }
 
 /**
@@ -91,12 +138,13 @@ export type ReceiveResult<T> =
  * A claim on a verified webhook's id, for frameworks whose handler runs after the middleware.
  * Call `complete()` when the handler succeeded and `release()` when it failed; both are
  * idempotent, the first one called wins, and neither throws (store failures go to `onError`).
+ * While neither has been called, the receiver renews the claim.
  *
  * @example
  * ```ts
  * const claim = await receiver.claim(request);
  * if (claim.outcome === 'acquired') {
- *   try { await handle(claim.webhook); await claim.complete(); }
+ *   try { await handle(claim.webhook, claim.context); await claim.complete(); }
  *   catch (error) { await claim.release(); throw error; }
  * }
  * ```
@@ -106,8 +154,29 @@ export interface Claim {
   webhook: VerifiedWebhook;
   /** With `in_progress`: when the current holder's claim runs out, in whole seconds. */
   retryAfterSeconds?: number;
+  /** The handler's context (its `signal` and `claim`). */
+  context: WebhookContext;
   complete(): Promise<void>;
   release(): Promise<void>;
+  /**
+   * Work that goes on after `complete()` resolved (a failed completion retried in the background),
+   * or `undefined` when there is none: hand it to the platform's `waitUntil` where the runtime
+   * stops a request's work once it answered (Workers, Lambda), or await it.
+   */
+  pending(): Promise<void> | undefined;
+}
+
+/**
+ * Options of {@link Receiver.close}.
+ *
+ * @example
+ * ```ts
+ * process.on('SIGTERM', () => void receiver.close({ timeoutMs: 10_000 }));
+ * ```
+ */
+export interface CloseOptions {
+  /** How long to wait for completions still in flight. Default 5 000. */
+  timeoutMs?: number;
 }
 
 /**
@@ -123,10 +192,24 @@ export interface Claim {
  */
 export interface Receiver {
   readonly verifier: Verifier;
-  /** Verify, claim, run the handler, then complete (it returned) or release (it threw; the error propagates). */
-  handle<T>(input: WebhookInput | Request, handler: (webhook: VerifiedWebhook) => T | Promise<T>): Promise<ReceiveResult<T>>;
+  /**
+   * Verify, claim, run the handler, then complete (it returned) or release (it threw; the error
+   * propagates). Resolves once the completion settled, retries included (bounded by the lock).
+   */
+  handle<T>(input: WebhookInput | Request, handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>): Promise<ReceiveResult<T>>;
   /** Verify and claim, for adapters whose handler runs later. */
   claim(input: WebhookInput | Request): Promise<Claim>;
+  /**
+   * Resolves when the store answers (a readiness check); rejects with `STORE_UNAVAILABLE`
+   * otherwise. Resolves at once without deduplication or with a store that has no `ping`.
+   */
+  ping(): Promise<void>;
+  /**
+   * For a graceful shutdown (SIGTERM): refuses new deliveries (503 `STORE_UNAVAILABLE`, so the
+   * sender retries elsewhere), stops renewing claims, aborts `context.signal` of handlers still
+   * running, and waits up to `timeoutMs` for completions in flight.
+   */
+  close(options?: CloseOptions): Promise<void>;
 }
 
 /**
@@ -140,23 +223,53 @@ export interface Receiver {
  */
 export const DEFAULT_TTL_SECONDS = 86_400;
 /**
- * One minute: how long a claim protects an in-flight handler by default.
+ * One minute: how long a claim holds by default with a store that cannot renew it (no `extend`),
+ * so it must outlast the slowest handler.
  *
  * @example
  * ```ts
  * import { createReceiver, DEFAULT_LOCK_SECONDS } from 'webhook-receiver';
- * const receiver = createReceiver({ secrets, idempotency: { lockSeconds: 5 * DEFAULT_LOCK_SECONDS } });
+ * const receiver = createReceiver({ secrets, idempotency: { store: myStore, lockSeconds: 5 * DEFAULT_LOCK_SECONDS } });
  * ```
  */
 export const DEFAULT_LOCK_SECONDS = 60;
+/**
+ * 30 seconds: the default lock with a store that renews claims (`extend`). Renewed every 10 s
+ * while the handler runs, it survives two missed renewals, and a crashed instance's claims free
+ * up for the sender's retries within 30 s.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_RENEWED_LOCK_SECONDS } from 'webhook-receiver';
+ * console.log(`a crashed instance blocks retries for at most ${DEFAULT_RENEWED_LOCK_SECONDS} s`);
+ * ```
+ */
+export const DEFAULT_RENEWED_LOCK_SECONDS = 30;
+/**
+ * One hour: the longest an unsigned id is remembered by default.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_UNSIGNED_TTL_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, unsigned: 'accept', idempotency: { unsignedTtlSeconds: DEFAULT_UNSIGNED_TTL_SECONDS / 4 } });
+ * ```
+ */
+export const DEFAULT_UNSIGNED_TTL_SECONDS = 3_600;
 
 /** A failed completion is retried after 100 ms, then with the delay doubling up to 2 s. */
 const COMPLETE_RETRY_FIRST_MS = 100;
 const COMPLETE_RETRY_MAX_MS = 2000;
+/** How many receivers with a default memory store one process builds before it is told. */
+const MANY_RECEIVERS = 100;
+const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
 
 /** What `complete` and `release` return when there is nothing to wait for. */
 const DONE: Promise<void> = Promise.resolve();
 const noop = (): Promise<void> => DONE;
+const nothingPending = (): undefined => undefined;
+
+let receiversWithOwnMemoryStore = 0;
+let warnedAboutManyReceivers = false;
 
 function isRequest(input: WebhookInput | Request): input is Request {
   return typeof (input as Request).arrayBuffer === 'function' && typeof (input as Request).method === 'string';
@@ -171,6 +284,15 @@ function positiveSeconds(value: number | undefined, name: string, fallback: numb
   return value;
 }
 
+/** Why a namespace cannot be used, or `undefined` when it can. */
+function namespaceProblem(namespace: unknown): string | undefined {
+  if (typeof namespace !== 'string' || namespace.length === 0) return 'must be a non-empty string';
+  // Keys are `${namespace}:${class}:${webhook-id}`. Ids may contain ':', so a namespace must
+  // not, or namespace 'a:s' with id 'x' and namespace 'a' with id 's:x' would share one key.
+  if (namespace.includes(':')) return `must not contain ':' (use '-' or '.' to separate words)`;
+  return undefined;
+}
+
 function errorText(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
@@ -178,9 +300,83 @@ function errorText(error: unknown): string {
 function defaultOnError(error: unknown, context: ReceiverErrorContext): void {
   const what =
     context.stage === 'claim'
-      ? 'idempotency store failed; the handler ran without deduplication'
-      : `could not ${context.stage} the idempotency claim${context.willRetry ? ' (retrying)' : ''}`;
+      ? 'idempotency store failed while claiming'
+      : context.stage === 'namespace'
+        ? 'the idempotency namespace function failed'
+        : context.stage === 'renew'
+          ? `could not renew the claim of a running handler${context.willRetry ? ' (retrying)' : ''}`
+          : `could not ${context.stage} the idempotency claim${context.willRetry ? ' (retrying)' : ''}`;
   console.error(`[webhook-receiver] ${what} for webhook ${JSON.stringify(context.webhookId)}: ${errorText(error)}`);
+}
+
+/** A store answer outside the contract: fail closed. */
+function badReply(operation: string, reply: unknown): StoreError {
+  const shown = reply === null ? 'null' : typeof reply === 'object' ? JSON.stringify(Object.keys(reply as object)) : typeof reply;
+  return new StoreError('custom', 'bad_reply', `the idempotency store answered ${operation} outside its contract (${shown}); the delivery was refused rather than run unprotected`);
+}
+
+/** The claim result, checked against the contract (a custom store may answer anything). */
+function checkedClaim(result: unknown): ClaimResult {
+  if (typeof result === 'object' && result !== null) {
+    const { status, token, retryAfterMs } = result as { status?: unknown; token?: unknown; retryAfterMs?: unknown };
+    if (status === 'acquired' && typeof token === 'string' && token.length > 0) return result as ClaimResult;
+    if (status === 'completed') return result as ClaimResult;
+    if (status === 'processing' && (retryAfterMs === undefined || (typeof retryAfterMs === 'number' && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)))) {
+      return result as ClaimResult;
+    }
+  }
+  throw badReply('claim', result);
+}
+
+/** A context for deliveries without a claim (no deduplication): a signal only the receiver's close aborts. */
+class Context implements WebhookContext {
+  #controller: AbortController | undefined;
+  #reason: unknown;
+  #aborted = false;
+  constructor(readonly claim: ClaimHandle | undefined) {}
+  /** Made on first use: most handlers never look at it. */
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
+}
+
+/** An acquired claim while its handler runs: what the heartbeat renews and `close` aborts. */
+class Held implements ClaimHandle {
+  readonly context: Context;
+  /** Epoch ms: when the lock runs out unless renewed. */
+  lockEnds: number;
+  /** Epoch ms: when it is next due for renewal. */
+  renewAt: number;
+  /** A renewal is on its way to the store. */
+  renewing = false;
+  /** Settled (completed or released) or lost: no more renewals. */
+  over = false;
+  /** Background work after the first settlement attempt (completion retries). */
+  pending: Promise<void> | undefined;
+
+  constructor(
+    readonly store: IdempotencyStore,
+    readonly key: string,
+    readonly token: string,
+    readonly ttlMs: number,
+    readonly lockMs: number,
+    readonly webhookId: string,
+    time: number,
+  ) {
+    this.context = new Context(this);
+    this.lockEnds = time + lockMs;
+    this.renewAt = time + lockMs / 3;
+  }
 }
 
 class ReceiverImpl implements Receiver {
@@ -189,81 +385,119 @@ class ReceiverImpl implements Receiver {
   /** The store's operations without their promises, when it has them (the memory store). */
   readonly #sync: SyncOperations | undefined;
   readonly #ttlMs: number;
+  readonly #unsignedTtlMs: number;
   readonly #lockMs: number;
-  /** `${namespace}:`, the start of every key. */
-  readonly #keyPrefix: string;
+  /** The namespace function, or undefined with a fixed namespace. */
+  readonly #namespace: ((webhook: VerifiedWebhook) => string) | undefined;
+  /** With a fixed namespace: `${namespace}:s:` and `${namespace}:u:`. */
+  readonly #signedPrefix: string;
+  readonly #unsignedPrefix: string;
   readonly #processOnStoreError: boolean;
   readonly #onError: (error: unknown, context: ReceiverErrorContext) => void;
+  readonly #now: () => number;
+  /** Claims whose handler runs, for renewal (only with a store that has `extend`) and `close`. */
+  readonly #held = new Set<Held>();
+  readonly #renews: boolean;
+  /** Contexts of handlers running without a claim, for `close`. */
+  readonly #unclaimed = new Set<Context>();
+  /** Completions still being retried, for `close`. */
+  readonly #inFlight = new Set<Promise<void>>();
+  #beat: ReturnType<typeof setTimeout> | undefined;
+  #closed = false;
 
   constructor(options: ReceiverOptions) {
     this.verifier = createVerifier(options);
     const { idempotency, onError } = options;
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
     this.#onError = onError ?? defaultOnError;
+    this.#now = options.now ?? Date.now;
     if (idempotency !== undefined && idempotency !== false && (typeof idempotency !== 'object' || idempotency === null)) {
       throw new TypeError('idempotency must be an options object or false');
     }
     const settings = idempotency === false ? undefined : (idempotency ?? {});
-    this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
-    this.#lockMs = positiveSeconds(settings?.lockSeconds, 'lockSeconds', DEFAULT_LOCK_SECONDS) * 1000;
-    const namespace = settings?.namespace ?? 'default';
-    if (typeof namespace !== 'string' || namespace.length === 0) throw new TypeError('idempotency.namespace must be a non-empty string');
-    // Keys are `${namespace}:${webhook-id}`. Ids may contain ':', so a namespace must not, or
-    // namespace 'a:b' with id 'c' and namespace 'a' with id 'b:c' would share one key.
-    if (namespace.includes(':')) throw new TypeError(`idempotency.namespace must not contain ':' (use '-' or '.' to separate words)`);
-    this.#keyPrefix = `${namespace}:`;
-    const onStoreError = settings?.onStoreError ?? 'reject';
-    if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
-    this.#processOnStoreError = onStoreError === 'process';
-    const store = settings === undefined ? undefined : (settings.store ?? memoryStore());
+    const store = settings === undefined ? undefined : (settings.store ?? memoryStore({ now: this.#now }));
     if (store !== undefined) {
+      if (typeof store !== 'object' || store === null) throw new TypeError('idempotency.store must be a store object');
       for (const method of ['claim', 'complete', 'release'] as const) {
         if (typeof store[method] !== 'function') throw new TypeError(`idempotency.store must implement ${method}()`);
       }
+      if (store.extend !== undefined && typeof store.extend !== 'function') throw new TypeError('idempotency.store extend must be a function when present');
     }
     this.#store = store;
     this.#sync = store === undefined ? undefined : syncOperations(store);
+    this.#renews = typeof store?.extend === 'function';
+    this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
+    this.#unsignedTtlMs =
+      positiveSeconds(settings?.unsignedTtlSeconds, 'unsignedTtlSeconds', Math.min(this.#ttlMs / 1000, DEFAULT_UNSIGNED_TTL_SECONDS)) * 1000;
+    this.#lockMs = positiveSeconds(settings?.lockSeconds, 'lockSeconds', this.#renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
+    const namespace = settings?.namespace ?? 'default';
+    if (typeof namespace === 'function') {
+      this.#namespace = namespace;
+      this.#signedPrefix = this.#unsignedPrefix = '';
+    } else {
+      const problem = namespaceProblem(namespace);
+      if (problem !== undefined) throw new TypeError(`idempotency.namespace ${problem}`);
+      this.#namespace = undefined;
+      this.#signedPrefix = `${namespace}:s:`;
+      this.#unsignedPrefix = `${namespace}:u:`;
+    }
+    const onStoreError = settings?.onStoreError ?? 'reject';
+    if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
+    this.#processOnStoreError = onStoreError === 'process';
+    if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
   }
 
   async claim(input: WebhookInput | Request): Promise<Claim> {
     const webhook = isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input);
     const store = this.#store;
-    if (store === undefined) return { outcome: 'acquired', webhook, complete: noop, release: noop };
+    if (store === undefined) return this.#unclaimedRun(webhook);
+    if (this.#closed) throw new WebhookError('STORE_UNAVAILABLE', 'this receiver is shutting down; retry later');
 
-    // Only verified requests reach the store: forged or malformed traffic cannot fill it.
-    const key = this.#keyPrefix + webhook.id;
+    // Only verified requests reach the store: forged or malformed traffic cannot fill it. Signed
+    // and unsigned deliveries live in key spaces of their own, so an unsigned request with a
+    // guessed id can never claim (or answer as a duplicate) the signed event of that id.
+    const key = this.#key(webhook);
     let result: ClaimResult;
     try {
-      result = this.#sync !== undefined ? this.#sync.claim(key, this.#lockMs) : await store.claim(key, this.#lockMs);
+      result = checkedClaim(this.#sync !== undefined ? this.#sync.claim(key, this.#lockMs) : await store.claim(key, this.#lockMs));
     } catch (error) {
-      if (this.#processOnStoreError) {
+      // An answer outside the contract fails closed whatever onStoreError says: the store may
+      // be broken in a way that lets every duplicate through.
+      const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
+      if (this.#processOnStoreError && !contractBroken) {
         this.#report(error, 'claim', webhook.id, false);
-        return { outcome: 'acquired', webhook, complete: noop, release: noop };
+        return this.#unclaimedRun(webhook);
       }
+      if (contractBroken) this.#report(error, 'claim', webhook.id, false);
       throw new WebhookError(
         'STORE_UNAVAILABLE',
         'the idempotency store is unreachable, so this delivery cannot be deduplicated safely; retry later',
         { cause: error },
       );
     }
-    if (result.status === 'completed') return { outcome: 'duplicate', webhook, complete: noop, release: noop };
+    if (result.status === 'completed') return this.#early('duplicate', webhook);
     if (result.status === 'processing') {
       const retryAfterSeconds = Math.max(1, Math.ceil((result.retryAfterMs ?? this.#lockMs) / 1000));
-      return { outcome: 'in_progress', webhook, retryAfterSeconds, complete: noop, release: noop };
+      return { ...this.#early('in_progress', webhook), retryAfterSeconds };
     }
 
-    const { token } = result;
-    const lockEnds = Date.now() + this.#lockMs;
+    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, this.#lockMs, webhook.id, this.#now());
+    if (this.#renews) this.#hold(held);
     let settled: Promise<void> | undefined;
     return {
       outcome: 'acquired',
       webhook,
-      complete: () => (settled ??= this.#settle('complete', key, token, webhook.id, lockEnds)),
-      release: () => (settled ??= this.#settle('release', key, token, webhook.id, lockEnds)),
+      context: held.context,
+      complete: () => (settled ??= this.#settle('complete', held)),
+      release: () => (settled ??= this.#settle('release', held)),
+      pending: () => held.pending,
     };
   }
 
-  async handle<T>(input: WebhookInput | Request, handler: (webhook: VerifiedWebhook) => T | Promise<T>): Promise<ReceiveResult<T>> {
+  async handle<T>(
+    input: WebhookInput | Request,
+    handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
+  ): Promise<ReceiveResult<T>> {
     if (typeof handler !== 'function') throw new TypeError('handle needs a handler function');
     const claim = await this.claim(input);
     const { webhook } = claim;
@@ -271,71 +505,213 @@ class ReceiverImpl implements Receiver {
     if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
     let value: T;
     try {
-      value = await handler(webhook);
+      value = await handler(webhook, claim.context);
     } catch (error) {
       await claim.release();
       throw error;
     }
     await claim.complete();
+    await claim.pending();
     return { outcome: 'processed', webhook, value };
   }
 
-  /** One attempt to complete or release; a failed completion goes on in the background. */
-  #settle(stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): Promise<void> {
-    const sync = this.#sync;
-    if (sync === undefined) return this.#settleAsync(stage, key, token, webhookId, lockEnds);
+  async ping(): Promise<void> {
+    const store = this.#store;
+    if (store === undefined || typeof store.ping !== 'function') return;
     try {
-      const owned = stage === 'complete' ? sync.complete(key, token, this.#ttlMs) : sync.release(key, token);
-      if (!owned) this.#reportExpired(stage, webhookId);
+      await store.ping();
     } catch (error) {
-      this.#settleFailed(error, stage, key, token, webhookId, lockEnds);
+      throw new WebhookError('STORE_UNAVAILABLE', 'the idempotency store did not answer its readiness check', { cause: error });
+    }
+  }
+
+  async close(options: CloseOptions = {}): Promise<void> {
+    const timeoutMs = options.timeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
+    if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) throw new RangeError('close timeoutMs must be a non-negative number of milliseconds');
+    this.#closed = true;
+    if (this.#beat !== undefined) clearTimeout(this.#beat);
+    this.#beat = undefined;
+    const reason = new Error('the webhook receiver was closed');
+    for (const held of this.#held) {
+      held.over = true;
+      held.context.abort(reason);
+    }
+    this.#held.clear();
+    for (const context of this.#unclaimed) context.abort(reason);
+    if (this.#inFlight.size === 0) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.#inFlight]),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, timeoutMs);
+      }),
+    ]);
+    clearTimeout(timer);
+  }
+
+  /** The store key of a verified webhook: `${namespace}:s:${id}` or `${namespace}:u:${id}`. */
+  #key(webhook: VerifiedWebhook): string {
+    const tenant = this.#namespace;
+    if (tenant === undefined) return (webhook.signed ? this.#signedPrefix : this.#unsignedPrefix) + webhook.id;
+    let namespace: unknown;
+    try {
+      namespace = tenant(webhook);
+    } catch (error) {
+      this.#namespaceFailed(error, webhook.id);
+    }
+    const problem = namespaceProblem(namespace);
+    if (problem !== undefined) this.#namespaceFailed(new TypeError(`the idempotency namespace function's result ${problem}`), webhook.id);
+    return `${namespace as string}:${webhook.signed ? 's' : 'u'}:${webhook.id}`;
+  }
+
+  #namespaceFailed(error: unknown, webhookId: string): never {
+    this.#report(error, 'namespace', webhookId, false);
+    throw new WebhookError('INVALID_NAMESPACE', 'the receiver could not tell which idempotency namespace this webhook belongs to; nothing was claimed', {
+      cause: error,
+    });
+  }
+
+  #early(outcome: 'duplicate' | 'in_progress', webhook: VerifiedWebhook): Claim {
+    return { outcome, webhook, context: new Context(undefined), complete: noop, release: noop, pending: nothingPending };
+  }
+
+  /** A run without a claim (deduplication off, or the store down with `onStoreError: 'process'`). */
+  #unclaimedRun(webhook: VerifiedWebhook): Claim {
+    const context = new Context(undefined);
+    this.#unclaimed.add(context);
+    const finish = (): Promise<void> => {
+      this.#unclaimed.delete(context);
+      return DONE;
+    };
+    return { outcome: 'acquired', webhook, context, complete: finish, release: finish, pending: nothingPending };
+  }
+
+  // Renewal: one timer per receiver, not one per request, so a fast handler pays for a Set entry
+  // and nothing else. It beats every third of the lock while any handler runs, and renews each
+  // claim due by the next beat: a claim is renewed while at most half its lock has gone by.
+
+  #hold(held: Held): void {
+    this.#held.add(held);
+    if (this.#beat === undefined) this.#arm();
+  }
+
+  #arm(): void {
+    this.#beat = setTimeout(() => this.#renewDue(), this.#lockMs / 3);
+    // Never keep a process alive just to renew (Node and Bun timers have unref; others return a number).
+    (this.#beat as { unref?: () => void }).unref?.();
+  }
+
+  #renewDue(): void {
+    this.#beat = undefined;
+    const time = this.#now();
+    const horizon = time + this.#lockMs / 6;
+    for (const held of this.#held) {
+      if (held.over) {
+        this.#held.delete(held);
+      } else if (held.lockEnds <= time) {
+        this.#lost(held, new Error(`the claim's lock ran out before it could be renewed (lockSeconds ${this.#lockMs / 1000})`));
+      } else if (held.renewAt <= horizon && !held.renewing) {
+        void this.#renew(held, time);
+      }
+    }
+    if (this.#held.size > 0 && !this.#closed) this.#arm();
+  }
+
+  async #renew(held: Held, time: number): Promise<void> {
+    held.renewing = true;
+    try {
+      const owned: unknown = this.#sync !== undefined ? this.#sync.extend(held.key, held.token, held.lockMs) : await held.store.extend!(held.key, held.token, held.lockMs);
+      if (typeof owned !== 'boolean') throw badReply('extend', owned);
+      if (held.over) return;
+      if (owned) {
+        held.lockEnds = time + held.lockMs;
+        held.renewAt = time + held.lockMs / 3;
+      } else {
+        this.#lost(held, new Error('the claim was lost while its handler ran (its lock expired and another delivery may have taken the id over)'));
+      }
+    } catch (error) {
+      if (held.over) return;
+      // Tried again at the next beat, while the lock lasts; the beat that finds it run out aborts.
+      this.#report(error, 'renew', held.webhookId, true);
+    } finally {
+      held.renewing = false;
+    }
+  }
+
+  #lost(held: Held, error: Error): void {
+    held.over = true;
+    this.#held.delete(held);
+    this.#report(error, 'renew', held.webhookId, false);
+    held.context.abort(error);
+  }
+
+  /** One attempt to complete or release; a failed completion goes on in the background. */
+  #settle(stage: 'complete' | 'release', held: Held): Promise<void> {
+    held.over = true;
+    this.#held.delete(held);
+    const sync = this.#sync;
+    if (sync === undefined) return this.#settleAsync(stage, held);
+    try {
+      const owned = stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token);
+      if (!owned) this.#reportExpired(stage, held.webhookId);
+    } catch (error) {
+      this.#settleFailed(error, stage, held);
     }
     return DONE;
   }
 
-  async #settleAsync(stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): Promise<void> {
-    const store = this.#store!;
+  async #settleAsync(stage: 'complete' | 'release', held: Held): Promise<void> {
     try {
-      const owned = stage === 'complete' ? await store.complete(key, token, this.#ttlMs) : await store.release(key, token);
-      if (!owned) this.#reportExpired(stage, webhookId);
+      const owned: unknown = stage === 'complete' ? await held.store.complete(held.key, held.token, held.ttlMs) : await held.store.release(held.key, held.token);
+      if (typeof owned !== 'boolean') {
+        this.#report(badReply(stage, owned), stage, held.webhookId, false);
+        return;
+      }
+      if (!owned) this.#reportExpired(stage, held.webhookId);
     } catch (error) {
-      this.#settleFailed(error, stage, key, token, webhookId, lockEnds);
+      this.#settleFailed(error, stage, held);
     }
   }
 
-  #settleFailed(error: unknown, stage: 'complete' | 'release', key: string, token: string, webhookId: string, lockEnds: number): void {
+  #settleFailed(error: unknown, stage: 'complete' | 'release', held: Held): void {
     // A failed release needs no retry: the lock expires by itself and the sender's retry runs.
     // A failed completion does: until it lands, the id looks in flight and, once the lock
     // expires, a duplicate would run the handler a second time.
-    const retry = stage === 'complete' && Date.now() + COMPLETE_RETRY_FIRST_MS < lockEnds;
-    this.#report(error, stage, webhookId, retry);
-    if (retry) this.#retryCompletion(key, token, webhookId, lockEnds, COMPLETE_RETRY_FIRST_MS, 1);
+    const retry = stage === 'complete' && this.#now() + COMPLETE_RETRY_FIRST_MS < held.lockEnds;
+    this.#report(error, stage, held.webhookId, retry);
+    if (!retry) return;
+    const pending = this.#retryCompletion(held);
+    held.pending = pending;
+    this.#inFlight.add(pending);
+    void pending.finally(() => this.#inFlight.delete(pending));
   }
 
-  #retryCompletion(key: string, token: string, webhookId: string, lockEnds: number, delay: number, attempts: number): void {
-    const timer = setTimeout(async () => {
+  async #retryCompletion(held: Held): Promise<void> {
+    let delay = COMPLETE_RETRY_FIRST_MS;
+    for (let attempts = 1; ; attempts++) {
+      await sleep(delay);
       try {
-        if (!(await this.#store!.complete(key, token, this.#ttlMs))) this.#reportExpired('complete', webhookId);
+        const owned: unknown = await held.store.complete(held.key, held.token, held.ttlMs);
+        if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held.webhookId, false);
+        // The store's contract makes a completion idempotent for its own token, so a first attempt
+        // that timed out but landed late answers true here, not "taken over".
+        else if (!owned) this.#reportExpired('complete', held.webhookId);
+        return;
       } catch (error) {
-        const next = Math.min(delay * 2, COMPLETE_RETRY_MAX_MS);
-        if (Date.now() + next < lockEnds) {
-          this.#retryCompletion(key, token, webhookId, lockEnds, next, attempts + 1);
-        } else {
-          this.#report(new Error(`gave up completing after ${attempts + 1} attempts: ${errorText(error)}`, { cause: error }), 'complete', webhookId, false);
+        delay = Math.min(delay * 2, COMPLETE_RETRY_MAX_MS);
+        if (this.#closed || this.#now() + delay >= held.lockEnds) {
+          this.#report(new Error(`gave up completing after ${attempts + 1} attempts: ${errorText(error)}`, { cause: error }), 'complete', held.webhookId, false);
+          return;
         }
       }
-    }, delay);
-    // Never keep a process alive just to retry (Node and Bun timers have unref; others return a number).
-    (timer as { unref?: () => void }).unref?.();
+    }
   }
 
   #reportExpired(stage: 'complete' | 'release', webhookId: string): void {
-    this.#report(
-      new Error(`the claim expired before ${stage} (the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s) and may have been taken over`),
-      stage,
-      webhookId,
-      false,
-    );
+    const why = this.#renews
+      ? 'its renewal failed for longer than the lock'
+      : `the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s, and the store cannot renew claims`;
+    this.#report(new Error(`the claim expired before ${stage} (${why}) and may have been taken over`), stage, webhookId, false);
   }
 
   #report(error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string, willRetry: boolean): void {
@@ -347,8 +723,33 @@ class ReceiverImpl implements Receiver {
   }
 }
 
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    // Never keep a process alive just to retry (Node and Bun timers have unref; others return a number).
+    (timer as { unref?: () => void }).unref?.();
+  });
+}
+
+/**
+ * A receiver made its own memory store: built once per process that is right, built per request
+ * it silently deduplicates nothing. Warn once, naming the fix.
+ */
+function noteOwnMemoryStore(): void {
+  receiversWithOwnMemoryStore++;
+  if (receiversWithOwnMemoryStore < MANY_RECEIVERS || warnedAboutManyReceivers) return;
+  warnedAboutManyReceivers = true;
+  console.warn(
+    `[webhook-receiver] ${MANY_RECEIVERS} receivers were built in this process, each with a memory store of its own, so ` +
+      'none of them sees the ids the others claimed and deduplication does not work. Build the receiver (or the ' +
+      "adapter's handler) once, at module scope or lazily on first use, not per request; or pass one shared " +
+      'idempotency.store (memoryStore() or a shared store such as redisStore).',
+  );
+}
+
 /**
  * Creates a receiver: a verifier plus idempotency on `webhook-id` (on by default, in memory).
+ * Build it once per endpoint, not per request: each receiver has its own memory store by default.
  *
  * @example
  * ```ts
@@ -360,8 +761,8 @@ class ReceiverImpl implements Receiver {
  *   idempotency: { store: redisStore({ client: redis }), ttlSeconds: 3 * 86_400 },
  * });
  *
- * const result = await receiver.handle(request, async (webhook) => {
- *   await orders.markPaid(webhook.json<{ orderId: string }>().orderId);
+ * const result = await receiver.handle(request, async (webhook, context) => {
+ *   await orders.markPaid(webhook.json<{ orderId: string }>().orderId, { signal: context.signal });
  * });
  * // result.outcome: 'processed' | 'duplicate' | 'in_progress'
  * ```
