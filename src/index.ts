@@ -24,6 +24,7 @@ export {
   DEFAULT_UNSIGNED_TTL_SECONDS,
   type Claim,
   type CloseOptions,
+  type HandleOptions,
   type WebhookContext,
   type IdempotencyOptions,
   type ReceiveResult,

@@ -167,6 +167,24 @@ export interface Claim {
 }
 
 /**
+ * Options of {@link Receiver.handle}.
+ *
+ * @example
+ * ```ts
+ * export default {
+ *   async fetch(request: Request, env: unknown, ctx: { waitUntil(promise: Promise<unknown>): void }) {
+ *     await receiver.handle(request, onEvent, { waitUntil: (promise) => ctx.waitUntil(promise) });
+ *     return new Response(null, { status: 204 });
+ *   },
+ * };
+ * ```
+ */
+export interface HandleOptions {
+  /** Takes work left after the answer (a completion retried during a store outage). */
+  waitUntil?: (promise: Promise<unknown>) => void;
+}
+
+/**
  * Options of {@link Receiver.close}.
  *
  * @example
@@ -194,9 +212,15 @@ export interface Receiver {
   readonly verifier: Verifier;
   /**
    * Verify, claim, run the handler, then complete (it returned) or release (it threw; the error
-   * propagates). Resolves once the completion settled, retries included (bounded by the lock).
+   * propagates). Resolves after the first completion attempt; a failed one is retried in the
+   * background while the lock lasts, and that work goes to `options.waitUntil` when given (pass
+   * the platform's on Workers or Lambda, or use `claim()` and await `pending()`).
    */
-  handle<T>(input: WebhookInput | Request, handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>): Promise<ReceiveResult<T>>;
+  handle<T>(
+    input: WebhookInput | Request,
+    handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
+    options?: HandleOptions,
+  ): Promise<ReceiveResult<T>>;
   /** Verify and claim, for adapters whose handler runs later. */
   claim(input: WebhookInput | Request): Promise<Claim>;
   /**
@@ -497,6 +521,7 @@ class ReceiverImpl implements Receiver {
   async handle<T>(
     input: WebhookInput | Request,
     handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
+    options?: HandleOptions,
   ): Promise<ReceiveResult<T>> {
     if (typeof handler !== 'function') throw new TypeError('handle needs a handler function');
     const claim = await this.claim(input);
@@ -511,7 +536,8 @@ class ReceiverImpl implements Receiver {
       throw error;
     }
     await claim.complete();
-    await claim.pending();
+    const pending = claim.pending();
+    if (pending !== undefined) options?.waitUntil?.(pending);
     return { outcome: 'processed', webhook, value };
   }
 

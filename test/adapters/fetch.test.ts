@@ -97,23 +97,42 @@ describe('Fetch: the handler', () => {
     expect(runs).toBe(2);
   });
 
-  it('releases the claim when the client left while the handler ran (request.signal aborted), so the retry runs it', async () => {
+  it('completes the claim when the handler succeeded after the client left (request.signal aborted), so the retry is a duplicate', async () => {
     const secret = generateSecret();
     const client = new AbortController();
     const runs: string[] = [];
     const handle = webhookHandler({ secrets: secret }, (webhook) => {
       runs.push(webhook.id);
-      // The platform aborts the signal when the connection closes; here, while the handler works.
+      // The platform aborts the signal when the connection closes (a sender that timed out);
+      // here, while the handler works.
       if (runs.length === 1) client.abort();
       return Response.json({ id: webhook.id });
     });
     const request = await signed(secret, { type: 'a' });
     const first = new Request('https://receiver.example/hook', { method: 'POST', headers: request.headers, body: request.body, signal: client.signal });
-    // The handler's answer is still returned (nobody reads it), but the claim was released.
     expect((await handle(first)).status).toBe(200);
+    // Issue 11: the sender's retry must not run a handler that succeeded.
+    expectDuplicate(await replyOf(await handle(requestOf(request))));
+    expect(runs).toEqual([request.id]);
+  });
+
+  it('releases the claim when the handler failed after the client left, so the retry runs it', async () => {
+    const secret = generateSecret();
+    const client = new AbortController();
+    const runs: string[] = [];
+    const handle = webhookHandler({ secrets: secret }, (webhook) => {
+      runs.push(webhook.id);
+      if (runs.length === 1) {
+        client.abort();
+        return new Response('upstream down', { status: 502 });
+      }
+      return Response.json({ id: webhook.id });
+    });
+    const request = await signed(secret, { type: 'a' });
+    const first = new Request('https://receiver.example/hook', { method: 'POST', headers: request.headers, body: request.body, signal: client.signal });
+    expect((await handle(first)).status).toBe(502);
     const retry = await handle(requestOf(request));
     expect([retry.status, await retry.json()]).toEqual([200, { id: request.id }]);
-    expectDuplicate(await replyOf(await handle(requestOf(request))));
     expect(runs).toEqual([request.id, request.id]);
   });
 
@@ -197,7 +216,7 @@ describe('Fetch: construction and portability', () => {
   it('validates options and the handler at once, and names the handler after its factory', () => {
     expect(() => webhookHandler({ secrets: 'not a secret' }, () => undefined)).toThrow(TypeError);
     expect(() => webhookHandler({ secrets: generateSecret() }, undefined as never)).toThrow(
-      new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, request) => …)'),
+      new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, request, context) => …)'),
     );
     expect(webhookHandler({ secrets: generateSecret() }, () => undefined).name).toBe('webhookHandler');
   });

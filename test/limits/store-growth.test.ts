@@ -148,7 +148,7 @@ describe('Redis store', () => {
       expect(await keysUnder(admin!, prefix)).toEqual({});
 
       expect((await receiver.handle(valid('msg_real'), () => 'ran')).outcome).toBe('processed');
-      expect(Object.keys(await keysUnder(admin!, prefix))).toEqual(['default:msg_real']);
+      expect(Object.keys(await keysUnder(admin!, prefix))).toEqual(['default:s:msg_real']);
       expect(await admin!.dbsize()).toBe(1);
     } finally {
       client.disconnect();

@@ -58,7 +58,7 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
     expect(again.outcome).toBe('duplicate');
     expect(again.webhook.id).toBe('msg_once');
     expect(handler).toHaveBeenCalledTimes(1);
-    expect(store.calls).toEqual(['claim default:msg_once', 'complete default:msg_once', 'claim default:msg_once']);
+    expect(store.calls).toEqual(['claim default:s:msg_once', 'complete default:s:msg_once', 'claim default:s:msg_once']);
   });
 
   test('a throwing handler releases its claim and its error propagates; the retry is processed exactly once', async () => {
@@ -118,7 +118,7 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
         stage: 'complete',
         webhookId: 'msg_crash',
         willRetry: false,
-        error: new Error('the claim expired before complete (the handler ran longer than lockSeconds, 1 s) and may have been taken over'),
+        error: new Error('the claim expired before complete (the handler ran longer than lockSeconds, 1 s, and the store cannot renew claims) and may have been taken over'),
       },
     ]);
     expect((await receiver.handle(await delivery('msg_crash'), () => 'again')).outcome).toBe('duplicate');
@@ -143,7 +143,7 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
     const claim = await receiver.claim(await delivery('msg_settle'));
     await Promise.all([claim.complete(), claim.complete()]);
     await claim.release();
-    expect(store.calls).toEqual(['claim default:msg_settle', 'complete default:msg_settle']);
+    expect(store.calls).toEqual(['claim default:s:msg_settle', 'complete default:s:msg_settle']);
     expect(log.entries).toEqual([]);
     const duplicate = await receiver.claim(await delivery('msg_settle'));
     expect(duplicate.outcome).toBe('duplicate');
@@ -184,8 +184,8 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
     await expect(
       receiver.handle({ headers: { 'webhook-id': 'msg_x', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' }, body: '{}' }, handler),
     ).rejects.toMatchObject({ code: 'SIGNATURE_MISMATCH' });
-    expect(store.calls).toEqual(['claim default:msg_unsigned', 'complete default:msg_unsigned', 'claim default:msg_unsigned']);
-    if (kind !== 'memory') expect(await backend.keys(space)).toEqual(['default:msg_unsigned']);
+    expect(store.calls).toEqual(['claim default:u:msg_unsigned', 'complete default:u:msg_unsigned', 'claim default:u:msg_unsigned']);
+    if (kind !== 'memory') expect(await backend.keys(space)).toEqual(['default:u:msg_unsigned']);
   });
 
   test('namespaces keep the same id apart in one store', async () => {
@@ -196,7 +196,7 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
     expect((await billing.handle(await delivery('msg_ns'), () => 1)).outcome).toBe('processed');
     expect((await shipping.handle(await delivery('msg_ns'), () => 2)).outcome).toBe('processed');
     expect((await billingAgain.handle(await delivery('msg_ns'), () => 3)).outcome).toBe('duplicate');
-    if (kind !== 'memory') expect(await backend.keys(`ns${spaces}`)).toEqual(['billing:msg_ns', 'shipping:msg_ns']);
+    if (kind !== 'memory') expect(await backend.keys(`ns${spaces}`)).toEqual(['billing:s:msg_ns', 'shipping:s:msg_ns']);
   });
 
   test('takes a Fetch Request as well', async () => {
@@ -222,7 +222,7 @@ describe('receiver over a store with synchronous operations', () => {
       expect((await receiver.handle(await delivery(`msg_${name}`), () => 1)).outcome).toBe('processed');
       expect((await receiver.handle(await delivery(`msg_${name}`), () => 2)).outcome).toBe('duplicate');
     }
-    expect(copy.calls).toEqual(['claim default:msg_copy', 'complete default:msg_copy', 'claim default:msg_copy']);
+    expect(copy.calls).toEqual(['claim default:s:msg_copy', 'complete default:s:msg_copy', 'claim default:s:msg_copy']);
     expect(spread.claim).toHaveBeenCalledTimes(2);
     expect(patchedComplete).toHaveBeenCalledTimes(1);
   });

@@ -4,7 +4,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { createReceiver, DEFAULT_LOCK_SECONDS, DEFAULT_TTL_SECONDS, type ReceiverOptions } from '../../src/receiver.ts';
+import { createReceiver, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS, DEFAULT_UNSIGNED_TTL_SECONDS, type ReceiverOptions } from '../../src/receiver.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { SECRET, delivery } from './support.ts';
@@ -20,8 +20,9 @@ describe('createReceiver options', () => {
     expect(make({ idempotency: {} })).not.toThrow();
   });
 
-  it.each(['ttlSeconds', 'lockSeconds'] as const)('%s is a positive, finite number of seconds', (name) => {
-    const fallback = name === 'ttlSeconds' ? DEFAULT_TTL_SECONDS : DEFAULT_LOCK_SECONDS;
+  it.each(['ttlSeconds', 'lockSeconds', 'unsignedTtlSeconds'] as const)('%s is a positive, finite number of seconds', (name) => {
+    // The default store (memory) renews claims, so its default lock is the renewed one.
+    const fallback = name === 'ttlSeconds' ? DEFAULT_TTL_SECONDS : name === 'lockSeconds' ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_UNSIGNED_TTL_SECONDS;
     for (const value of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, '60', Number.MAX_SAFE_INTEGER]) {
       expect(make({ idempotency: { [name]: value as never } })).toThrow(
         new RangeError(`idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`),
@@ -76,15 +77,15 @@ describe('createReceiver options', () => {
     const receiver = createReceiver({ secrets: SECRET, idempotency: { store: spy, lockSeconds: 2.5, ttlSeconds: 3600, namespace: 'orders' } });
     await receiver.handle(await delivery('msg_units'), () => 1);
     expect(seen).toEqual([
-      ['claim', 'orders:msg_units', 2500],
-      ['complete', 'orders:msg_units', 3_600_000],
+      ['claim', 'orders:s:msg_units', 2500],
+      ['complete', 'orders:s:msg_units', 3_600_000],
     ]);
     const defaults = createReceiver({ secrets: SECRET, idempotency: { store: spy } });
     seen.length = 0;
     await defaults.handle(await delivery('msg_defaults'), () => 1);
     expect(seen).toEqual([
-      ['claim', 'default:msg_defaults', DEFAULT_LOCK_SECONDS * 1000],
-      ['complete', 'default:msg_defaults', DEFAULT_TTL_SECONDS * 1000],
+      ['claim', 'default:s:msg_defaults', DEFAULT_LOCK_SECONDS * 1000],
+      ['complete', 'default:s:msg_defaults', DEFAULT_TTL_SECONDS * 1000],
     ]);
   });
 });

@@ -5,7 +5,8 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MEMORY_STORE_MAX, memoryStore } from '../../src/stores/memory.ts';
+import { DEFAULT_MEMORY_STORE_MAX, DEFAULT_MEMORY_STORE_UNSIGNED_MAX, memoryStore } from '../../src/stores/memory.ts';
+import { StoreError } from '../../src/stores/types.ts';
 import { syncOperations, type SyncOperations } from '../../src/stores/internal.ts';
 import { token } from '../support/stores.ts';
 
@@ -16,36 +17,75 @@ function direct(store: ReturnType<typeof memoryStore>): SyncOperations {
 }
 
 describe('memoryStore', () => {
-  it('remembers at most max ids, forgetting the least recently used first', async () => {
+  it('remembers at most max ids, forgetting the oldest completed id first', async () => {
     const store = memoryStore({ max: 2 });
-    for (const id of ['a', 'b', 'c']) expect(await store.complete(id, token(await store.claim(id, 10_000)), 60_000)).toBe(true);
+    for (const id of ['d:s:a', 'd:s:b', 'd:s:c']) expect(await store.complete(id, token(await store.claim(id, 10_000)), 60_000)).toBe(true);
     // 'a' was pushed out by 'c', so a late duplicate of 'a' would run again: the documented cost of the bound.
-    expect((await store.claim('a', 10_000)).status).toBe('acquired');
-    expect(await store.claim('c', 10_000)).toEqual({ status: 'completed' });
+    expect((await store.claim('d:s:a', 10_000)).status).toBe('acquired');
+    expect(await store.claim('d:s:c', 10_000)).toEqual({ status: 'completed' });
     expect(DEFAULT_MEMORY_STORE_MAX).toBe(100_000);
+    expect(DEFAULT_MEMORY_STORE_UNSIGNED_MAX).toBe(10_000);
   });
 
-  it('a claim on a held or completed id counts as a use: that id stays, the least recently used goes', async () => {
-    const store = memoryStore({ max: 2 });
-    const a = token(await store.claim('a', 10_000));
-    token(await store.claim('b', 10_000));
-    expect((await store.claim('a', 10_000)).status).toBe('processing');
-    token(await store.claim('c', 10_000)); // pushes out 'b', not 'a'
-    // The duplicate claim left the owner's lock as it was.
-    expect(await store.complete('a', a, 60_000)).toBe(true);
-    expect((await store.claim('b', 10_000)).status).toBe('acquired'); // pushes out 'c'
-    expect(await store.claim('a', 10_000)).toEqual({ status: 'completed' });
-    expect((await store.claim('d', 10_000)).status).toBe('acquired'); // pushes out 'b'
-    expect(await store.claim('a', 10_000)).toEqual({ status: 'completed' });
+  it('never evicts a live claim: completed ids go first, and full of live claims it refuses with StoreError full', async () => {
+    let now = 0;
+    const store = memoryStore({ max: 2, now: () => now });
+    const a = token(await store.claim('d:s:a', 10_000));
+    const b = token(await store.claim('d:s:b', 10_000));
+    // Both live: a third claim would have to evict one, and a duplicate of it would then run.
+    const refused = await store.claim('d:s:c', 10_000).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(StoreError);
+    expect(refused).toMatchObject({ name: 'StoreError', store: 'memory', reason: 'full' });
+    expect((refused as Error).message).toContain('raise max');
+    // The held claims still own their ids, and duplicates of them are still refused.
+    expect((await store.claim('d:s:a', 10_000)).status).toBe('processing');
+    expect(await store.complete('d:s:a', a, 60_000)).toBe(true);
+    // Now one entry is a completed id: it goes before any live claim.
+    expect((await store.claim('d:s:c', 10_000)).status).toBe('acquired');
+    expect(await store.complete('d:s:b', b, 60_000)).toBe(true);
+    // An expired claim makes room too, before a live one.
+    token(await store.claim('d:s:e', 10_000));
+    now += 10_000;
+    expect((await store.claim('d:s:f', 10_000)).status).toBe('acquired');
+    expect(store.usage().signed).toEqual({ claims: 2, completed: 0, max: 2 });
   });
 
-  it('a held claim pushed out by the bound no longer owns its id', async () => {
-    const store = memoryStore({ max: 1 });
-    const a = token(await store.claim('a', 10_000));
-    token(await store.claim('b', 10_000));
-    expect(await store.complete('a', a, 60_000)).toBe(false);
-    expect(await store.release('a', a)).toBe(false);
-    expect((await store.claim('a', 10_000)).status).toBe('acquired');
+  it('keeps unsigned ids in a space of their own: a flood of them evicts no signed id', async () => {
+    const store = memoryStore({ max: 10, unsignedMax: 5 });
+    const signed = token(await store.claim('d:s:msg_1', 10_000));
+    expect(await store.complete('d:s:msg_1', signed, 60_000)).toBe(true);
+    // An unsigned delivery of the same id is another key: it neither sees nor blocks the signed one.
+    const unsigned = token(await store.claim('d:u:msg_1', 10_000));
+    expect(await store.complete('d:u:msg_1', unsigned, 60_000)).toBe(true);
+    for (let i = 0; i < 1000; i++) {
+      const key = `d:u:flood_${i}`;
+      expect(await store.complete(key, token(await store.claim(key, 10_000)), 60_000)).toBe(true);
+    }
+    expect(await store.claim('d:s:msg_1', 10_000)).toEqual({ status: 'completed' });
+    expect(store.usage()).toEqual({ signed: { claims: 0, completed: 1, max: 10 }, unsigned: { claims: 0, completed: 5, max: 5 } });
+  });
+
+  it('extend renews a held lock, and only for its own token', async () => {
+    let now = 0;
+    const store = memoryStore({ now: () => now });
+    const owner = token(await store.claim('d:s:a', 1000));
+    now = 900;
+    expect(await store.extend('d:s:a', 'someone-else', 1000)).toBe(false);
+    expect(await store.extend('d:s:a', owner, 1000)).toBe(true);
+    now = 1800;
+    expect(await store.claim('d:s:a', 1000)).toEqual({ status: 'processing', retryAfterMs: 100 });
+    now = 1900;
+    expect(await store.extend('d:s:a', owner, 1000)).toBe(false);
+    expect((await store.claim('d:s:a', 1000)).status).toBe('acquired');
+  });
+
+  it('completion is idempotent for its own token', async () => {
+    const store = memoryStore();
+    const owner = token(await store.claim('d:s:a', 1000));
+    expect(await store.complete('d:s:a', owner, 60_000)).toBe(true);
+    expect(await store.complete('d:s:a', owner, 60_000)).toBe(true);
+    expect(await store.complete('d:s:a', 'another', 60_000)).toBe(false);
+    expect(await store.release('d:s:a', owner)).toBe(false);
   });
 
   it('reads time from the injected clock: lock and TTL expiry within a millisecond', async () => {
@@ -85,7 +125,9 @@ describe('memoryStore', () => {
     expect(operations.complete('msg_1', 'not-the-token', 60_000)).toBe(false);
     expect(await store.complete('msg_1', owner, 60_000)).toBe(true);
     expect(operations.claim('msg_1', 1000)).toEqual({ status: 'completed' });
-    expect(operations.complete('msg_1', owner, 60_000)).toBe(false);
+    // Completing again with the same token is this token's own completion: true (issue 11).
+    expect(operations.complete('msg_1', owner, 60_000)).toBe(true);
+    expect(operations.complete('msg_1', 'not-the-token', 60_000)).toBe(false);
 
     const second = token(await store.claim('msg_2', 1000));
     expect(operations.release('msg_2', second)).toBe(true);
@@ -123,6 +165,7 @@ describe('memoryStore', () => {
     for (const max of [0, -1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '10' as never]) {
       expect(() => memoryStore({ max })).toThrow(new RangeError('memoryStore max must be a positive whole number of ids'));
     }
+    expect(() => memoryStore({ unsignedMax: 0 })).toThrow(new RangeError('memoryStore unsignedMax must be a positive whole number of ids'));
     expect(() => memoryStore({ now: 5 as never })).toThrow(new TypeError('memoryStore now must be a function returning epoch milliseconds'));
   });
 });

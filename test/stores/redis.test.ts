@@ -112,7 +112,7 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore via %s: 
 
     expect(await store.complete('default:msg_1', owner, 3_600_000)).toBe(true);
     const done = await keysUnder(admin, prefix);
-    expect(done['default:msg_1']!.value).toBe('done');
+    expect(done['default:msg_1']!.value).toBe(`done:${owner}`);
     expect(done['default:msg_1']!.pttl).toBeGreaterThan(3_590_000);
 
     const other = token(await store.claim('default:msg_2', 10_000));
