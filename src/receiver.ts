@@ -613,8 +613,10 @@ class ReceiverImpl implements Receiver {
   }
 
   // Renewal: one timer per receiver, not one per request, so a fast handler pays for a Set entry
-  // and nothing else. It beats every third of the lock while any handler runs, and renews each
-  // claim due by the next beat: a claim is renewed while at most half its lock has gone by.
+  // and nothing else. It beats every sixth of the lock while any handler runs and renews each
+  // claim a third of the lock after its last renewal, so a claim is renewed before half its lock
+  // has gone by, and a renewal that failed (a store blip) is tried again at the next beat, some
+  // four more times before the lock runs out.
 
   #hold(held: Held): void {
     this.#held.add(held);
@@ -622,7 +624,7 @@ class ReceiverImpl implements Receiver {
   }
 
   #arm(): void {
-    this.#beat = setTimeout(() => this.#renewDue(), this.#lockMs / 3);
+    this.#beat = setTimeout(() => this.#renewDue(), this.#lockMs / 6);
     // Never keep a process alive just to renew (Node and Bun timers have unref; others return a number).
     (this.#beat as { unref?: () => void }).unref?.();
   }
@@ -630,13 +632,12 @@ class ReceiverImpl implements Receiver {
   #renewDue(): void {
     this.#beat = undefined;
     const time = this.#now();
-    const horizon = time + this.#lockMs / 6;
     for (const held of this.#held) {
       if (held.over) {
         this.#held.delete(held);
       } else if (held.lockEnds <= time) {
         this.#lost(held, new Error(`the claim's lock ran out before it could be renewed (lockSeconds ${this.#lockMs / 1000})`));
-      } else if (held.renewAt <= horizon && !held.renewing) {
+      } else if (held.renewAt <= time && !held.renewing) {
         void this.#renew(held, time);
       }
     }

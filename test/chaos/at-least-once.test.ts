@@ -1,21 +1,25 @@
 /**
- * Chaos: at-least-once delivery end to end.
+ * Chaos: at-least-once delivery end to end, under the failures that really happen (issue 11).
  *
  * Three app instances (Express, Fastify, Hono on @hono/node-server), each a child process on
- * 127.0.0.1, share one real Redis through `redisStore`. A sender delivers 300 messages
- * at-least-once: each to a random instance, retried with exponential backoff on any non-2xx
- * answer or network error (re-signed with a fresh timestamp, as a relay's retry is), and about a
- * third of them also as duplicates, either at the same moment to another instance or a little
- * later. Handlers fail at random 20 % of the time. Mid-run one instance is killed (SIGKILL) and
- * started again, and Redis is stopped for a few seconds and started again (with its append-only
- * file, as a production Redis keeps its data).
+ * 127.0.0.1, share one real Redis through `redisStore`. A sender delivers 500 messages
+ * at-least-once: each to a random instance, retried with backoff on any non-2xx answer, network
+ * error or timeout (re-signed with a fresh timestamp, as a relay's retry is), and about a third
+ * of them also as duplicates, at the same moment to another instance or a little later. And:
+ * - the sender gives up waiting on 20 % of its requests at a random moment (some while the
+ *   handler still runs), and retries them: a successful run must still complete its claim;
+ * - handlers fail at random 20 % of the time, and some are slower than the lock, so the claim must
+ *   be renewed while they run;
+ * - an instance is killed (SIGKILL) while handlers are running, twice, and started again;
+ * - Redis is stopped and started again once (with its append-only file), for less than the lock;
+ * - unsigned look-alike requests carrying the same ids are mixed in (every endpoint accepts
+ *   unsigned deliveries), and must neither block nor be blocked by the signed ones.
  *
- * At the end, from the handlers' own side effects (each instance's log), every message was
- * processed successfully exactly once, none was lost, and no authentic request was refused by
- * verification. The one documented way to run a handler twice is a claim that could not be
- * completed: the process died between the handler's side effect and `complete`, or the store stayed
- * down for the whole lock while the receiver retried `complete` (README, "Exactly-once side effects"). A second run is accepted only
- * for ids where the logs show that happened, and the test prints them.
+ * At the end, from the handlers' own side effects (each instance's log): every signed message was
+ * processed successfully exactly once and so was every unsigned look-alike, none was lost, and no
+ * two runs of one id overlapped in time unless one of them had its `context.signal` aborted. The
+ * one allowed second run is a crash between the side effect and the completion (the killed
+ * process logged `done` and died before completing): those are counted and named.
  *
  * Seeded: `CHAOS_SEED=<n>` replays a run's choices (the seed is printed at the start).
  */
@@ -32,19 +36,28 @@ import { freePort } from '../support/redis-server.ts';
 import { canStartRedis, startRedisServer, type RedisServer } from '../support/redis.ts';
 import { seededRandom } from './rng.ts';
 
-const MESSAGES = 300;
+const MESSAGES = 500;
 const FAIL_RATE = 0.2;
-const LOCK_SECONDS = 2;
+/** Renewed every third of it while a handler runs. */
+const LOCK_SECONDS = 4;
+/** Handlers slower than the lock: they live only by renewal. */
+const SLOW_RATE = 0.05;
+const SLOW_MS = 4_400;
 const DUPLICATE_RATE = 0.35;
-/** Deliveries start over this span, so the kill and the outage land mid-run. */
-const SPREAD_MS = 9_000;
-const KILL_AT_MS = 2_500;
+/** Unsigned look-alikes: same id, no signature. */
+const UNSIGNED_RATE = 0.3;
+/** The sender stops waiting for this share of its requests, after a random 1 to 40 ms: most before the answer, some while a slow handler runs. */
+const TIMEOUT_RATE = 0.2;
+/** Deliveries start over this span, so the kills and the outage land mid-run. */
+const SPREAD_MS = 10_000;
+const KILLS_AT_MS = [2_500, 7_000];
 const KILLED_FOR_MS = 800;
-const REDIS_DOWN_AT_MS = 5_500;
-const REDIS_DOWN_FOR_MS = 3_000;
+const REDIS_DOWN_AT_MS = 4_500;
+/** Shorter than the lock: renewal cannot reach a stopped Redis. */
+const REDIS_DOWN_FOR_MS = 1_500;
 /** Every delivery gives up after this many attempts: a bound, never reached in a passing run. */
 const MAX_ATTEMPTS = 80;
-const RUN_BUDGET_MS = 50_000;
+const RUN_BUDGET_MS = 90_000;
 
 const seed = process.env.CHAOS_SEED === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(process.env.CHAOS_SEED);
 
@@ -66,6 +79,8 @@ interface Instance {
   log: string;
   child: ChildProcess | undefined;
   pids: number[];
+  /** Handlers at work now, as the instance last told. */
+  running: number;
 }
 
 const { secret } = freshSecret(32);
@@ -84,6 +99,8 @@ function start(instance: Instance, redisUrl: string, incarnation: number): Promi
       CHAOS_LOG: instance.log,
       CHAOS_FAIL_RATE: String(FAIL_RATE),
       CHAOS_LOCK_SECONDS: String(LOCK_SECONDS),
+      CHAOS_SLOW_RATE: String(SLOW_RATE),
+      CHAOS_SLOW_MS: String(SLOW_MS),
       CHAOS_SEED: String(seed + FRAMEWORKS.indexOf(instance.framework) * 1000 + incarnation),
     },
     stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
@@ -95,7 +112,12 @@ function start(instance: Instance, redisUrl: string, incarnation: number): Promi
   });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${instance.framework} did not start within 20 s\n${stderr}`)), 20_000);
-    child.once('message', () => {
+    instance.running = 0;
+    child.on('message', (message: { ready?: number; running?: number }) => {
+      if (typeof message.running === 'number') {
+        instance.running = message.running;
+        return;
+      }
       clearTimeout(timer);
       instance.pids.push(child.pid!);
       resolve();
@@ -121,24 +143,35 @@ async function kill(instance: Instance): Promise<void> {
 
 interface Attempt {
   id: string;
+  signed: boolean;
   framework: Framework;
-  status: number | 'network';
+  status: number | 'network' | 'timeout';
+  body?: string;
   error?: string;
 }
 
-function post(port: number, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+class SenderTimeout extends Error {}
+
+/** POSTs and waits `waitMs` at most for the whole answer (the sender's own timeout). */
+function post(port: number, headers: Record<string, string>, body: string, waitMs: number): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = httpRequest(
-      { host: '127.0.0.1', port, path: '/webhooks', method: 'POST', agent: false, timeout: 5_000, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } },
+      { host: '127.0.0.1', port, path: '/webhooks', method: 'POST', agent: false, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('end', () => {
+          clearTimeout(timer);
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('utf8') });
+        });
         res.on('error', reject);
       },
     );
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.on('error', reject);
+    const timer = setTimeout(() => req.destroy(new SenderTimeout(`gave up after ${waitMs} ms`)), waitMs);
+    req.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
     req.end(body);
   });
 }
@@ -150,6 +183,7 @@ interface LogLine {
   pid: number;
   at: number;
   id?: string;
+  signed?: boolean;
   code?: string;
   stage?: string;
   willRetry?: boolean;
@@ -165,7 +199,7 @@ describe.skipIf(!enabled)('chaos: three instances, one Redis, at-least-once deli
     console.log(`[chaos] seed ${seed} (CHAOS_SEED=${seed} replays this run)`);
     redis = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'everysec'] });
     for (const framework of FRAMEWORKS) {
-      instances.push({ framework, port: await freePort(), log: join(dir, `${framework}.log`), child: undefined, pids: [] });
+      instances.push({ framework, port: await freePort(), log: join(dir, `${framework}.log`), child: undefined, pids: [], running: 0 });
     }
     await Promise.all(instances.map((i) => start(i, redis.url, 0)));
   }, 60_000);
@@ -176,72 +210,90 @@ describe.skipIf(!enabled)('chaos: three instances, one Redis, at-least-once deli
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('processes every message exactly once, loses none, and refuses no authentic request', async () => {
+  it('processes every message exactly once, loses none, and never runs one id twice at a time', async () => {
     const started = Date.now();
     const attempts: Attempt[] = [];
     const chaos: string[] = [];
-    let killed: { instance: Instance; pid: number; at: number } | undefined;
+    /** Killed processes: pid and when. */
+    const kills = new Map<number, number>();
     let redisDown: { from: number; to: number } | undefined;
 
-    // One delivery: retried with backoff until a 2xx, each attempt re-signed and sent to a random
-    // instance (or to `first` for the first attempt).
-    const deliver = async (id: string, body: string, first?: Instance): Promise<void> => {
+    // One delivery: retried with backoff until a 2xx, each attempt re-signed (or, unsigned, sent
+    // with the id and a fresh timestamp only) and sent to a random instance (or `first`).
+    const deliver = async (id: string, body: string, signed: boolean, first?: Instance): Promise<void> => {
       for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         const instance = attempt === 0 && first ? first : instances[Math.floor(runtime() * instances.length)]!;
-        const signed = await signWebhook({ secret, id, body });
+        const { headers } = await signWebhook({ secret, id, body });
+        if (!signed) delete (headers as Record<string, string>)['webhook-signature'];
+        const waitMs = runtime() < TIMEOUT_RATE ? 1 + Math.floor(runtime() * 40) : 20_000;
         let outcome: Attempt;
         try {
-          const reply = await post(instance.port, signed.headers, body);
-          outcome = { id, framework: instance.framework, status: reply.status, ...(reply.status >= 300 ? { error: reply.body.slice(0, 200) } : {}) };
+          const reply = await post(instance.port, headers, body, waitMs);
+          outcome = { id, signed, framework: instance.framework, status: reply.status, body: reply.body.slice(0, 200) };
         } catch (error) {
-          outcome = { id, framework: instance.framework, status: 'network', error: (error as Error).message };
+          outcome = { id, signed, framework: instance.framework, status: error instanceof SenderTimeout ? 'timeout' : 'network', error: (error as Error).message };
         }
         attempts.push(outcome);
         if (typeof outcome.status === 'number' && outcome.status >= 200 && outcome.status < 300) return;
         if (Date.now() - started > RUN_BUDGET_MS) break;
         await sleep(Math.min(1_000, 40 * 2 ** Math.min(attempt, 5)) * (0.5 + runtime()));
       }
-      throw new Error(`delivery of ${id} gave up`);
+      throw new Error(`delivery of ${id} (${signed ? 'signed' : 'unsigned'}) gave up`);
     };
 
     const deliveries: Promise<void>[] = [];
     const ids: string[] = [];
+    const unsignedIds: string[] = [];
     for (let n = 0; n < MESSAGES; n++) {
       const id = `msg_chaos_${seed}_${n}`;
       ids.push(id);
       const body = JSON.stringify({ n, type: 'chaos.test' });
       const startAt = Math.floor(plan() * SPREAD_MS);
       const first = instances[Math.floor(plan() * instances.length)]!;
-      deliveries.push(sleep(startAt).then(() => deliver(id, body, first)));
+      deliveries.push(sleep(startAt).then(() => deliver(id, body, true, first)));
       if (plan() < DUPLICATE_RATE) {
         if (plan() < 0.5) {
           // At the same moment, to another instance: the two race for the claim.
           const other = instances[(instances.indexOf(first) + 1 + Math.floor(plan() * 2)) % instances.length]!;
-          deliveries.push(sleep(startAt).then(() => deliver(id, body, other)));
+          deliveries.push(sleep(startAt).then(() => deliver(id, body, true, other)));
         } else {
-          deliveries.push(sleep(startAt + Math.floor(plan() * 4_000)).then(() => deliver(id, body)));
+          deliveries.push(sleep(startAt + Math.floor(plan() * 4_000)).then(() => deliver(id, body, true)));
         }
+      }
+      if (plan() < UNSIGNED_RATE) {
+        // A look-alike with the same id and no signature, just before or after the signed one.
+        unsignedIds.push(id);
+        deliveries.push(sleep(Math.max(0, startAt + Math.floor((plan() - 0.5) * 400))).then(() => deliver(id, '{"unsigned":true}', false)));
       }
     }
 
-    const victim = instances[Math.floor(plan() * instances.length)]!;
     const chaosDone = (async () => {
-      await sleep(KILL_AT_MS);
-      const pid = victim.child!.pid!;
-      killed = { instance: victim, pid, at: Date.now() };
-      await kill(victim);
-      chaos.push(`killed ${victim.framework} (pid ${pid}) at ${Date.now() - started} ms`);
-      await sleep(KILLED_FOR_MS);
-      await start(victim, redis.url, 1);
-      chaos.push(`restarted ${victim.framework} at ${Date.now() - started} ms`);
-      await sleep(Math.max(0, REDIS_DOWN_AT_MS - (Date.now() - started)));
-      const from = Date.now();
-      await redis.stop('SIGTERM');
-      chaos.push(`stopped Redis at ${from - started} ms`);
-      await sleep(REDIS_DOWN_FOR_MS);
-      await redis.start();
-      redisDown = { from, to: Date.now() };
-      chaos.push(`started Redis again at ${Date.now() - started} ms`);
+      for (const at of KILLS_AT_MS) {
+        await sleep(Math.max(0, at - (Date.now() - started)));
+        // Kill an instance while it has handlers at work (waiting a bounded while for one).
+        const deadline = Date.now() + 5_000;
+        let victim = instances[Math.floor(plan() * instances.length)]!;
+        while (Date.now() < deadline && !instances.some((i) => i.running > 0)) await sleep(10);
+        victim = instances.find((i) => i.running > 0) ?? victim;
+        const pid = victim.child!.pid!;
+        const running = victim.running;
+        kills.set(pid, Date.now());
+        await kill(victim);
+        chaos.push(`killed ${victim.framework} (pid ${pid}, ${running} handlers running) at ${Date.now() - started} ms`);
+        await sleep(KILLED_FOR_MS);
+        await start(victim, redis.url, kills.size);
+        chaos.push(`restarted ${victim.framework} at ${Date.now() - started} ms`);
+        if (kills.size === 1) {
+          await sleep(Math.max(0, REDIS_DOWN_AT_MS - (Date.now() - started)));
+          const from = Date.now();
+          await redis.stop('SIGTERM');
+          chaos.push(`stopped Redis at ${from - started} ms`);
+          await sleep(REDIS_DOWN_FOR_MS);
+          await redis.start();
+          redisDown = { from, to: Date.now() };
+          chaos.push(`started Redis again at ${Date.now() - started} ms`);
+        }
+      }
     })();
 
     const results = await Promise.allSettled([...deliveries, chaosDone]);
@@ -250,8 +302,10 @@ describe.skipIf(!enabled)('chaos: three instances, one Redis, at-least-once deli
     const failures = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
     expect(failures.map((f) => String(f.reason)), `seed ${seed}`).toEqual([]);
 
-    // Give the last completes a moment to land in the logs (they follow the responses).
-    await sleep(200);
+    // Handlers that outlived their sender's timeout may still be finishing: wait for every
+    // instance to report none running, bounded.
+    const settleBy = Date.now() + 3 * SLOW_MS;
+    while (Date.now() < settleBy && instances.some((i) => i.running > 0)) await sleep(20);
     const lines: (LogLine & { framework: Framework })[] = instances.flatMap((i) =>
       existsSync(i.log)
         ? readFileSync(i.log, 'utf8')
@@ -260,51 +314,117 @@ describe.skipIf(!enabled)('chaos: three instances, one Redis, at-least-once deli
             .map((l) => ({ ...(JSON.parse(l) as LogLine), framework: i.framework }))
         : [],
     );
+    lines.sort((a, b) => a.at - b.at);
 
-    // What happened, per id, from the handlers' own side effects.
-    const done = new Map<string, (LogLine & { framework: Framework })[]>();
-    for (const line of lines.sort((a, b) => a.at - b.at)) if (line.event === 'done') done.set(line.id!, [...(done.get(line.id!) ?? []), line]);
-    const runs = lines.filter((l) => l.event === 'start').length;
-    const failed = lines.filter((l) => l.event === 'fail').length;
+    // Runs per id and key space, from the handlers' own side effects: start, then done, fail, or
+    // nothing (the process was killed mid-run: it ends at the kill).
+    interface Run {
+      pid: number;
+      framework: Framework;
+      from: number;
+      to: number;
+      end: 'done' | 'fail' | 'killed';
+      aborted: boolean;
+    }
+    const runsOf = new Map<string, Run[]>();
+    const open = new Map<string, Run>();
+    for (const line of lines) {
+      if (line.id === undefined || line.signed === undefined) continue;
+      const key = `${line.signed ? 's' : 'u'}:${line.id}:${line.pid}`;
+      const space = `${line.signed ? 's' : 'u'}:${line.id}`;
+      if (line.event === 'start') {
+        const run: Run = { pid: line.pid, framework: line.framework, from: line.at, to: Number.POSITIVE_INFINITY, end: 'killed', aborted: false };
+        open.set(key, run);
+        runsOf.set(space, [...(runsOf.get(space) ?? []), run]);
+      } else if (line.event === 'aborted') {
+        const run = open.get(key);
+        if (run) run.aborted = true;
+      } else if (line.event === 'done' || line.event === 'fail') {
+        const run = open.get(key);
+        if (run) {
+          run.to = line.at;
+          run.end = line.event;
+          open.delete(key);
+        }
+      }
+    }
+    for (const run of open.values()) run.to = kills.get(run.pid) ?? Number.POSITIVE_INFINITY;
+    const allRuns = [...runsOf.values()].flat();
+    const killedMidRun = allRuns.filter((r) => r.end === 'killed').length;
 
-    // No message lost: every id was processed successfully at least once.
-    expect(ids.filter((id) => !done.has(id)), `seed ${seed}: never processed`).toEqual([]);
+    // No message lost: every id was processed successfully at least once, signed and unsigned.
+    const doneOf = (space: string) => (runsOf.get(space) ?? []).filter((r) => r.end === 'done');
+    expect(ids.filter((id) => doneOf(`s:${id}`).length === 0), `seed ${seed}: never processed`).toEqual([]);
+    expect(unsignedIds.filter((id) => doneOf(`u:${id}`).length === 0), `seed ${seed}: unsigned never processed`).toEqual([]);
 
-    // Where a second successful run is documented: the claim could not be completed.
-    // A failed complete is retried while the lock lasts, so only one that finally gave up counts.
-    const storeErrorIds = new Set(
-      lines.filter((l) => l.event === 'store-error' && l.stage === 'complete' && l.willRetry === false).map((l) => l.id!),
-    );
-    const diedBeforeComplete = (line: LogLine) => killed !== undefined && line.pid === killed.pid;
-    const twice = [...done].filter(([, list]) => list.length > 1);
-    const unexplained = twice.filter(([id, list]) => list.length > 2 || !(storeErrorIds.has(id) || diedBeforeComplete(list[0]!)));
-    expect(
-      unexplained.map(([id, list]) => `${id}: ${list.map((l) => `${l.framework}/${l.pid}@${l.at - started}ms`).join(', ')}`),
-      `seed ${seed}: processed more than once`,
-    ).toEqual([]);
+    // Exactly once: a second successful run only where the first one's process was killed after
+    // its side effect and before its completion (the one failure no external store can close),
+    // or where its completion gave up because the store stayed unreachable for the whole lock
+    // (the outage is planned shorter than the lock, but a loaded machine can stretch a restart).
+    // (onError names the id, not its key space: an id that gave up counts for both.)
+    const gaveUp = new Set(lines.filter((l) => l.event === 'store-error' && l.stage === 'complete' && l.willRetry === false).flatMap((l) => [`s:${l.id!}`, `u:${l.id!}`]));
+    const crashedBetween: string[] = [];
+    const completionGaveUp: string[] = [];
+    const unexplained: string[] = [];
+    for (const [space, runs] of runsOf) {
+      const done = runs.filter((r) => r.end === 'done');
+      if (done.length <= 1) continue;
+      const shown = `${space}: ${done.map((r) => `${r.framework}/${r.pid}@${r.from - started}ms`).join(', ')}`;
+      if (done.length === 2 && kills.has(done[0]!.pid)) crashedBetween.push(shown);
+      else if (done.length === 2 && gaveUp.has(space)) completionGaveUp.push(shown);
+      else unexplained.push(shown);
+    }
+    if (unexplained.length > 0) console.log(`[chaos] processed more than once: ${unexplained.join('; ')}`);
+    expect(unexplained, `seed ${seed}: processed more than once`).toEqual([]);
 
-    // No verification error for an authentic message, on either side.
-    const refused = attempts.filter((a) => a.status === 400 || a.status === 401 || a.status === 413 || (a.status === 500 && !String(a.error).includes('HANDLER_FAILED')));
+    // Never two runs of one id at a time, unless one of them was told (its signal aborted).
+    const overlapping: string[] = [];
+    let abortedOverlaps = 0;
+    for (const [space, runs] of runsOf) {
+      for (let i = 1; i < runs.length; i++) {
+        for (let j = 0; j < i; j++) {
+          if (runs[i]!.from < runs[j]!.to) {
+            if (runs[i]!.aborted || runs[j]!.aborted) abortedOverlaps++;
+            else overlapping.push(`${space}: ${runs[j]!.framework}/${runs[j]!.pid} and ${runs[i]!.framework}/${runs[i]!.pid}`);
+          }
+        }
+      }
+    }
+    if (overlapping.length > 0) console.log(`[chaos] two runs at once: ${overlapping.join('; ')}`);
+    expect(overlapping, `seed ${seed}: two runs of one id at once`).toEqual([]);
+
+    // No verification error for an authentic message, signed or not.
+    const refused = attempts.filter((a) => a.status === 400 || a.status === 401 || a.status === 413 || (a.status === 500 && !String(a.body).includes('HANDLER_FAILED')));
     expect(refused, `seed ${seed}`).toEqual([]);
     const rejectedCodes = new Set(lines.filter((l) => l.event === 'rejected').map((l) => l.code));
     for (const code of rejectedCodes) expect(['STORE_UNAVAILABLE'], `seed ${seed}: rejected with ${code}`).toContain(code);
 
-    // The chaos happened: handler failures near the rate, a killed instance, a Redis outage seen
-    // by the sender, and the restarted instance served requests.
+    // The chaos happened.
     const byStatus: Record<string, number> = {};
     for (const a of attempts) byStatus[String(a.status)] = (byStatus[String(a.status)] ?? 0) + 1;
-    const why = (id: string, list: LogLine[]) =>
-      `${id} (${storeErrorIds.has(id) ? 'its complete gave up: store unreachable for the whole lock' : `its first run died with pid ${list[0]!.pid} before complete`})`;
+    const duplicatesRefused = attempts.filter((a) => a.status === 200 && a.body?.includes('"duplicate":true')).length;
+    const runsPerId: Record<string, number> = {};
+    for (const runs of runsOf.values()) runsPerId[String(runs.length)] = (runsPerId[String(runs.length)] ?? 0) + 1;
+    const failed = allRuns.filter((r) => r.end === 'fail').length;
+    const aborted = allRuns.filter((r) => r.aborted).length;
+    const renewedRuns = allRuns.filter((r) => r.end !== 'killed' && r.to - r.from > LOCK_SECONDS * 1000).length;
     console.log(
-      `[chaos] ${MESSAGES} messages, ${deliveries.length} deliveries, ${attempts.length} attempts ${JSON.stringify(byStatus)}; ` +
-        `${runs} handler runs, ${failed} failed; processed twice, as documented: ${twice.length ? twice.map(([id, list]) => why(id, list)).join(', ') : 'none'}; ${duration} ms`,
+      `[chaos] ${MESSAGES} messages (+${unsignedIds.length} unsigned look-alikes), ${deliveries.length} deliveries, ${attempts.length} attempts ` +
+        `${JSON.stringify(byStatus)}; sender timeouts ${byStatus.timeout ?? 0}; kills ${kills.size} (${killedMidRun} handlers killed mid-run); ` +
+        `duplicates refused ${duplicatesRefused}, in-progress refused ${byStatus['409'] ?? 0}; ${allRuns.length} handler runs ` +
+        `(${failed} failed, ${renewedRuns} outlived the lock by renewal, ${aborted} aborted); runs per id ${JSON.stringify(runsPerId)}; ` +
+        `crash between side effect and completion: ${crashedBetween.length ? crashedBetween.join('; ') : 'none'}; ` +
+        `completion gave up (store down for the whole lock): ${completionGaveUp.length ? completionGaveUp.join('; ') : 'none'}; Redis down ${redisDown ? redisDown.to - redisDown.from : 0} ms; overlaps with an aborted run: ${abortedOverlaps}; ${duration} ms`,
     );
-    expect(failed / runs).toBeGreaterThan(FAIL_RATE / 2);
-    expect(failed / runs).toBeLessThan(FAIL_RATE * 2);
+    expect(failed / allRuns.length).toBeGreaterThan(FAIL_RATE / 2);
+    expect(failed / allRuns.length).toBeLessThan(FAIL_RATE * 2);
+    expect(byStatus.timeout ?? 0, 'the sender timed out').toBeGreaterThan(0);
+    expect(kills.size).toBe(KILLS_AT_MS.length);
+    expect(killedMidRun, 'an instance was killed while handlers ran').toBeGreaterThan(0);
+    expect(renewedRuns, 'handlers outlived the lock through renewal').toBeGreaterThan(0);
     expect(redisDown).toBeDefined();
     expect(byStatus['503'] ?? 0, 'STORE_UNAVAILABLE answers while Redis was down').toBeGreaterThan(0);
     expect(byStatus.network ?? 0, 'refused connections while an instance was down').toBeGreaterThan(0);
-    expect(lines.some((l) => l.pid === victim.pids[1] && l.event === 'done')).toBe(true);
     expect(duration).toBeLessThan(RUN_BUDGET_MS);
-  }, 90_000);
+  }, 120_000);
 });

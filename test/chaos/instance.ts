@@ -6,14 +6,20 @@
  * Its handler is the side effect the test counts: it appends one JSON line per event to this
  * instance's log file with a synchronous append (in the kernel once the call returns, so a SIGKILL
  * right after cannot lose it): `start` when the handler begins, then `fail` (20 % of runs, chosen
- * by a seeded RNG) or `done` (the message was processed successfully). Rejections and store
- * errors are logged too. Configuration comes from the environment (the secret never appears in
- * a command line); the instance reports `{ ready: port }` over IPC once it listens.
+ * by a seeded RNG) or `done` (the message was processed successfully), and `aborted` if its
+ * `context.signal` aborts (its claim was lost). Some handlers are slow, longer than the lock, so
+ * the claim must be renewed while they run. The endpoint accepts unsigned deliveries too
+ * (`unsigned: 'accept'`), which must live apart from the signed ones. Rejections and store errors
+ * are logged too. Configuration comes from the environment (the secret never appears in a command
+ * line); the instance reports `{ ready: port }` over IPC once it listens, and `{ running: n }`
+ * whenever the number of handlers at work changes.
  */
 
 import { appendFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AdapterOptions } from '../../src/http.ts';
+import type { WebhookContext } from '../../src/receiver.ts';
+import type { VerifiedWebhook } from '../../src/verify.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { seededRandom } from './rng.ts';
@@ -31,6 +37,8 @@ const secret = env('CHAOS_SECRET');
 const logFile = env('CHAOS_LOG');
 const failRate = Number(env('CHAOS_FAIL_RATE'));
 const lockSeconds = Number(env('CHAOS_LOCK_SECONDS'));
+const slowRate = Number(env('CHAOS_SLOW_RATE'));
+const slowMs = Number(env('CHAOS_SLOW_MS'));
 
 const random = seededRandom(Number(env('CHAOS_SEED')));
 
@@ -40,16 +48,30 @@ function log(event: string, fields: Record<string, unknown> = {}): void {
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
+let running = 0;
+const tellRunning = (delta: number) => {
+  running += delta;
+  process.send?.({ running });
+};
+
 /** The handler's work: true when it succeeded (and its side effect is logged). */
-async function work(id: string): Promise<boolean> {
-  log('start', { id });
-  await sleep(Math.floor(random() * 25));
-  if (random() < failRate) {
-    log('fail', { id });
-    return false;
+async function work(webhook: VerifiedWebhook, context: WebhookContext): Promise<boolean> {
+  const { id, signed } = webhook;
+  tellRunning(1);
+  try {
+    log('start', { id, signed });
+    context.signal.addEventListener('abort', () => log('aborted', { id, signed }), { once: true });
+    // Some handlers outlast the lock: only renewal keeps a retry from running them again meanwhile.
+    await sleep(random() < slowRate ? slowMs * (1 + random() / 2) : Math.floor(random() * 25));
+    if (random() < failRate) {
+      log('fail', { id, signed });
+      return false;
+    }
+    log('done', { id, signed });
+    return true;
+  } finally {
+    tellRunning(-1);
   }
-  log('done', { id });
-  return true;
 }
 
 async function connectStore(): Promise<IdempotencyStore> {
@@ -69,9 +91,10 @@ async function connectStore(): Promise<IdempotencyStore> {
 
 const options: AdapterOptions = {
   secrets: secret,
-  idempotency: { store: await connectStore(), lockSeconds, ttlSeconds: 600 },
+  unsigned: 'accept',
+  idempotency: { store: await connectStore(), lockSeconds, ttlSeconds: 600, unsignedTtlSeconds: 600 },
   onRejected: (error, context) => log('rejected', { id: context.webhookId, code: error.code }),
-  onError: (error, context) => log('store-error', { id: context.webhookId, stage: context.stage, willRetry: context.willRetry, error: error instanceof Error ? error.name : 'unknown' }),
+  onError: (error, context) => log('store-error', { id: context.webhookId, stage: context.stage, willRetry: context.willRetry, error: error instanceof Error ? error.message : 'unknown' }),
 };
 
 async function listen(): Promise<Server> {
@@ -80,7 +103,7 @@ async function listen(): Promise<Server> {
     const { webhooks } = await import('../../adapters/express.ts');
     const app = express();
     app.post('/webhooks', webhooks(options), async (req, res) => {
-      if (await work(req.webhook!.id)) res.status(204).end();
+      if (await work(req.webhook!, req.webhookContext!)) res.status(204).end();
       else res.status(500).json({ error: 'HANDLER_FAILED' });
     });
     return new Promise((resolve) => {
@@ -94,7 +117,7 @@ async function listen(): Promise<Server> {
     await app.register(async (scope) => {
       await scope.register(webhooks, options);
       scope.post('/webhooks', async (request, reply) => {
-        if (!(await work(request.webhook!.id))) throw new Error('HANDLER_FAILED');
+        if (!(await work(request.webhook!, request.webhookContext!))) throw new Error('HANDLER_FAILED');
         return reply.code(204).send();
       });
     });
@@ -107,7 +130,7 @@ async function listen(): Promise<Server> {
     const { webhooks } = await import('../../adapters/hono.ts');
     const app = new Hono();
     app.post('/webhooks', webhooks(options), async (c) => {
-      if (!(await work(c.get('webhook').id))) throw new Error('HANDLER_FAILED');
+      if (!(await work(c.get('webhook'), c.get('webhookContext')))) throw new Error('HANDLER_FAILED');
       return c.body(null, 204);
     });
     app.onError((_error, c) => c.json({ error: 'HANDLER_FAILED' }, 500));
