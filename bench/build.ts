@@ -4,7 +4,7 @@
  * sources through tsx instead would time tsx's module wrappers too: every call across a module
  * boundary goes through a getter that the published bundle does not have.
  *
- * The directory lies under node_modules/.cache, so the bundle's own imports (lru-cache, the
+ * The directory lies under node_modules/.cache, so the bundle's own imports (the
  * frameworks) resolve as they do for an installed package. Two internal modules are built as
  * extra entries: `verify` for `createVerifierWith` and `crypto` for `webCryptoBackend`, which
  * force the WebCrypto path in section 3.

@@ -114,7 +114,7 @@ function redisServerVersion(): string {
   }
 }
 
-const PACKAGES = ['standardwebhooks', 'svix', 'express', 'fastify', 'hono', '@hono/node-server', 'autocannon', 'ioredis', 'lru-cache'] as const;
+const PACKAGES = ['standardwebhooks', 'svix', 'express', 'fastify', 'hono', '@hono/node-server', 'autocannon', 'ioredis'] as const;
 
 export function environmentText(): string {
   const cpu = cpus();
