@@ -209,7 +209,7 @@ export interface CheckReport {
   toleranceSeconds: number;
   unsigned: 'reject' | 'accept';
   keys: number;
-  /** `false` when the first request got no answer at all (connection refused, DNS, timeout). */
+  /** `false` when the first request got no HTTP answer at all (connection refused, DNS, TLS, timeout). */
   reachable: boolean;
   /** Why the endpoint could not be reached. */
   unreachableReason?: string;
@@ -310,7 +310,7 @@ interface Answer {
   ms: number;
   /** Why there is no status: a timeout, a refused connection, a handler that threw. */
   error?: string;
-  /** The request never reached anything (connection refused, DNS failure). */
+  /** No HTTP answer came back (connection refused, DNS failure, TLS error, timeout). */
   unreachable?: boolean;
 }
 
@@ -355,13 +355,12 @@ async function readSome(response: Response): Promise<string> {
   return new TextDecoder().decode(bytes);
 }
 
-function errorText(error: unknown): { text: string; unreachable: boolean } {
-  const err = error as { name?: unknown; message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
-  if (err?.name === 'TimeoutError') return { text: 'timeout', unreachable: false };
-  const code = typeof err?.cause?.code === 'string' ? err.cause.code : undefined;
-  const unreachable = code !== undefined && /^(ECONNREFUSED|ENOTFOUND|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|ECONNRESET|UND_ERR_CONNECT_TIMEOUT|ERR_TLS_CERT_ALTNAME_INVALID|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_VERIFY_LEAF_SIGNATURE|CERT_HAS_EXPIRED)$/.test(code);
-  const message = code ?? (typeof err?.cause?.message === 'string' ? err.cause.message : typeof err?.message === 'string' ? err.message : String(error));
-  return { text: message, unreachable };
+/** A fetch failure in a few words: the cause's code (ECONNREFUSED, ENOTFOUND…) when there is one. */
+function errorText(error: unknown): string {
+  const err = error as { message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
+  if (typeof err?.cause?.code === 'string') return err.cause.code;
+  if (typeof err?.cause?.message === 'string') return err.cause.message;
+  return typeof err?.message === 'string' ? err.message : String(error);
 }
 
 function urlSender(url: string, timeoutMs: number): Send {
@@ -373,10 +372,10 @@ function urlSender(url: string, timeoutMs: number): Send {
       const body = await readSome(response);
       return { status: response.status, body, ms: performance.now() - started };
     } catch (error) {
-      const { text, unreachable } = errorText(error);
       const ms = performance.now() - started;
-      if (text === 'timeout' || signal.aborted) return { status: null, body: '', ms, error: `no answer within ${timeoutMs} ms` };
-      return { status: null, body: '', ms, error: `request failed: ${text}`, unreachable };
+      // No HTTP answer at all: on the first request, that means the endpoint cannot be reached.
+      if (signal.aborted) return { status: null, body: '', ms, error: `no answer within ${timeoutMs} ms`, unreachable: true };
+      return { status: null, body: '', ms, error: `request failed: ${errorText(error)}`, unreachable: true };
     }
   };
 }
@@ -1029,7 +1028,7 @@ export function formatCheckReport(report: CheckReport, { curl = false }: { curl?
     lines.push(`DOES NOT CONFORM: ${report.failures.length} security ${report.failures.length === 1 ? 'case' : 'cases'} failed: ${report.failures.map((r) => r.id).join(', ')}`);
   }
   for (const warning of report.warnings) lines.push(`warning: ${warning}`);
-  lines.push('Deliveries carried webhook-ids starting msg_check_; the accepted ones ran the endpoint\'s handler.');
+  if (report.reachable) lines.push('Deliveries carried webhook-ids starting msg_check_; the accepted ones ran the endpoint\'s handler.');
   return lines.join('\n');
 }
 
