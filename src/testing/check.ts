@@ -822,7 +822,7 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
     const request = await signed(body);
     return {
       security: false,
-      expected: '1 x 2xx, rest duplicate',
+      expected: '1 ran, rest duplicate',
       requests: Array.from({ length: concurrency }, () => request),
       run: async (sendOne, requests) => {
         const answers = await Promise.all(requests.map((r) => sendOne(r)));
