@@ -186,7 +186,7 @@ const refuse = (status: number, error: string) => Response.json({ error, message
  * A hand-written receiver with one knob per classic bug; with none turned, it verifies the raw
  * bytes against every entry, checks the timestamp both ways and deduplicates on webhook-id.
  */
-function handWritten(bugs: { noTimestampCheck?: boolean; firstEntryOnly?: boolean; noDedup?: boolean } = {}): FetchHandler {
+function handWritten(bugs: { noTimestampCheck?: boolean; firstEntryOnly?: boolean } = {}): FetchHandler {
   const seen = new Set<string>();
   return async (request) => {
     const id = request.headers.get('webhook-id');
@@ -198,10 +198,8 @@ function handWritten(bugs: { noTimestampCheck?: boolean; firstEntryOnly?: boolea
     if (!bugs.noTimestampCheck && Math.abs(Date.now() / 1000 - Number(timestamp)) > 300) return refuse(401, 'STALE');
     const entries = bugs.firstEntryOnly ? header.split(' ').slice(0, 1) : header.split(' ');
     if (!entries.some((entry) => matches(entry, SECRETS, id, timestamp, body))) return refuse(401, 'SIGNATURE_MISMATCH');
-    if (!bugs.noDedup) {
-      if (seen.has(id)) return Response.json({ duplicate: true });
-      seen.add(id);
-    }
+    if (seen.has(id)) return Response.json({ duplicate: true });
+    seen.add(id);
     return new Response(null, { status: 204 });
   };
 }
