@@ -18,6 +18,7 @@ import { generateKeyPair, generateSecret, signWebhook } from '../src/sign.ts';
 import { WebhookAssertionError, assertSignedWebhook, explainVerificationFailure } from '../src/testing/assert.ts';
 import { keyLabel } from '../src/testing/diagnose.ts';
 import { bodyText, describeBody } from '../src/testing/recorded.ts';
+import { checkCommand } from './check-command.ts';
 import { startWebhookServer, type Answer, type IncomingDelivery } from './test-receiver.ts';
 
 /** Misuse: a clear message and exit code 2. */
@@ -42,6 +43,7 @@ Commands:
   sign                sign a body and print the webhook-* headers (or a curl command)
   verify              verify a captured request and explain what is wrong with it
   listen              run a local receiver that prints every delivery and its verification
+  check               test a live endpoint against the standard: forged, stale, replayed deliveries
 
 Run 'webhook-receiver <command> --help' for a command's options.
 Exit codes: 0 success, 1 verification failed (or a runtime error), 2 misuse.`,
@@ -422,6 +424,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (command === '--help' || command === '-h' || command === 'help') return help('main');
+  if (command === 'check') return checkCommand(rest, io);
   if (!(COMMANDS as readonly string[]).includes(command)) {
     io.err(`webhook-receiver: unknown command ${JSON.stringify(command.length > 30 ? `${command.slice(0, 30)}…` : command)}\n\n${HELP.main}`);
     return 2;

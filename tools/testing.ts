@@ -18,5 +18,18 @@ export {
   type SignedWebhookAssertionOptions,
   type WebhookMatcherContext,
   type WebhookMatcherResult,
+  checkEndpoint,
+  assertEndpointConforms,
+  formatCheckReport,
+  EndpointCheckError,
+  CHECK_CASES,
+  type CheckCaseId,
+  type CheckEndpointOptions,
+  type CheckGroup,
+  type CheckReport,
+  type CheckRow,
+  type CheckSent,
+  type CheckVerdict,
+  type FetchHandler,
 } from '../src/testing/index.ts';
 export { createTestReceiver, type Delivery, type TestReceiver, type TestReceiverOptions } from './test-receiver.ts';

@@ -1,6 +1,7 @@
 /**
  * `webhook-receiver/vitest`: importing it (from a test file or `setupFiles`) registers
- * `toBeSignedWebhook(options)` and `toBeUnsignedWebhook()` on vitest's `expect`.
+ * `toBeSignedWebhook(options)`, `toBeUnsignedWebhook()` and `toConformToStandardWebhooks()` on
+ * vitest's `expect`.
  */
 
 // The `declare module 'vitest'` below only reaches a consumer if the built .d.mts itself refers to
@@ -24,6 +25,7 @@ expect.extend(webhookMatchers);
  * await expect(forwarded).toBeSignedWebhook({ secrets: destinationSecret });
  * await expect(unattempted).toBeUnsignedWebhook();
  * await expect(tampered).not.toBeSignedWebhook({ secrets: destinationSecret });
+ * expect(await checkEndpoint(app.fetch, { secrets: destinationSecret })).toConformToStandardWebhooks();
  * ```
  */
 export interface WebhookMatchers<R = unknown> {
@@ -31,6 +33,8 @@ export interface WebhookMatchers<R = unknown> {
   toBeSignedWebhook(options: SignedWebhookAssertionOptions): Promise<R>;
   /** The request has a `webhook-id` and no signature header at all. Await it. */
   toBeUnsignedWebhook(): Promise<R>;
+  /** The `checkEndpoint` report has no failed security case and the endpoint was reachable. */
+  toConformToStandardWebhooks(): R;
 }
 
 // Only `Assertion`, not vitest's `Matchers` (which 3.2+ also spreads onto `expect.*` as

@@ -7,3 +7,18 @@ export { signedRequest, type SignedRequestInit } from './request.ts';
 export { assertSignedWebhook, assertUnsignedWebhook, WebhookAssertionError, type SignedWebhookAssertionOptions } from './assert.ts';
 export type { RecordedRequest } from './recorded.ts';
 export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';
+export {
+  checkEndpoint,
+  assertEndpointConforms,
+  formatCheckReport,
+  EndpointCheckError,
+  CHECK_CASES,
+  type CheckCaseId,
+  type CheckEndpointOptions,
+  type CheckGroup,
+  type CheckReport,
+  type CheckRow,
+  type CheckSent,
+  type CheckVerdict,
+  type FetchHandler,
+} from './check.ts';

@@ -5,6 +5,7 @@
 
 import { WebhookAssertionError, assertSignedWebhook, assertUnsignedWebhook, type SignedWebhookAssertionOptions } from './assert.ts';
 import type { VerifiedWebhook } from '../verify.ts';
+import { EndpointCheckError, assertEndpointConforms, type CheckReport } from './check.ts';
 import { keyLabel } from './diagnose.ts';
 import type { RecordedRequest } from './recorded.ts';
 
@@ -39,8 +40,9 @@ function describeVerified(webhook: VerifiedWebhook): string {
 
 /**
  * `toBeSignedWebhook(options)` and `toBeUnsignedWebhook()`, asynchronous, with the messages of
- * {@link assertSignedWebhook} and {@link assertUnsignedWebhook}. `webhook-receiver/vitest`
- * registers them; with Jest, register them yourself.
+ * {@link assertSignedWebhook} and {@link assertUnsignedWebhook}; and `toConformToStandardWebhooks()`,
+ * synchronous, on a report of `checkEndpoint`, with the message of `assertEndpointConforms`.
+ * `webhook-receiver/vitest` registers them; with Jest, register them yourself.
  *
  * @example
  * ```ts
@@ -68,6 +70,17 @@ export const webhookMatchers = {
       return { pass: true, message: () => 'expected a request that is not an unsigned webhook, but it has a webhook-id and no signature header' };
     } catch (error) {
       if (error instanceof WebhookAssertionError) return { pass: false, message: () => error.message };
+      throw error;
+    }
+  },
+
+  toConformToStandardWebhooks(this: WebhookMatcherContext, received: unknown): WebhookMatcherResult {
+    try {
+      const report = assertEndpointConforms(received as CheckReport);
+      const judged = report.rows.filter((row) => row.security && row.verdict === 'pass').length;
+      return { pass: true, message: () => `expected ${report.target} not to conform, but all ${judged} judged security cases passed` };
+    } catch (error) {
+      if (error instanceof EndpointCheckError) return { pass: false, message: () => error.message };
       throw error;
     }
   },

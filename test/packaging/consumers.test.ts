@@ -137,7 +137,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
       code: 'MISSING_ID',
       status: 204,
       types: ['function', 'function', 'function', 'function', 'function'],
-      matchers: ['toBeSignedWebhook', 'toBeUnsignedWebhook'],
+      matchers: ['toBeSignedWebhook', 'toBeUnsignedWebhook', 'toConformToStandardWebhooks'],
       // vitest is ESM-only: the CommonJS entry says so and points at the runner-neutral matchers.
       vitestEntry:
         "webhook-receiver/vitest cannot be loaded with require(): vitest is ESM-only. Import it from an ES module (vitest runs test and setup files as ES modules, " +

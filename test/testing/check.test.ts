@@ -1,0 +1,398 @@
+/**
+ * `checkEndpoint` (issue 16): every adapter of this package conforms, served by its real
+ * framework over real HTTP and, for the Fetch ones, called directly; and each deliberately broken
+ * receiver below is caught by exactly the rows that describe its bug.
+ */
+
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import { afterAll, describe, expect, it } from 'vitest';
+import { webhooks as expressWebhooks } from '../../adapters/express.ts';
+import { webhooks as fastifyWebhooks } from '../../adapters/fastify.ts';
+import { webhookHandler } from '../../adapters/fetch.ts';
+import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
+import type { AdapterOptions } from '../../src/http.ts';
+import { generateKeyPair, generateSecret } from '../../src/sign.ts';
+import { createVerifier } from '../../src/verify.ts';
+import {
+  CHECK_CASES,
+  EndpointCheckError,
+  assertEndpointConforms,
+  checkEndpoint,
+  formatCheckReport,
+  type CheckCaseId,
+  type CheckReport,
+  type FetchHandler,
+} from '../../tools/testing.ts';
+import '../../tools/vitest.ts';
+import { expectNoSecrets } from './support.ts';
+
+const A = generateSecret();
+const B = generateSecret();
+const SECRETS = [A, B];
+const quiet: Partial<AdapterOptions> = { onRejected: () => {} };
+const SECURITY: CheckCaseId[] = [
+  'valid',
+  'rotation-all-keys',
+  'rotation-new-key-first',
+  'rotation-second-key',
+  'json-formatting',
+  'non-ascii',
+  'tampered-body',
+  'tampered-id',
+  'tampered-timestamp',
+  'unknown-key',
+  'unsigned',
+  'stale-past',
+  'stale-future',
+  'milliseconds',
+  'reserialised-body',
+  'many-entries',
+];
+
+function verdicts(report: CheckReport): Record<string, string> {
+  return Object.fromEntries(report.rows.map((row) => [row.id, row.verdict]));
+}
+
+function failed(report: CheckReport): string[] {
+  return report.failures.map((row) => row.id).sort();
+}
+
+/** What every conforming endpoint of this package shows: every judged row passes, exactly. */
+function expectConforming(report: CheckReport): void {
+  expect(report.reachable).toBe(true);
+  expect(report).toConformToStandardWebhooks();
+  const v = verdicts(report);
+  for (const id of SECURITY) expect(v[id], id).toBe('pass');
+  // The package's duplicate convention makes the idempotency rows exact.
+  expect([v.duplicate, v.retry, v.concurrent]).toEqual(['pass', 'pass', 'pass']);
+  expect(report.rows.map((row) => row.id)).toEqual(CHECK_CASES.map((c) => c.id));
+  expect(report.rows.find((row) => row.id === 'oversized')).toMatchObject({ status: 413, verdict: 'reported' });
+  expect(report.requests).toBe(report.rows.reduce((sum, row) => sum + row.statuses.length, 0));
+  for (const row of report.rows.filter((r) => r.group !== 'timing')) expect(row.sent.headers['webhook-id'] ?? row.sent.headers['svix-id']).toMatch(/^msg_check_/);
+  const text = JSON.stringify(report) + formatCheckReport(report, { curl: true });
+  expectNoSecrets(text, SECRETS);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Servers on 127.0.0.1, stopped after the file
+
+const servers: Server[] = [];
+afterAll(async () => {
+  await Promise.all(
+    servers.map(
+      (server) =>
+        new Promise<void>((resolve) => {
+          server.closeAllConnections();
+          server.close(() => resolve());
+        }),
+    ),
+  );
+});
+
+async function serve(server: Server): Promise<string> {
+  servers.push(server);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+}
+
+const fetchApp = (options: AdapterOptions = { secrets: SECRETS, ...quiet }): FetchHandler =>
+  webhookHandler(options, async () => new Response(JSON.stringify({ received: true }), { status: 200, headers: { 'content-type': 'application/json' } }));
+
+function honoApp(options: AdapterOptions = { secrets: SECRETS, ...quiet }): Hono {
+  const app = new Hono();
+  app.post('/webhooks', honoWebhooks(options), (c) => c.body(null, 204));
+  return app;
+}
+
+describe('every adapter of this package conforms', () => {
+  it('Express, over real HTTP', async () => {
+    const app = express();
+    app.post('/webhooks', expressWebhooks({ secrets: SECRETS, ...quiet }), (_req, res) => void res.sendStatus(204));
+    expectConforming(await checkEndpoint(await serve(createServer(app)), { secrets: SECRETS }));
+  });
+
+  it('Fastify, over real HTTP', async () => {
+    const app = Fastify();
+    app.register(async (scope) => {
+      await scope.register(fastifyWebhooks, { secrets: SECRETS, ...quiet });
+      scope.post('/webhooks', async (_request, reply) => reply.code(204).send());
+    });
+    await app.ready();
+    servers.push(app.server);
+    await app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/webhooks`;
+    expectConforming(await checkEndpoint(url, { secrets: SECRETS }));
+  });
+
+  it('Hono, over real HTTP (@hono/node-server) and through app.fetch', async () => {
+    const app = honoApp();
+    expectConforming(await checkEndpoint(await serve(createAdaptorServer({ fetch: app.fetch }) as Server), { secrets: SECRETS }));
+    expectConforming(await checkEndpoint(app.fetch, { secrets: SECRETS, url: 'http://localhost/webhooks' }));
+  });
+
+  it('the Fetch handler, called directly and over real HTTP', async () => {
+    const handler = fetchApp();
+    expectConforming(await checkEndpoint(handler, { secrets: SECRETS }));
+    expectConforming(await checkEndpoint(await serve(createAdaptorServer({ fetch: handler }) as Server), { secrets: SECRETS }));
+  });
+
+  it('v1a (Ed25519): the check signs with whsk_, the endpoint trusts whpk_', async () => {
+    const pair = await generateKeyPair();
+    const second = await generateKeyPair();
+    const report = await checkEndpoint(fetchApp({ secrets: [pair.publicKey, second.publicKey], ...quiet }), { secrets: [pair.secretKey, second.secretKey] });
+    expect(failed(report)).toEqual([]);
+    expect(report.rows.find((row) => row.id === 'valid')!.sent.headers['webhook-signature']).toMatch(/^v1a,/);
+    expectNoSecrets(JSON.stringify(report), [pair.secretKey, second.secretKey]);
+  });
+
+  it('an endpoint that accepts unsigned deliveries, checked with unsigned: accept', async () => {
+    const handler = fetchApp({ secrets: SECRETS, unsigned: 'accept', ...quiet });
+    const report = await checkEndpoint(handler, { secrets: SECRETS, unsigned: 'accept' });
+    expect(report.conforms).toBe(true);
+    expect(report.rows.find((row) => row.id === 'unsigned')).toMatchObject({ expected: '2xx (unsigned accepted)', verdict: 'pass' });
+    // And the default expectation catches it.
+    const strict = await checkEndpoint(handler, { secrets: SECRETS, only: ['unsigned'] });
+    expect(failed(strict)).toEqual(['unsigned']);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Broken receivers, written for the test
+
+const keyBytes = (secret: string) => Buffer.from(secret.slice('whsec_'.length), 'base64');
+
+function hmac(secret: string, id: string, timestamp: string, body: string): Buffer {
+  return createHmac('sha256', keyBytes(secret)).update(`${id}.${timestamp}.${body}`).digest();
+}
+
+function matches(entry: string, secrets: string[], id: string, timestamp: string, body: string): boolean {
+  if (!entry.startsWith('v1,')) return false;
+  const given = Buffer.from(entry.slice(3), 'base64');
+  return secrets.some((secret) => {
+    const expected = hmac(secret, id, timestamp, body);
+    return given.length === expected.length && timingSafeEqual(given, expected);
+  });
+}
+
+const refuse = (status: number, error: string) => Response.json({ error, message: error.toLowerCase() }, { status });
+
+/**
+ * A hand-written receiver with one knob per classic bug; with none turned, it verifies the raw
+ * bytes against every entry, checks the timestamp both ways and deduplicates on webhook-id.
+ */
+function handWritten(bugs: { noTimestampCheck?: boolean; firstEntryOnly?: boolean } = {}): FetchHandler {
+  const seen = new Set<string>();
+  return async (request) => {
+    const id = request.headers.get('webhook-id');
+    const timestamp = request.headers.get('webhook-timestamp');
+    const header = request.headers.get('webhook-signature');
+    const body = await request.text();
+    if (!id || !timestamp || !/^[0-9]+$/.test(timestamp)) return refuse(400, 'BAD_HEADERS');
+    if (!header) return refuse(401, 'MISSING_SIGNATURE');
+    if (!bugs.noTimestampCheck && Math.abs(Date.now() / 1000 - Number(timestamp)) > 300) return refuse(401, 'STALE');
+    const entries = bugs.firstEntryOnly ? header.split(' ').slice(0, 1) : header.split(' ');
+    if (!entries.some((entry) => matches(entry, SECRETS, id, timestamp, body))) return refuse(401, 'SIGNATURE_MISMATCH');
+    if (seen.has(id)) return Response.json({ duplicate: true });
+    seen.add(id);
+    return new Response(null, { status: 204 });
+  };
+}
+
+describe('broken receivers are caught by the right rows', () => {
+  it('the hand-written reference receiver with no bug conforms', async () => {
+    const report = await checkEndpoint(handWritten(), { secrets: SECRETS });
+    expect(failed(report)).toEqual([]);
+  });
+
+  it('parses the JSON and re-serialises it before verifying', async () => {
+    const real = fetchApp();
+    const reserialising: FetchHandler = async (request) => {
+      const text = await request.text();
+      let normalised: string;
+      try {
+        normalised = JSON.stringify(JSON.parse(text));
+      } catch {
+        return refuse(400, 'NOT_JSON');
+      }
+      return real(new Request(request.url, { method: 'POST', headers: request.headers, body: normalised }));
+    };
+    const report = await checkEndpoint(reserialising, { secrets: SECRETS });
+    // It accepts a body that was never signed, and refuses a valid one whose bytes it rewrites.
+    expect(failed(report)).toEqual(['json-formatting', 'reserialised-body']);
+    expect(report.rows.find((row) => row.id === 'reserialised-body')).toMatchObject({ status: 200, reason: expect.stringMatching(/^ACCEPTED/) });
+    expect(() => assertEndpointConforms(report)).toThrow(EndpointCheckError);
+    expect(report).not.toConformToStandardWebhooks();
+  });
+
+  it('has no timestamp check', async () => {
+    const report = await checkEndpoint(handWritten({ noTimestampCheck: true }), { secrets: SECRETS });
+    expect(failed(report)).toEqual(['milliseconds', 'stale-future', 'stale-past']);
+  });
+
+  it('accepts unsigned deliveries', async () => {
+    const real = fetchApp();
+    const lax: FetchHandler = (request) => (request.headers.has('webhook-signature') ? real(request) : new Response(null, { status: 204 }));
+    const report = await checkEndpoint(lax, { secrets: SECRETS });
+    expect(failed(report)).toEqual(['unsigned']);
+  });
+
+  it('compares only the first signature entry, so a rotation fails', async () => {
+    const report = await checkEndpoint(handWritten({ firstEntryOnly: true }), { secrets: SECRETS });
+    expect(failed(report)).toEqual(['rotation-new-key-first']);
+    expect(report.rows.find((row) => row.id === 'rotation-new-key-first')).toMatchObject({ observed: '401 SIGNATURE_MISMATCH', expected: '2xx' });
+  });
+
+  it('does not deduplicate: reported as observed, since handler runs are not visible', async () => {
+    let runs = 0;
+    const verifier = createVerifier({ secrets: SECRETS });
+    const noDedup: FetchHandler = async (request) => {
+      try {
+        await verifier.verifyRequest(request);
+      } catch {
+        return refuse(401, 'REJECTED');
+      }
+      runs++;
+      return new Response(null, { status: 204 });
+    };
+    const report = await checkEndpoint(noDedup, { secrets: SECRETS, concurrency: 4 });
+    expect(report.conforms).toBe(true);
+    const rows = Object.fromEntries(report.rows.map((row) => [row.id, row]));
+    expect(rows.duplicate).toMatchObject({ verdict: 'reported', statuses: [204, 204], reason: expect.stringContaining('not visible from outside') });
+    expect(rows.retry).toMatchObject({ verdict: 'reported', statuses: [204, 204] });
+    expect(rows.concurrent).toMatchObject({ verdict: 'reported', observed: '4 accepted', statuses: [204, 204, 204, 204] });
+    // The handler really ran for every copy: what the rows could only suspect.
+    expect(runs).toBeGreaterThanOrEqual(8);
+  });
+
+  it('answers 5xx or hangs on forged deliveries: fail, bounded by the timeout', async () => {
+    const real = fetchApp();
+    const fragile: FetchHandler = async (request) => {
+      const signature = request.headers.get('webhook-signature') ?? '';
+      if (signature.split(' ').length > 8) throw new Error('index out of range');
+      if (request.headers.get('webhook-timestamp')!.length > 10) return new Promise<Response>(() => {});
+      return real(request);
+    };
+    const started = performance.now();
+    const report = await checkEndpoint(fragile, { secrets: SECRETS, timeoutMs: 300, only: ['many-entries', 'milliseconds'] });
+    expect(performance.now() - started).toBeLessThan(5000);
+    expect(failed(report)).toEqual(['many-entries', 'milliseconds']);
+    const rows = Object.fromEntries(report.rows.map((row) => [row.id, row]));
+    expect(rows['many-entries']).toMatchObject({ status: null, observed: 'the handler threw (a platform answers 500): Error: index out of range' });
+    expect(rows.milliseconds).toMatchObject({ status: null, observed: 'no answer within 300 ms' });
+  });
+
+  it('does slow work before refusing: a timing warning, not a failure', async () => {
+    const real = fetchApp();
+    const slow: FetchHandler = async (request) => {
+      const response = await real(request);
+      if (response.status === 401) await new Promise((resolve) => setTimeout(resolve, 400));
+      return response;
+    };
+    const report = await checkEndpoint(slow, { secrets: SECRETS, only: ['stale-past', 'json-formatting', 'timing'] });
+    expect(report.conforms).toBe(true);
+    expect(report.warnings).toEqual([expect.stringMatching(/^refused cases took much longer than accepted ones \(stale-past \d+(\.\d)? ms; median accepted/)]);
+    expect(report.rows.at(-1)).toMatchObject({ id: 'timing', verdict: 'reported', reason: expect.stringMatching(/^WARNING /) });
+  });
+
+  it('never repeats a secret an endpoint echoes back', async () => {
+    const echo: FetchHandler = () => Response.json({ error: `BAD ${A}`, message: A }, { status: 401 });
+    const report = await checkEndpoint(echo, { secrets: SECRETS, only: ['unknown-key'] });
+    expect(failed(report)).toEqual(['valid']);
+    expect(report.rows.find((row) => row.id === 'unknown-key')).toMatchObject({ verdict: 'not_observable' });
+    expectNoSecrets(JSON.stringify(report) + formatCheckReport(report), SECRETS);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The rest of the contract
+
+describe('checkEndpoint', () => {
+  it('says when the endpoint cannot be reached, after one request', async () => {
+    const server = createServer();
+    const url = await serve(server);
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    const report = await checkEndpoint(url, { secrets: SECRETS });
+    expect(report).toMatchObject({ reachable: false, conforms: false, requests: 1, unreachableReason: 'request failed: ECONNREFUSED' });
+    expect(report.rows.slice(1).every((row) => row.verdict === 'not_observable')).toBe(true);
+    expect(() => assertEndpointConforms(report)).toThrow(/could not be reached: request failed: ECONNREFUSED/);
+  });
+
+  it('sends the app\'s own body: a payload-validating endpoint conforms with it, and fails without', async () => {
+    const real = fetchApp();
+    const validating: FetchHandler = async (request) => {
+      const bytes = await request.arrayBuffer();
+      const response = await real(new Request(request.url, { method: 'POST', headers: request.headers, body: bytes }));
+      if (response.status !== 200 || !request.headers.get('content-type')?.startsWith('application/json')) return response;
+      const event = JSON.parse(new TextDecoder().decode(bytes)) as { type?: string };
+      // Accepted by the receiver, then refused by the app's own validation (after the claim:
+      // a real app would answer this before completing; here it only changes the status).
+      return event.type === 'invoice.paid' ? response : refuse(422, 'UNKNOWN_EVENT');
+    };
+    const made = await checkEndpoint(validating, { secrets: SECRETS, only: ['tampered-body'] });
+    expect(failed(made)).toEqual(['valid']);
+    expect(made.rows.find((row) => row.id === 'tampered-body')!.verdict).toBe('not_observable');
+
+    const own = await checkEndpoint(validating, { secrets: SECRETS, body: '{"type":"invoice.paid","data":{"id":"in_1","amount":900}}', skip: ['non-ascii'] });
+    expect(failed(own)).toEqual([]);
+    const rows = Object.fromEntries(own.rows.map((row) => [row.id, row]));
+    expect(rows['tampered-body']!.sent.bodyPreview).toBe('{"type":"invoice.paid","data":{"id":"in_1","amount":901}}');
+    expect(rows['json-formatting']!.sent.bodyPreview).toBe('{ "type" : "invoice.paid" , "data" : { "id" : "in_1" , "amount" : 900 } }\n');
+  });
+
+  it('selects cases with only and skip; valid always runs first', async () => {
+    const report = await checkEndpoint(fetchApp(), { secrets: SECRETS, only: ['unsigned', 'duplicate'] });
+    expect(report.rows.map((row) => row.id)).toEqual(['valid', 'unsigned', 'duplicate']);
+    expect(report.requests).toBe(4);
+    const skipped = await checkEndpoint(fetchApp(), { secrets: SECRETS, skip: ['oversized', 'concurrent', 'timing'] });
+    expect(skipped.rows.map((row) => row.id)).not.toContain('oversized');
+    expect(skipped.rows).toHaveLength(CHECK_CASES.length - 3);
+  });
+
+  it('one secret: the second-key rotation case is not observable, and the rest still run', async () => {
+    const report = await checkEndpoint(fetchApp({ secrets: A, ...quiet }), { secrets: A });
+    expect(report.conforms).toBe(true);
+    expect(report.rows.find((row) => row.id === 'rotation-second-key')).toMatchObject({ verdict: 'not_observable', statuses: [] });
+    expect(report.rows.find((row) => row.id === 'rotation-new-key-first')!.verdict).toBe('pass');
+  });
+
+  it('refuses bad options at once', async () => {
+    await expect(checkEndpoint(fetchApp(), { secrets: 'whsec_' })).rejects.toThrow(TypeError);
+    await expect(checkEndpoint(fetchApp(), { secrets: (await generateKeyPair()).publicKey })).rejects.toThrow(/cannot sign/);
+    await expect(checkEndpoint('ftp://127.0.0.1/x', { secrets: A })).rejects.toThrow(/only sends to http:\/\/ and https:\/\/ URLs, got ftp:/);
+    await expect(checkEndpoint('not a url', { secrets: A })).rejects.toThrow(TypeError);
+    await expect(checkEndpoint(fetchApp(), { secrets: A, only: ['nope' as CheckCaseId] })).rejects.toThrow(/unknown case "nope"/);
+    await expect(checkEndpoint(fetchApp(), { secrets: A, skip: ['valid'] })).rejects.toThrow(RangeError);
+    await expect(checkEndpoint(fetchApp(), { secrets: A, timeoutMs: 0 })).rejects.toThrow(RangeError);
+    await expect(checkEndpoint(fetchApp(), { secrets: A, concurrency: 1000 })).rejects.toThrow(RangeError);
+  });
+
+  it('prints curl commands that carry the computed headers and replay as the same request', async () => {
+    const report = await checkEndpoint(fetchApp(), { secrets: SECRETS, only: ['oversized'] });
+    const valid = report.rows[0]!;
+    expect(valid.curl).toContain(`-H 'webhook-id: ${valid.sent.headers['webhook-id']}'`);
+    expect(valid.curl).toContain(`-H 'webhook-signature: ${valid.sent.headers['webhook-signature']}'`);
+    expect(valid.curl).toMatch(/--data-binary '\{"type":"check.delivery"/);
+    const oversized = report.rows[1]!;
+    expect(oversized.curl).toMatch(/^\{ printf '%s' .*head -c \d+ \/dev\/zero \| tr '\\0' a; .*\| curl /);
+    expect(oversized.curl.length).toBeLessThan(2000);
+  });
+
+  it('formats a readable table and a readable assertion error', async () => {
+    const report = await checkEndpoint(handWritten({ firstEntryOnly: true }), { secrets: SECRETS, only: ['rotation-new-key-first', 'unsigned'] });
+    const table = formatCheckReport(report);
+    expect(table).toMatch(/^ {2}FAIL {11}rotation-new-key-first {2}2xx {19}401 SIGNATURE_MISMATCH/m);
+    expect(table).toMatch(/^DOES NOT CONFORM: 1 security case failed: rotation-new-key-first$/m);
+    expect(() => assertEndpointConforms(report)).toThrow(
+      new RegExp(
+        '^expected fetch handler \\(http://localhost/webhooks\\) to conform to Standard Webhooks, but 1 security case failed:\\n' +
+          '  - rotation-new-key-first \\(an entry from a key the endpoint does not know, then a valid one\\): expected 2xx, observed 401 SIGNATURE_MISMATCH: not accepted',
+      ),
+    );
+  });
+});
