@@ -18,5 +18,13 @@ export {
   type SignedWebhookAssertionOptions,
   type WebhookMatcherContext,
   type WebhookMatcherResult,
+  checkStore,
+  StoreConformanceError,
+  type CheckStoreContext,
+  type CheckStoreOptions,
+  type StoreConformanceReport,
+  type StoreFactory,
+  type StoreRule,
+  type StoreRuleOutcome,
 } from '../src/testing/index.ts';
 export { createTestReceiver, type Delivery, type TestReceiver, type TestReceiverOptions } from './test-receiver.ts';

@@ -7,3 +7,13 @@ export { signedRequest, type SignedRequestInit } from './request.ts';
 export { assertSignedWebhook, assertUnsignedWebhook, WebhookAssertionError, type SignedWebhookAssertionOptions } from './assert.ts';
 export type { RecordedRequest } from './recorded.ts';
 export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';
+export {
+  checkStore,
+  StoreConformanceError,
+  type CheckStoreContext,
+  type CheckStoreOptions,
+  type StoreConformanceReport,
+  type StoreFactory,
+  type StoreRule,
+  type StoreRuleOutcome,
+} from './check-store.ts';
