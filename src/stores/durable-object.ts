@@ -23,6 +23,8 @@ export { StoreError, type StoreErrorReason } from './types.ts';
 
 /**
  * The part of a Durable Object stub that {@link durableObjectStore} uses (`DurableObjectStub`).
+ * The store calls `fetch(url, init)` rather than passing a `Request`: every stub takes that form,
+ * including ones whose runtime has a `Request` class of its own (Miniflare's proxies from Node).
  *
  * @example
  * ```ts
@@ -30,7 +32,7 @@ export { StoreError, type StoreErrorReason } from './types.ts';
  * ```
  */
 export interface DurableObjectStubLike {
-  fetch(request: Request): Promise<Response>;
+  fetch(url: string, init: { method: 'POST'; headers: Record<string, string>; body: string }): Promise<Response>;
 }
 
 /**
@@ -157,9 +159,11 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     withTimeout(
       (async () => {
         const stub = namespace.get(namespace.idFromName(prefix + name));
-        const response = await stub.fetch(
-          new Request(ENDPOINT + operation.op, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(operation) }),
-        );
+        const response = await stub.fetch(ENDPOINT + operation.op, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(operation),
+        });
         if (!response.ok) {
           const detail = (await response.text()).slice(0, 200);
           throw new StoreError('durable-object', 'bad_reply', `durable object store: ${operation.op} answered HTTP ${response.status}: ${detail}`);
@@ -337,9 +341,11 @@ function recordsFor(storage: DurableObjectStorageLike): Records {
     sql = storage.sql;
     sql?.exec('SELECT 1');
   } catch (error) {
-    // A class declared with `new_classes` rather than `new_sqlite_classes`. Any other failure is
-    // not a reason to look for records elsewhere: it propagates, and the store fails closed.
-    if (!(error instanceof Error && /SQL is not enabled/i.test(error.message))) throw error;
+    // A class declared with `new_classes` rather than `new_sqlite_classes` (workerd words it
+    // "SQL is not enabled…" or "…not backed by SQLite storage, so the SQL API is not available").
+    // Any other failure is no reason to look for records elsewhere: it propagates, and the store
+    // fails closed.
+    if (!(error instanceof Error && /\bSQL(ite)?\b/i.test(error.message))) throw error;
     sql = undefined;
   }
   return sql !== undefined ? sqlRecords(sql) : keyValueRecords(storage);

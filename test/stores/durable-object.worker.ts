@@ -16,16 +16,21 @@ import { durableObjectStore, WebhookClaims, type DurableObjectNamespaceLike, typ
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { checkStore, StoreConformanceError } from '../../src/testing/check-store.ts';
 
+/** A namespace binding as workerd passes it (its stubs take a Request too). */
+interface Namespace extends DurableObjectNamespaceLike {
+  get(id: unknown): { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
+}
+
 interface Env {
   WEBHOOK_SECRET: string;
   /** The store's object on the SQLite backend, with two test hooks. */
-  WEBHOOK_CLAIMS: DurableObjectNamespaceLike;
+  WEBHOOK_CLAIMS: Namespace;
   /** The same object on the key-value backend (`new_classes`). */
-  WEBHOOK_CLAIMS_KV: DurableObjectNamespaceLike;
+  WEBHOOK_CLAIMS_KV: Namespace;
   /** An object that never answers: the store's backend unreachable. */
-  UNRESPONSIVE: DurableObjectNamespaceLike;
+  UNRESPONSIVE: Namespace;
   /** Counts handler runs per id. */
-  RUNS: DurableObjectNamespaceLike;
+  RUNS: Namespace;
 }
 
 interface TestState extends DurableObjectStateLike {
@@ -71,7 +76,7 @@ export class Runs {
   }
 }
 
-const stub = (namespace: DurableObjectNamespaceLike, name: string) => namespace.get(namespace.idFromName(name));
+const stub = (namespace: Namespace, name: string) => namespace.get(namespace.idFromName(name));
 
 async function check(env: Env, binding: string): Promise<Response> {
   const namespace = binding === 'WEBHOOK_CLAIMS_KV' ? env.WEBHOOK_CLAIMS_KV : env.WEBHOOK_CLAIMS;
