@@ -3,6 +3,7 @@ import { defineConfig } from 'tsdown';
 const entry = {
   index: 'src/index.ts',
   redis: 'src/stores/redis.ts',
+  cloudflare: 'src/stores/durable-object.ts',
   testing: 'tools/testing.ts',
   vitest: 'tools/vitest.ts',
   cli: 'tools/cli.ts',

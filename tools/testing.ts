@@ -31,5 +31,13 @@ export {
   type CheckSent,
   type CheckVerdict,
   type FetchHandler,
+  checkStore,
+  StoreConformanceError,
+  type CheckStoreContext,
+  type CheckStoreOptions,
+  type StoreConformanceReport,
+  type StoreFactory,
+  type StoreRule,
+  type StoreRuleOutcome,
 } from '../src/testing/index.ts';
 export { createTestReceiver, type Delivery, type TestReceiver, type TestReceiverOptions } from './test-receiver.ts';

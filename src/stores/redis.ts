@@ -58,8 +58,29 @@ export interface NodeRedisClientLike {
 }
 
 /**
- * A connected `ioredis` or `redis` (node-redis) client, told apart by shape: `evalsha` is
- * ioredis, `evalSha` is node-redis.
+ * The part of an `@upstash/redis` client (`Redis`, over HTTP, v1 and later) that
+ * {@link redisStore} uses. Declared here so that neither the package nor its types need
+ * `@upstash/redis` installed.
+ *
+ * @example
+ * ```ts
+ * import { Redis } from '@upstash/redis';
+ * import type { UpstashRedisClientLike } from 'webhook-receiver/redis';
+ * const client: UpstashRedisClientLike = Redis.fromEnv();
+ * ```
+ */
+export interface UpstashRedisClientLike {
+  evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
+  eval(script: string, keys: string[], args: string[]): Promise<unknown>;
+  /** Not used, only read: it tells an Upstash client from an ioredis one (both have `evalsha`). */
+  createScript(script: string): unknown;
+  /** Used by `receiver.ping()` for readiness checks. */
+  ping?(): Promise<unknown>;
+}
+
+/**
+ * A connected `ioredis`, `redis` (node-redis) or `@upstash/redis` client, told apart by shape:
+ * `evalSha` is node-redis, `evalsha` with `createScript` is Upstash, `evalsha` alone ioredis.
  *
  * @example
  * ```ts
@@ -68,7 +89,7 @@ export interface NodeRedisClientLike {
  * const client: RedisClientLike = await createClient({ url: process.env.REDIS_URL }).connect();
  * ```
  */
-export type RedisClientLike = IORedisClientLike | NodeRedisClientLike;
+export type RedisClientLike = IORedisClientLike | NodeRedisClientLike | UpstashRedisClientLike;
 
 /**
  * Options of {@link redisStore}.
@@ -178,8 +199,9 @@ async function sha1Hex(source: string): Promise<string> {
 
 function isNoScript(error: unknown): boolean {
   // ioredis' ReplyError and node-redis' ErrorReply both carry Redis' error line as the message:
-  // "NOSCRIPT No matching script. Please use EVAL."
-  return error instanceof Error && error.message.startsWith('NOSCRIPT');
+  // "NOSCRIPT No matching script. Please use EVAL."; Upstash's UpstashError puts
+  // "Command failed: " before it when the client pipelined the command.
+  return error instanceof Error && /^(?:Command failed: )?NOSCRIPT/.test(error.message);
 }
 
 /** One client library, seen through the two commands the store sends and its connection state. */
@@ -209,13 +231,27 @@ function nodeRedisScripts(client: NodeRedisClientLike): ScriptClient {
   };
 }
 
-/** The client's library, told by shape: `evalsha` is ioredis, `evalSha` is node-redis. */
+function upstashScripts(client: UpstashRedisClientLike): ScriptClient {
+  return {
+    evalsha: (sha, key, args) => client.evalsha(sha, [key], args),
+    eval: (source, key, args) => client.eval(source, [key], args),
+    // Over HTTP there is no connection to lose: every command is a request, bounded by timeoutMs.
+    connected: () => undefined,
+    ping: () => (typeof client.ping === 'function' ? client.ping() : client.eval('return 1', [], [])),
+  };
+}
+
+/** The client's library, told by shape: `evalSha` is node-redis, `evalsha` Upstash (with `createScript`) or ioredis. */
 function scriptClientFor(client: RedisClientLike): ScriptClient {
-  const candidate = client as Partial<IORedisClientLike> & Partial<NodeRedisClientLike>;
+  const candidate = client as Partial<IORedisClientLike> & Partial<NodeRedisClientLike> & Partial<UpstashRedisClientLike>;
+  const ioredisStatus = typeof candidate.status === 'string';
+  if (typeof candidate.evalsha === 'function' && typeof candidate.createScript === 'function' && !ioredisStatus && typeof candidate.eval === 'function') {
+    return upstashScripts(client as UpstashRedisClientLike);
+  }
   if (typeof candidate.evalsha === 'function' && typeof candidate.eval === 'function') return ioredisScripts(client as IORedisClientLike);
   if (typeof candidate.evalSha === 'function' && typeof candidate.eval === 'function') return nodeRedisScripts(client as NodeRedisClientLike);
   throw new TypeError(
-    `redisStore client must be a connected ioredis or redis (node-redis) client: ${describeValue(client)} has neither evalsha() (ioredis) nor evalSha() (node-redis)`,
+    `redisStore client must be a connected ioredis, redis (node-redis) or @upstash/redis client: ${describeValue(client)} has neither evalsha() (ioredis, Upstash) nor evalSha() (node-redis)`,
   );
 }
 
@@ -247,8 +283,9 @@ const wholeMs = (ms: number): string => String(Math.max(1, Math.ceil(ms)));
  * app: a `webhook-id` is processed once however many machines receive it.
  *
  * `client` is a client that the app creates, connects and closes; the store only sends scripts
- * through it. Both `ioredis` (v5 and later, `Redis` or `Cluster`) and `redis` (node-redis v4 and
- * later, client or cluster) work. Neither is a dependency of this package.
+ * through it. `ioredis` (v5 and later, `Redis` or `Cluster`), `redis` (node-redis v4 and later,
+ * client or cluster) and `@upstash/redis` (over HTTP, for edge runtimes) work. None of them is a
+ * dependency of this package.
  *
  * Each claim, complete, release and extend is one Lua script on one key: atomic, one round trip.
  *

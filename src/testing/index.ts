@@ -22,3 +22,13 @@ export {
   type CheckVerdict,
   type FetchHandler,
 } from './check.ts';
+export {
+  checkStore,
+  StoreConformanceError,
+  type CheckStoreContext,
+  type CheckStoreOptions,
+  type StoreConformanceReport,
+  type StoreFactory,
+  type StoreRule,
+  type StoreRuleOutcome,
+} from './check-store.ts';

@@ -261,6 +261,42 @@ export async function check(request: Request): Promise<void> {
     expect(output).toContain("Property 'toBeSignedWebhok' does not exist on type 'Assertion<Request>'. Did you mean 'toBeSignedWebhook'?");
   });
 
+  it('loads the Cloudflare store in Node (ESM and CommonJS), types it, and runs checkStore from the built package', () => {
+    writeFileSync(
+      join(project, 'cloudflare.mjs'),
+      `
+import { durableObjectStore, WebhookClaims } from 'webhook-receiver/cloudflare';
+import { memoryStore } from 'webhook-receiver';
+import { checkStore } from 'webhook-receiver/testing';
+const report = await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual' });
+console.log(JSON.stringify({ store: typeof durableObjectStore, object: typeof WebhookClaims, passed: report.passed, failed: report.failed }));
+`,
+    );
+    expect(JSON.parse(run('node', ['cloudflare.mjs']))).toEqual({ store: 'function', object: 'function', passed: 15, failed: 0 });
+    writeFileSync(join(project, 'cloudflare.cjs'), `const { durableObjectStore, WebhookClaims } = require('webhook-receiver/cloudflare');\nconsole.log(typeof durableObjectStore, typeof WebhookClaims);`);
+    expect(run('node', ['cloudflare.cjs']).trim()).toBe('function function');
+    // The binding typed as @cloudflare/workers-types declares it (the parts that matter), without that package.
+    writeFileSync(
+      join(project, 'typed-cloudflare.mts'),
+      `
+import { durableObjectStore, WebhookClaims, type DurableObjectStore } from 'webhook-receiver/cloudflare';
+import { checkStore, StoreConformanceError, type StoreConformanceReport } from 'webhook-receiver/testing';
+interface DurableObjectId { toString(): string; equals(other: DurableObjectId): boolean }
+interface DurableObjectStub { fetch(input: RequestInfo | URL, init?: RequestInit): Promise<Response>; readonly id: DurableObjectId }
+interface DurableObjectNamespace { idFromName(name: string): DurableObjectId; idFromString(id: string): DurableObjectId; get(id: DurableObjectId, options?: { locationHint?: string }): DurableObjectStub }
+declare const env: { WEBHOOK_CLAIMS: DurableObjectNamespace };
+export { WebhookClaims };
+export const store: DurableObjectStore = durableObjectStore(env.WEBHOOK_CLAIMS, { prefix: 'app:' });
+export const report: Promise<StoreConformanceReport> = checkStore(() => store, { shared: true, skip: ['ttl'] });
+export const failures = (error: unknown) => (error instanceof StoreConformanceError ? error.failures.map((f) => f.rule) : []);
+// @ts-expect-error not a Durable Object namespace
+durableObjectStore({ get: () => undefined });
+`,
+    );
+    writeTsconfig('tsconfig.cloudflare.json', ['typed-cloudflare.mts'], ['node']);
+    expect(typeCheck('tsconfig.cloudflare.json')).toEqual({ code: 0, output: '' });
+  });
+
   it('installs the command-line tool', () => {
     const out = run('npx', ['--no-install', 'webhook-receiver', 'generate-secret']).trim();
     expect(out).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);

@@ -9,7 +9,7 @@
  * it did. On Bun and Deno `node:crypto` is there and no `crypto.subtle` signing happens.
  */
 
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateSecret, signWebhook } from 'webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -155,7 +155,11 @@ describe('workerd, without the nodejs_compat flag', () => {
     const config = `using Workerd = import "/workerd/workerd.capnp";
 
 const config :Workerd.Config = (
-  services = [ (name = "smoke", worker = .smoke), (name = "example", worker = .example) ],
+  services = [
+    (name = "smoke", worker = .smoke),
+    (name = "example", worker = .example),
+    (name = "claims-disk", disk = (path = ${JSON.stringify(join(cwd(), 'claims'))}, writable = true)),
+  ],
 );
 
 const smoke :Workerd.Worker = (
@@ -170,10 +174,17 @@ const smoke :Workerd.Worker = (
 const example :Workerd.Worker = (
   modules = [ (name = "cloudflare-worker.mjs", esModule = embed "out/cloudflare-worker.mjs") ],
   compatibilityDate = "2025-06-01",
-  bindings = [ (name = "WEBHOOK_SECRET", fromEnvironment = "WEBHOOK_SECRET") ],
+  bindings = [
+    (name = "WEBHOOK_SECRET", fromEnvironment = "WEBHOOK_SECRET"),
+    (name = "WEBHOOK_CLAIMS", durableObjectNamespace = "WebhookClaims"),
+  ],
+  durableObjectNamespaces = [ (className = "WebhookClaims", uniqueKey = "webhook-claims", enableSql = true) ],
+  durableObjectStorage = (localDisk = "claims-disk"),
 );
 `;
     expect(config).not.toContain('compatibilityFlags');
+    // The example's WebhookClaims objects, SQLite-backed as `new_sqlite_classes` makes them.
+    mkdirSync(join(cwd(), 'claims'), { recursive: true });
     writeFileSync(join(cwd(), 'smoke.capnp'), config);
 
     const result = await run(bin('workerd'), ['test', 'smoke.capnp', 'smoke'], { cwd: cwd(), env: { WEBHOOK_SECRET: generateSecret() }, timeoutMs: RUN_TIMEOUT_MS });

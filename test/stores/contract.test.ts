@@ -1,159 +1,99 @@
 /**
- * The store contract (issue 3): the same suite against the memory store, the Redis store through
- * ioredis, and the Redis store through node-redis (a real redis-server).
+ * The store contract (issues 3 and 13), run by the conformance kit users run on their own stores
+ * (`checkStore` from `webhook-receiver/testing`): the memory store, and the Redis store through
+ * ioredis and through node-redis on a real redis-server. The Durable Object store runs the same
+ * kit inside workerd (test/stores/durable-object.test.ts).
  */
 
+import { createServer } from 'node:net';
+import { Redis } from 'ioredis';
+import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { IdempotencyStore } from '../../src/stores/types.ts';
-import { openBackend, sleep, STORE_KINDS, token, type StoreBackend } from '../support/stores.ts';
+import { memoryStore } from '../../src/stores/memory.ts';
+import { redisStore } from '../../src/stores/redis.ts';
+import { checkStore, type StoreConformanceReport, type StoreRule } from '../../src/testing/check-store.ts';
+import { openBackend, type StoreBackend } from '../support/stores.ts';
+import { sharedRedisUrl, type ClientKind } from '../support/redis.ts';
 
-const NAMES = { memory: 'memoryStore', ioredis: 'redisStore via ioredis', 'node-redis': 'redisStore via node-redis' } as const;
+/** The project's stores issue 128-bit tokens in lower-case hex. */
+const tokenPattern = /^[0-9a-f]{32}$/;
 
-describe.each(STORE_KINDS.map((target) => ({ ...target, name: NAMES[target.kind] })))('store contract: $name', ({ kind, available }) => {
-  let backend: StoreBackend;
-  let store: IdempotencyStore;
-  let spaceCount = 0;
-  /** A fresh, empty space for each test. */
-  const fresh = () => backend.open(`space${++spaceCount}`);
+const outcomes = (report: StoreConformanceReport, outcome: 'passed' | 'skipped'): StoreRule[] =>
+  report.rules.filter((rule) => rule.outcome === outcome).map((rule) => rule.rule);
+
+const EVERY_RULE: StoreRule[] = [
+  'arguments',
+  'claim',
+  'release',
+  'complete-idempotent',
+  'fencing',
+  'unknown-keys',
+  'independent-keys',
+  'fractional-durations',
+  'concurrent-claims',
+  'expiry-takeover',
+  'expiry-stale-owner',
+  'concurrent-takeover',
+  'ttl',
+  'extend',
+  'shared',
+  'ping',
+  'unreachable',
+];
+const without = (...rules: StoreRule[]) => EVERY_RULE.filter((rule) => !rules.includes(rule));
+
+/** A loopback port nothing listens on (bound, then closed). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+describe('store contract: memoryStore', () => {
+  it('keeps every rule on the kit’s clock', async () => {
+    const report = await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual', tokenPattern });
+    expect(outcomes(report, 'passed')).toEqual(without('shared', 'unreachable'));
+    expect(outcomes(report, 'skipped')).toEqual(['shared', 'unreachable']);
+  });
+
+  it('keeps every rule on the real clock, waiting on its own expiry', async () => {
+    const report = await checkStore(() => memoryStore(), { tokenPattern });
+    expect(outcomes(report, 'passed')).toEqual(without('shared', 'unreachable'));
+  });
+});
+
+describe.each<ClientKind>(['ioredis', 'node-redis'])('store contract: redisStore via %s', (kind) => {
+  const available = sharedRedisUrl !== null;
+  let backend: StoreBackend | undefined;
+  const closers: (() => void)[] = [];
 
   beforeAll(async () => {
     if (available) backend = await openBackend(kind);
   });
   afterAll(async () => {
+    for (const close of closers) close();
     await backend?.close();
   });
 
-  const test = it.skipIf(!available);
-
-  test('claim: acquired with a token, then processing with the time left, then completed', async () => {
-    store = fresh();
-    const first = await store.claim('msg_1', 10_000);
-    expect(first).toEqual({ status: 'acquired', token: expect.stringMatching(/^[0-9a-f]{32}$/) });
-
-    const second = await store.claim('msg_1', 10_000);
-    expect(second.status).toBe('processing');
-    const left = (second as { retryAfterMs?: number }).retryAfterMs;
-    expect(left).toBeGreaterThan(9_000);
-    expect(left).toBeLessThanOrEqual(10_000);
-
-    expect(await store.complete('msg_1', token(first), 60_000)).toBe(true);
-    expect(await store.claim('msg_1', 10_000)).toEqual({ status: 'completed' });
-    // Completed stays completed; completing again with the same token is its own completion
-    // (a late-applied completion is not a takeover), and its release changes nothing.
-    expect(await store.complete('msg_1', token(first), 60_000)).toBe(true);
-    expect(await store.complete('msg_1', 'another-token', 60_000)).toBe(false);
-    expect(await store.release('msg_1', token(first))).toBe(false);
-    expect(await store.claim('msg_1', 10_000)).toEqual({ status: 'completed' });
-  });
-
-  test('release frees the key for the next claim, with a new token', async () => {
-    store = fresh();
-    const first = token(await store.claim('msg_1', 10_000));
-    expect(await store.release('msg_1', first)).toBe(true);
-    const second = token(await store.claim('msg_1', 10_000));
-    expect(second).not.toBe(first);
-    expect(await store.release('msg_1', first)).toBe(false);
-    expect((await store.claim('msg_1', 10_000)).status).toBe('processing');
-  });
-
-  test('ids are independent', async () => {
-    store = fresh();
-    token(await store.claim('msg_a', 10_000));
-    expect((await store.claim('msg_b', 10_000)).status).toBe('acquired');
-    expect((await store.claim('msg_a', 10_000)).status).toBe('processing');
-  });
-
-  test('a lock expires after lockMs and the next claim takes it over', async () => {
-    store = fresh();
-    const stale = token(await store.claim('msg_1', 200));
-    await sleep(300);
-    const owner = token(await store.claim('msg_1', 10_000));
-    expect(owner).not.toBe(stale);
-
-    // The stale owner can neither complete nor release the new owner's claim...
-    expect(await store.complete('msg_1', stale, 60_000)).toBe(false);
-    expect(await store.release('msg_1', stale)).toBe(false);
-    // ...and changed nothing: the new owner still holds it, and completes it.
-    expect((await store.claim('msg_1', 10_000)).status).toBe('processing');
-    expect(await store.complete('msg_1', owner, 60_000)).toBe(true);
-    expect(await store.claim('msg_1', 10_000)).toEqual({ status: 'completed' });
-  });
-
-  test('a stale owner cannot complete or release after its lock expired and nobody took over', async () => {
-    store = fresh();
-    const stale = token(await store.claim('msg_1', 200));
-    await sleep(300);
-    expect(await store.complete('msg_1', stale, 60_000)).toBe(false);
-    expect(await store.release('msg_1', stale)).toBe(false);
-    expect((await store.claim('msg_1', 10_000)).status).toBe('acquired');
-  });
-
-  test('a wrong token changes nothing, on a held key and on a free one', async () => {
-    store = fresh();
-    const owner = token(await store.claim('msg_1', 10_000));
-    expect(await store.complete('msg_1', 'not-the-token', 60_000)).toBe(false);
-    expect(await store.release('msg_1', 'not-the-token')).toBe(false);
-    expect((await store.claim('msg_1', 10_000)).status).toBe('processing');
-    expect(await store.complete('msg_1', owner, 60_000)).toBe(true);
-
-    // A token that looks like the store's own markers still owns nothing.
-    expect(await store.release('msg_1', 'done')).toBe(false);
-    expect(await store.claim('msg_1', 10_000)).toEqual({ status: 'completed' });
-
-    expect(await store.complete('msg_free', owner, 60_000)).toBe(false);
-    expect(await store.release('msg_free', owner)).toBe(false);
-    expect((await store.claim('msg_free', 10_000)).status).toBe('acquired');
-  });
-
-  test('a completed id is forgotten after ttlMs', async () => {
-    store = fresh();
-    const owner = token(await store.claim('msg_1', 10_000));
-    expect(await store.complete('msg_1', owner, 500)).toBe(true);
-    expect(await store.claim('msg_1', 10_000)).toEqual({ status: 'completed' });
-    await sleep(650);
-    expect((await store.claim('msg_1', 10_000)).status).toBe('acquired');
-  });
-
-  test('concurrent claims of one id: exactly one is acquired', async () => {
-    store = fresh();
-    const results = await Promise.all(Array.from({ length: 25 }, () => store.claim('msg_1', 10_000)));
-    expect(results.filter((r) => r.status === 'acquired')).toHaveLength(1);
-    expect(results.filter((r) => r.status === 'processing')).toHaveLength(24);
-  });
-
-  test('separate spaces (prefixes) keep the same id apart; the same space shares it', async () => {
-    const space = `shared${++spaceCount}`;
-    const a = backend.open(space);
-    const sameSpace = backend.open(space);
-    const other = fresh();
-    const owner = token(await a.claim('msg_1', 10_000));
-    expect((await sameSpace.claim('msg_1', 10_000)).status).toBe('processing');
-    expect((await other.claim('msg_1', 10_000)).status).toBe('acquired');
-    expect(await sameSpace.complete('msg_1', owner, 60_000)).toBe(true);
-    expect(await a.claim('msg_1', 10_000)).toEqual({ status: 'completed' });
-    expect((await other.claim('msg_1', 10_000)).status).toBe('processing');
-  });
-
-  test('fractional milliseconds are accepted', async () => {
-    store = fresh();
-    const owner = token(await store.claim('msg_1', 5000.5));
-    expect(await store.complete('msg_1', owner, 60_000.25)).toBe(true);
-    expect(await store.claim('msg_1', 10_000)).toEqual({ status: 'completed' });
-  });
-
-  test('bad arguments reject with TypeError or RangeError and write nothing', async () => {
-    store = fresh();
-    await expect(store.claim('', 1000)).rejects.toThrow(new TypeError('an idempotency key must be a non-empty string'));
-    await expect(store.claim(42 as unknown as string, 1000)).rejects.toThrow(TypeError);
-    for (const ms of [0, -1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '1000' as unknown as number]) {
-      await expect(store.claim('msg_1', ms)).rejects.toThrow(new RangeError('lockMs must be a positive, finite number of milliseconds'));
-      await expect(store.complete('msg_1', 'token', ms)).rejects.toThrow(new RangeError('ttlMs must be a positive, finite number of milliseconds'));
+  /** The store on a client that cannot reach its server: nothing listens on the port. */
+  const unreachable = async () => {
+    const url = `redis://127.0.0.1:${await closedPort()}`;
+    if (kind === 'ioredis') {
+      const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
+      client.on('error', () => {});
+      closers.push(() => client.disconnect());
+      return redisStore({ client, timeoutMs: 500 });
     }
-    await expect(store.complete('msg_1', '', 1000)).rejects.toThrow(new TypeError('an ownership token must be a non-empty string'));
-    await expect(store.release('msg_1', undefined as unknown as string)).rejects.toThrow(
-      new TypeError('an ownership token must be a non-empty string'),
-    );
-    await expect(store.release('', 'token')).rejects.toThrow(new TypeError('an idempotency key must be a non-empty string'));
-    expect((await store.claim('msg_1', 10_000)).status).toBe('acquired');
+    // Never connected (`connect()` would reject): node-redis refuses commands on a closed client.
+    const client = createClient({ url });
+    client.on('error', () => {});
+    return redisStore({ client, timeoutMs: 500 });
+  };
+
+  it.skipIf(!available)('keeps every rule on a real redis-server: instances share it, an unreachable server rejects', async () => {
+    const report = await checkStore(() => backend!.open('contract'), { shared: true, unreachable, tokenPattern });
+    expect(outcomes(report, 'passed')).toEqual(EVERY_RULE);
   });
 });

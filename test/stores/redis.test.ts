@@ -55,10 +55,10 @@ describe('redisStore options', () => {
 
   it('refuses a client that is neither ioredis nor node-redis, naming what it got', () => {
     expect(() => redisStore({ client: {} as never })).toThrow(
-      new TypeError('redisStore client must be a connected ioredis or redis (node-redis) client: an object has neither evalsha() (ioredis) nor evalSha() (node-redis)'),
+      new TypeError('redisStore client must be a connected ioredis, redis (node-redis) or @upstash/redis client: an object has neither evalsha() (ioredis, Upstash) nor evalSha() (node-redis)'),
     );
     expect(() => redisStore({ client: new Map() as never })).toThrow(
-      new TypeError('redisStore client must be a connected ioredis or redis (node-redis) client: a Map has neither evalsha() (ioredis) nor evalSha() (node-redis)'),
+      new TypeError('redisStore client must be a connected ioredis, redis (node-redis) or @upstash/redis client: a Map has neither evalsha() (ioredis, Upstash) nor evalSha() (node-redis)'),
     );
     // evalsha without eval cannot fall back on NOSCRIPT.
     expect(() => redisStore({ client: { evalsha: async () => 0 } as never })).toThrow(TypeError);

@@ -1,0 +1,455 @@
+/**
+ * The Cloudflare Durable Object store: `webhook-receiver/cloudflare` (issue 13).
+ *
+ * Each key is routed to one object (`idFromName(prefix + key)`), and each operation is one
+ * request to that object, which runs the check and the write with nothing but storage between
+ * them: the object's input gate lets no other request in meanwhile, so a claim is atomic however
+ * many isolates and locations send duplicates at once. On the SQLite backend the object's SQL
+ * storage is synchronous, so the check-and-set is one uninterrupted piece of code; on the older
+ * key-value backend it awaits only `storage.get`/`put`, which the input gate covers.
+ *
+ * Expiry is checked on access (a record past its time counts as absent) and cleaned up by the
+ * object's alarm, so an id's storage goes away once its completion has expired.
+ *
+ * Nothing here imports `cloudflare:workers`: the object is a plain class with the
+ * `constructor(ctx, env)`, `fetch` and `alarm` shape that workerd calls, so this module also loads
+ * in Node (for types, tests and bundlers) and needs no special export condition.
+ */
+
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, withTimeout } from './internal.ts';
+import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+
+export { StoreError, type StoreErrorReason } from './types.ts';
+
+/**
+ * The part of a Durable Object stub that {@link durableObjectStore} uses (`DurableObjectStub`).
+ * The store calls `fetch(url, init)` rather than passing a `Request`: every stub takes that form,
+ * including ones whose runtime has a `Request` class of its own (Miniflare's proxies from Node).
+ *
+ * @example
+ * ```ts
+ * const stub: DurableObjectStubLike = env.WEBHOOK_CLAIMS.get(env.WEBHOOK_CLAIMS.idFromName('probe'));
+ * ```
+ */
+export interface DurableObjectStubLike {
+  fetch(url: string, init: { method: 'POST'; headers: Record<string, string>; body: string }): Promise<Response>;
+}
+
+/**
+ * The part of a Durable Object namespace binding (`env.WEBHOOK_CLAIMS`, a
+ * `DurableObjectNamespace`) that {@link durableObjectStore} uses. Declared here so that neither
+ * the package nor its types need `@cloudflare/workers-types`.
+ *
+ * @example
+ * ```ts
+ * import type { DurableObjectNamespaceLike } from 'webhook-receiver/cloudflare';
+ * interface Env { WEBHOOK_CLAIMS: DurableObjectNamespaceLike }
+ * ```
+ */
+export interface DurableObjectNamespaceLike<Id = unknown> {
+  idFromName(name: string): Id;
+  get(id: Id): DurableObjectStubLike;
+}
+
+/**
+ * Options of {@link durableObjectStore}.
+ *
+ * @example
+ * ```ts
+ * const options: DurableObjectStoreOptions = { prefix: 'billing:', timeoutMs: 3000 };
+ * ```
+ */
+export interface DurableObjectStoreOptions {
+  /** Put before every key to name its object, so several apps can share one binding. Default `''`. */
+  prefix?: string;
+  /**
+   * How long one operation may take before it rejects (the receiver then answers 503
+   * `STORE_UNAVAILABLE`). Default 5000: an object's first request may create it far away.
+   */
+  timeoutMs?: number;
+}
+
+/**
+ * The Durable Object store: {@link IdempotencyStore} with lease renewal and a readiness check.
+ *
+ * @example
+ * ```ts
+ * import { durableObjectStore, type DurableObjectStore } from 'webhook-receiver/cloudflare';
+ * const store: DurableObjectStore = durableObjectStore(env.WEBHOOK_CLAIMS);
+ * ```
+ */
+export interface DurableObjectStore extends IdempotencyStore {
+  extend(key: string, token: string, lockMs: number): Promise<boolean>;
+  ping(): Promise<void>;
+}
+
+/**
+ * 5000 ms: the default per-operation timeout of {@link durableObjectStore}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_DURABLE_OBJECT_TIMEOUT_MS, durableObjectStore } from 'webhook-receiver/cloudflare';
+ * const store = durableObjectStore(env.WEBHOOK_CLAIMS, { timeoutMs: DEFAULT_DURABLE_OBJECT_TIMEOUT_MS / 2 });
+ * ```
+ */
+export const DEFAULT_DURABLE_OBJECT_TIMEOUT_MS = 5000;
+
+/** What the store asks its object: one operation on one key. */
+type Operation =
+  | { op: 'claim'; key: string; token: string; ms: number }
+  | { op: 'complete'; key: string; token: string; ms: number }
+  | { op: 'release'; key: string; token: string }
+  | { op: 'extend'; key: string; token: string; ms: number }
+  | { op: 'ping' };
+
+type Reply = { status: 'acquired' } | { status: 'processing'; retryAfterMs: number } | { status: 'completed' } | { ok: boolean };
+
+// The object is reached through its stub, never over the network: the host is only a label.
+const ENDPOINT = 'https://webhook-claims.invalid/';
+
+/** Whole milliseconds, at least 1, as the other stores round them. */
+const wholeMs = (ms: number): number => Math.max(1, Math.ceil(ms));
+
+/**
+ * An idempotency store on Cloudflare Durable Objects, shared by every isolate and location of a
+ * Worker: a `webhook-id` is processed once however many of its deliveries arrive at once.
+ *
+ * `namespace` is the binding of the {@link WebhookClaims} class, which the Worker exports and
+ * binds as a SQLite-backed Durable Object (wrangler.toml):
+ *
+ * ```toml
+ * [[durable_objects.bindings]]
+ * name = "WEBHOOK_CLAIMS"
+ * class_name = "WebhookClaims"
+ *
+ * [[migrations]]
+ * tag = "v1"
+ * new_sqlite_classes = ["WebhookClaims"]
+ * ```
+ *
+ * Each key has an object of its own, and each claim, complete, release and extend is one request
+ * to it: atomic, one round trip. An operation that gets no answer within `timeoutMs` rejects.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver } from 'webhook-receiver';
+ * import { durableObjectStore } from 'webhook-receiver/cloudflare';
+ * export { WebhookClaims } from 'webhook-receiver/cloudflare';
+ *
+ * export default {
+ *   async fetch(request: Request, env: Env): Promise<Response> {
+ *     const receiver = createReceiver({ secrets: env.WEBHOOK_SECRET, idempotency: { store: durableObjectStore(env.WEBHOOK_CLAIMS) } });
+ *     return receiver.handle(request, async (webhook) => Response.json({ id: webhook.id }));
+ *   },
+ * };
+ * ```
+ */
+export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>, options: DurableObjectStoreOptions = {}): DurableObjectStore {
+  if (typeof namespace !== 'object' || namespace === null || typeof namespace.idFromName !== 'function' || typeof namespace.get !== 'function') {
+    throw new TypeError(
+      `durableObjectStore needs the Durable Object namespace binding of the WebhookClaims class (env.WEBHOOK_CLAIMS), got ${describeValue(namespace)}`,
+    );
+  }
+  if (typeof options !== 'object' || options === null) throw new TypeError('durableObjectStore options must be an object');
+  const { prefix = '', timeoutMs = DEFAULT_DURABLE_OBJECT_TIMEOUT_MS } = options;
+  if (typeof prefix !== 'string') throw new TypeError('durableObjectStore prefix must be a string');
+  checkTimeoutOption('durableObject', timeoutMs, DEFAULT_DURABLE_OBJECT_TIMEOUT_MS);
+
+  const send = (name: string, operation: Operation): Promise<Reply> =>
+    withTimeout(
+      (async () => {
+        const stub = namespace.get(namespace.idFromName(prefix + name));
+        const response = await stub.fetch(ENDPOINT + operation.op, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(operation),
+        });
+        if (!response.ok) {
+          const detail = (await response.text()).slice(0, 200);
+          throw new StoreError('durable-object', 'bad_reply', `durable object store: ${operation.op} answered HTTP ${response.status}: ${detail}`);
+        }
+        return (await response.json()) as Reply;
+      })(),
+      timeoutMs,
+      'durable-object',
+      operation.op,
+    );
+
+  const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' }>): Promise<boolean> => {
+    const reply = await send(operation.key, operation);
+    if (typeof reply === 'object' && reply !== null && 'ok' in reply && typeof reply.ok === 'boolean') return reply.ok;
+    throw new StoreError('durable-object', 'bad_reply', `durable object store: unexpected reply to ${operation.op}: ${describeValue(reply)}`);
+  };
+
+  return {
+    async claim(key, lockMs): Promise<ClaimResult> {
+      checkClaim(key, lockMs);
+      const token = newToken();
+      const reply = await send(key, { op: 'claim', key, token, ms: wholeMs(lockMs) });
+      const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
+      if (status === 'acquired') return { status, token };
+      if (status === 'completed') return { status };
+      if (status === 'processing') {
+        const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
+        return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
+      }
+      throw new StoreError('durable-object', 'bad_reply', `durable object store: unexpected reply to claim: ${describeValue(reply)}`);
+    },
+    async complete(key, token, ttlMs) {
+      checkComplete(key, token, ttlMs);
+      return answer({ op: 'complete', key, token, ms: wholeMs(ttlMs) });
+    },
+    async release(key, token) {
+      checkRelease(key, token);
+      return answer({ op: 'release', key, token });
+    },
+    async extend(key, token, lockMs) {
+      checkExtend(key, token, lockMs);
+      return answer({ op: 'extend', key, token, ms: wholeMs(lockMs) });
+    },
+    async ping() {
+      // An object of its own (no key has an empty namespace), which never writes storage.
+      const reply = await send(':ping', { op: 'ping' });
+      if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
+        throw new StoreError('durable-object', 'bad_reply', `durable object store: unexpected reply to ping: ${describeValue(reply)}`);
+      }
+    },
+  };
+}
+
+/**
+ * The part of a Durable Object's SQL storage (`ctx.storage.sql`) that {@link WebhookClaims} uses.
+ *
+ * @example
+ * ```ts
+ * const sql: SqlStorageLike = ctx.storage.sql;
+ * ```
+ */
+export interface SqlStorageLike {
+  exec(query: string, ...bindings: (string | number | null)[]): { toArray(): Record<string, unknown>[] };
+}
+
+/**
+ * The part of a Durable Object's storage (`ctx.storage`) that {@link WebhookClaims} uses: SQL on
+ * the SQLite backend, the key-value methods otherwise, and the alarm.
+ *
+ * @example
+ * ```ts
+ * const storage: DurableObjectStorageLike = ctx.storage;
+ * ```
+ */
+export interface DurableObjectStorageLike {
+  /** Present on the SQLite backend (on the key-value backend, using it throws). */
+  readonly sql?: SqlStorageLike;
+  get(key: string): Promise<unknown>;
+  put(key: string, value: unknown): Promise<void>;
+  delete(key: string): Promise<boolean>;
+  list(): Promise<Map<string, unknown>>;
+  deleteAll(): Promise<void>;
+  setAlarm(scheduledTime: number): Promise<void>;
+}
+
+/**
+ * The part of a Durable Object's state (`ctx`, `DurableObjectState`) that {@link WebhookClaims} uses.
+ *
+ * @example
+ * ```ts
+ * const state: DurableObjectStateLike = ctx;
+ * ```
+ */
+export interface DurableObjectStateLike {
+  readonly storage: DurableObjectStorageLike;
+}
+
+/** One key's record: a live claim (`done` false) or a completion, until `until` (epoch ms). */
+interface ClaimRecord {
+  token: string;
+  done: boolean;
+  until: number;
+}
+
+/** Where an object keeps its records: SQL (synchronous) or key-value (awaited) storage. */
+interface Records {
+  get(key: string): ClaimRecord | undefined | Promise<ClaimRecord | undefined>;
+  put(key: string, record: ClaimRecord): void | Promise<void>;
+  delete(key: string): void | Promise<unknown>;
+  /** Deletes records expired at `time`; answers the earliest `until` left, if any. */
+  sweep(time: number): number | undefined | Promise<number | undefined>;
+  /** After `deleteAll()`, which also drops the table. */
+  forget(): void;
+}
+
+const TABLE = 'webhook_receiver_claims';
+
+function sqlRecords(sql: SqlStorageLike): Records {
+  let ready = false;
+  const table = () => {
+    if (!ready) sql.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT PRIMARY KEY, token TEXT NOT NULL, done INTEGER NOT NULL, expires_at INTEGER NOT NULL)`);
+    ready = true;
+    return sql;
+  };
+  return {
+    get(key) {
+      const row = table().exec(`SELECT token, done, expires_at FROM ${TABLE} WHERE key = ?`, key).toArray()[0];
+      return row === undefined ? undefined : { token: String(row.token), done: row.done === 1, until: Number(row.expires_at) };
+    },
+    put(key, record) {
+      table().exec(
+        `INSERT INTO ${TABLE} (key, token, done, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET token = excluded.token, done = excluded.done, expires_at = excluded.expires_at`,
+        key,
+        record.token,
+        record.done ? 1 : 0,
+        record.until,
+      );
+    },
+    delete(key) {
+      table().exec(`DELETE FROM ${TABLE} WHERE key = ?`, key);
+    },
+    sweep(time) {
+      table().exec(`DELETE FROM ${TABLE} WHERE expires_at <= ?`, time);
+      const next = table().exec(`SELECT MIN(expires_at) AS next FROM ${TABLE}`).toArray()[0]?.next;
+      return typeof next === 'number' ? next : undefined;
+    },
+    forget() {
+      ready = false;
+    },
+  };
+}
+
+function keyValueRecords(storage: DurableObjectStorageLike): Records {
+  return {
+    get: async (key) => (await storage.get(key)) as ClaimRecord | undefined,
+    put: (key, record) => storage.put(key, record),
+    delete: (key) => storage.delete(key),
+    async sweep(time) {
+      let next: number | undefined;
+      for (const [key, value] of await storage.list()) {
+        const until = (value as Partial<ClaimRecord> | undefined)?.until;
+        if (typeof until !== 'number' || until <= time) await storage.delete(key);
+        else if (next === undefined || until < next) next = until;
+      }
+      return next;
+    },
+    forget() {},
+  };
+}
+
+/** The SQL storage when this object has one (a SQLite-backed class), else the key-value API. */
+function recordsFor(storage: DurableObjectStorageLike): Records {
+  let sql: SqlStorageLike | undefined;
+  try {
+    sql = storage.sql;
+    sql?.exec('SELECT 1');
+  } catch (error) {
+    // A class declared with `new_classes` rather than `new_sqlite_classes` (workerd words it
+    // "SQL is not enabled…" or "…not backed by SQLite storage, so the SQL API is not available").
+    // Any other failure is no reason to look for records elsewhere: it propagates, and the store
+    // fails closed.
+    if (!(error instanceof Error && /\bSQL(ite)?\b/i.test(error.message))) throw error;
+    sql = undefined;
+  }
+  return sql !== undefined ? sqlRecords(sql) : keyValueRecords(storage);
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
+const isText = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
+const isMs = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
+
+/** The request body as an operation, or `undefined` when it is not one. */
+function operationOf(body: unknown): Operation | undefined {
+  if (!isObject(body)) return undefined;
+  if (body.op === 'ping') return { op: 'ping' };
+  if (!isText(body.key) || !isText(body.token)) return undefined;
+  if (body.op === 'release') return { op: 'release', key: body.key, token: body.token };
+  if ((body.op === 'claim' || body.op === 'complete' || body.op === 'extend') && isMs(body.ms)) return { op: body.op, key: body.key, token: body.token, ms: body.ms };
+  return undefined;
+}
+
+/**
+ * The Durable Object behind {@link durableObjectStore}: export it from the Worker and bind it as
+ * a SQLite-backed class (`new_sqlite_classes`). One object holds one key's claim; it answers the
+ * store's requests and clears its storage by alarm once the record has expired. Also works on
+ * the older key-value backend (`new_classes`).
+ *
+ * A plain class with the shape workerd calls (`constructor(ctx, env)`, `fetch`, `alarm`), so
+ * importing it needs no `cloudflare:workers`.
+ *
+ * @example
+ * ```ts
+ * // src/index.ts of the Worker: export the class under the name wrangler.toml binds.
+ * export { WebhookClaims } from 'webhook-receiver/cloudflare';
+ * ```
+ */
+export class WebhookClaims {
+  /** The object's state, as workerd passed it. */
+  protected readonly ctx: DurableObjectStateLike;
+  #records: Records | undefined;
+
+  constructor(ctx: DurableObjectStateLike, _env?: unknown) {
+    this.ctx = ctx;
+  }
+
+  get #store(): Records {
+    return (this.#records ??= recordsFor(this.ctx.storage));
+  }
+
+  /** One operation of {@link durableObjectStore}, as a JSON request; answers JSON. */
+  async fetch(request: Request): Promise<Response> {
+    let body: unknown;
+    try {
+      body = await request.json();
+    } catch {
+      body = undefined;
+    }
+    const operation = operationOf(body);
+    if (request.method !== 'POST' || operation === undefined) {
+      return new Response('WebhookClaims answers the requests of durableObjectStore() only', { status: 400 });
+    }
+    return Response.json(await this.#apply(operation));
+  }
+
+  /** Clears expired records; when none is left, the object's storage altogether. */
+  async alarm(): Promise<void> {
+    const next = await this.#store.sweep(Date.now());
+    if (next !== undefined) {
+      await this.ctx.storage.setAlarm(next);
+      return;
+    }
+    await this.ctx.storage.deleteAll();
+    this.#store.forget();
+  }
+
+  // From the first read to the last write, only storage is awaited: the input gate holds every
+  // other request to this object until the operation is done (issue 13).
+  async #apply(operation: Operation): Promise<Reply> {
+    if (operation.op === 'ping') return { ok: true };
+    const records = this.#store;
+    const { key, token } = operation;
+    const time = Date.now();
+    let record = await records.get(key);
+    if (record !== undefined && record.until <= time) record = undefined;
+
+    if (operation.op === 'claim') {
+      if (record !== undefined) return record.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: record.until - time };
+      return this.#write(key, { token, done: false, until: time + operation.ms }, { status: 'acquired' });
+    }
+    const owned = record !== undefined && record.token === token;
+    if (operation.op === 'complete') {
+      // Idempotent for its own token: a completion that already landed answers true again.
+      if (!owned) return { ok: false };
+      if (record!.done) return { ok: true };
+      return this.#write(key, { token, done: true, until: time + operation.ms }, { ok: true });
+    }
+    if (!owned || record!.done) return { ok: false };
+    if (operation.op === 'extend') return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
+    await records.delete(key);
+    return { ok: true };
+  }
+
+  async #write(key: string, record: ClaimRecord, reply: Reply): Promise<Reply> {
+    await this.#store.put(key, record);
+    // One alarm per object, and one key per object: it fires when this record expires.
+    await this.ctx.storage.setAlarm(record.until);
+    return reply;
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * The Worker that test/stores/durable-object.test.ts runs in workerd (through Miniflare): the
+ * Durable Object store and its object, the real receiver, and the conformance kit, all inside
+ * workerd. Bundled by the test with esbuild, as Wrangler bundles a Worker.
+ *
+ * Routes:
+ * - POST /check?binding=NAME runs `checkStore` against the store on that binding and answers its report;
+ * - POST /webhooks runs the receiver, whose handler counts its runs in the RUNS object;
+ * - GET /runs?id=… answers how many times the handler ran for an id;
+ * - POST /store/<operation> runs one store operation ({ key, token, ms }) and answers its result;
+ * - POST /object/<abort|peek>?key=… restarts the key's object, or reads what it stores.
+ */
+
+import { createReceiver } from '../../src/receiver.ts';
+import { durableObjectStore, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
+import type { IdempotencyStore } from '../../src/stores/types.ts';
+import { checkStore, StoreConformanceError } from '../../src/testing/check-store.ts';
+
+/** A namespace binding as workerd passes it (its stubs take a Request too). */
+interface Namespace extends DurableObjectNamespaceLike {
+  get(id: unknown): { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
+}
+
+interface Env {
+  WEBHOOK_SECRET: string;
+  /** The store's object on the SQLite backend, with two test hooks. */
+  WEBHOOK_CLAIMS: Namespace;
+  /** The same object on the key-value backend (`new_classes`). */
+  WEBHOOK_CLAIMS_KV: Namespace;
+  /** An object that never answers: the store's backend unreachable. */
+  UNRESPONSIVE: Namespace;
+  /** Counts handler runs per id. */
+  RUNS: Namespace;
+}
+
+interface TestState extends DurableObjectStateLike {
+  abort(reason?: string): void;
+  storage: DurableObjectStateLike['storage'] & { sql: { exec(query: string): { toArray(): Record<string, unknown>[] } } };
+}
+
+/** The store's object with two hooks for tests: restart it in place, and read its storage. */
+export class TestClaims extends WebhookClaims {
+  override async fetch(request: Request): Promise<Response> {
+    const { pathname } = new URL(request.url);
+    const ctx = this.ctx as TestState;
+    if (pathname === '/abort') ctx.abort('restarted by the test');
+    if (pathname === '/peek') {
+      const tables = ctx.storage.sql.exec(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%'`).toArray();
+      const rows = tables.length === 0 ? [] : ctx.storage.sql.exec('SELECT key, done, expires_at FROM webhook_receiver_claims').toArray();
+      return Response.json({ tables: tables.map((t) => t.name), rows });
+    }
+    return super.fetch(request);
+  }
+}
+
+/** The key-value backend: the same class, bound without SQLite. */
+export class KeyValueClaims extends WebhookClaims {}
+
+/** Never answers. */
+export class Unresponsive {
+  fetch(): Promise<Response> {
+    return new Promise(() => {});
+  }
+}
+
+/** Counts the handler's runs per webhook id. */
+export class Runs {
+  readonly #storage: DurableObjectStateLike['storage'];
+  constructor(ctx: DurableObjectStateLike) {
+    this.#storage = ctx.storage;
+  }
+  async fetch(request: Request): Promise<Response> {
+    const count = ((await this.#storage.get('count')) as number | undefined) ?? 0;
+    if (request.method === 'POST') await this.#storage.put('count', count + 1);
+    return Response.json({ count: request.method === 'POST' ? count + 1 : count });
+  }
+}
+
+const stub = (namespace: Namespace, name: string) => namespace.get(namespace.idFromName(name));
+
+async function check(env: Env, binding: string): Promise<Response> {
+  const namespace = binding === 'WEBHOOK_CLAIMS_KV' ? env.WEBHOOK_CLAIMS_KV : env.WEBHOOK_CLAIMS;
+  try {
+    const report = await checkStore(() => durableObjectStore(namespace), {
+      shared: true,
+      tokenPattern: /^[0-9a-f]{32}$/,
+      unreachable: () => durableObjectStore(env.UNRESPONSIVE, { timeoutMs: 300 }),
+    });
+    return Response.json({ report });
+  } catch (error) {
+    if (error instanceof StoreConformanceError) return Response.json({ failed: error.message, report: error.report });
+    throw error;
+  }
+}
+
+async function webhooks(request: Request, env: Env): Promise<Response> {
+  const store = durableObjectStore(env.WEBHOOK_CLAIMS);
+  const receiver = createReceiver({ secrets: env.WEBHOOK_SECRET, idempotency: { store } });
+  const result = await receiver.handle(request, async (webhook) => {
+    const { count } = (await (await stub(env.RUNS, webhook.id).fetch(new Request('https://runs/', { method: 'POST' }))).json()) as { count: number };
+    // Hold the claim a little, so duplicates arrive while the handler runs.
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    return count;
+  });
+  return Response.json(result.outcome === 'processed' ? { outcome: result.outcome, run: result.value } : { outcome: result.outcome });
+}
+
+async function storeOperation(operation: string, request: Request, env: Env): Promise<Response> {
+  const store: IdempotencyStore = durableObjectStore(env.WEBHOOK_CLAIMS);
+  const { key, token, ms } = (await request.json()) as { key: string; token: string; ms: number };
+  if (operation === 'claim') return Response.json(await store.claim(key, ms));
+  if (operation === 'complete') return Response.json(await store.complete(key, token, ms));
+  if (operation === 'release') return Response.json(await store.release(key, token));
+  if (operation === 'extend') return Response.json(await store.extend!(key, token, ms));
+  return new Response('no such operation', { status: 404 });
+}
+
+export default {
+  async fetch(request: Request, env: Env): Promise<Response> {
+    const url = new URL(request.url);
+    const [, route, operation] = url.pathname.split('/');
+    if (route === 'check') return check(env, url.searchParams.get('binding') ?? 'WEBHOOK_CLAIMS');
+    if (route === 'webhooks') return webhooks(request, env);
+    if (route === 'runs') return stub(env.RUNS, url.searchParams.get('id')!).fetch(new Request('https://runs/'));
+    if (route === 'store') return storeOperation(operation!, request, env);
+    if (route === 'object') {
+      try {
+        return await stub(env.WEBHOOK_CLAIMS, url.searchParams.get('key')!).fetch(new Request(`https://object/${operation}`, { method: 'POST' }));
+      } catch (error) {
+        return Response.json({ error: String(error) }, { status: 502 });
+      }
+    }
+    return new Response('not found', { status: 404 });
+  },
+};

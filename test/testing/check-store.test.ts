@@ -1,0 +1,248 @@
+/**
+ * The conformance kit catches broken stores: each test breaks one rule in an otherwise correct
+ * store and expects `checkStore` to reject, naming that rule in words, while the rest still pass.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { memoryStore } from '../../src/stores/memory.ts';
+import type { ClaimResult, IdempotencyStore } from '../../src/stores/types.ts';
+import { checkStore, StoreConformanceError, type CheckStoreOptions, type StoreFactory, type StoreRule } from '../../src/testing/check-store.ts';
+
+type Fault =
+  | 'check-then-set'
+  | 'takeover-check-then-set'
+  | 'no-fencing'
+  | 'not-idempotent'
+  | 'never-expires'
+  | 'extend-ignored'
+  | 'extend-revives'
+  | 'no-argument-checks'
+  | 'one-key-class'
+  | 'same-token'
+  | 'completed-forever'
+  | 'hangs';
+
+interface Entry {
+  token: string;
+  done: boolean;
+  until: number;
+}
+
+/** An argument the operation does not take. */
+const NONE = Symbol('none');
+
+const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
+
+/**
+ * A small correct store on the kit's clock, with one fault switched on: the kind of mistake a
+ * hand-written DynamoDB or MongoDB store makes.
+ */
+function faultyStore(now: () => number, fault?: Fault, shared = new Map<string, Entry>()): IdempotencyStore {
+  const entries = shared;
+  let tokens = 0;
+  const keyOf = (key: string) => (fault === 'one-key-class' ? key.replace(/:[su]:/, ':') : key);
+  const check = (key: unknown, token: unknown, ms: unknown) => {
+    if (fault === 'no-argument-checks') return;
+    if (typeof key !== 'string' || key === '') throw new TypeError('bad key');
+    if (token !== NONE && (typeof token !== 'string' || token === '')) throw new TypeError('bad token');
+    if (ms !== NONE && (typeof ms !== 'number' || !(ms > 0) || ms > Number.MAX_SAFE_INTEGER)) throw new RangeError('bad duration');
+  };
+  const live = (entry: Entry | undefined, time: number) => entry !== undefined && (fault === 'never-expires' || entry.until > time);
+  const owned = (key: string, token: string) => {
+    const entry = entries.get(keyOf(key));
+    return live(entry, now()) && !entry!.done && (fault === 'no-fencing' || entry!.token === token) ? entry : undefined;
+  };
+  return {
+    async claim(key, lockMs): Promise<ClaimResult> {
+      check(key, NONE, lockMs);
+      const existing = entries.get(keyOf(key));
+      if (fault === 'check-then-set' || (fault === 'takeover-check-then-set' && existing !== undefined)) await tick();
+      const time = now();
+      const entry = entries.get(keyOf(key));
+      if (fault !== 'check-then-set' && fault !== 'takeover-check-then-set' && live(entry, time)) {
+        return entry!.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: entry!.until - time };
+      }
+      // The faulty variants decided on what they read before the await.
+      if ((fault === 'check-then-set' || fault === 'takeover-check-then-set') && live(existing, time)) {
+        return existing!.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: existing!.until - time };
+      }
+      const token = fault === 'same-token' ? 'always-the-same' : `token-${++tokens}-${Math.random().toString(16).slice(2)}`;
+      entries.set(keyOf(key), { token, done: false, until: time + lockMs });
+      return { status: 'acquired', token };
+    },
+    async complete(key, token, ttlMs) {
+      check(key, token, ttlMs);
+      const entry = entries.get(keyOf(key));
+      if (entry?.done && live(entry, now())) return fault !== 'not-idempotent' && entry.token === token;
+      const held = owned(key, token);
+      if (held === undefined) return false;
+      held.done = true;
+      held.until = fault === 'completed-forever' ? Number.MAX_SAFE_INTEGER : now() + ttlMs;
+      return true;
+    },
+    async release(key, token) {
+      check(key, token, NONE);
+      if (owned(key, token) === undefined) return false;
+      entries.delete(keyOf(key));
+      return true;
+    },
+    async extend(key, token, lockMs) {
+      check(key, token, lockMs);
+      const entry = entries.get(keyOf(key));
+      if (fault === 'extend-revives' && entry !== undefined && !entry.done && entry.token === token) {
+        entry.until = now() + lockMs;
+        return true;
+      }
+      const held = owned(key, token);
+      if (held === undefined) return false;
+      if (fault !== 'extend-ignored') held.until = now() + lockMs;
+      return true;
+    },
+    async ping() {},
+  };
+}
+
+/** Runs the kit on the kit's clock and returns its failures, as rule → message. */
+async function failures(makeStore: StoreFactory, options: CheckStoreOptions = {}): Promise<Map<StoreRule, string>> {
+  const error = await checkStore(makeStore, { clock: 'manual', ...options }).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  if (!(error instanceof StoreConformanceError)) throw new Error(`expected a StoreConformanceError, got ${String(error)}`);
+  expect(error.name).toBe('AssertionError');
+  expect(error.report.failed).toBe(error.failures.length);
+  for (const failure of error.failures) expect(error.message).toContain(`- ${failure.message} [${failure.rule}]`);
+  return new Map(error.failures.map((failure) => [failure.rule, failure.message]));
+}
+
+const withFault = (fault: Fault): StoreFactory => {
+  const shared = new Map<string, Entry>();
+  return ({ now }) => faultyStore(now, fault, shared);
+};
+
+describe('checkStore', () => {
+  it('passes the correct reference store and the memory store, with a report of every rule', async () => {
+    const report = await checkStore(({ now }) => faultyStore(now), { clock: 'manual' });
+    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 2 });
+    expect(report.rules.find((rule) => rule.rule === 'unreachable')).toMatchObject({ outcome: 'skipped', message: 'no unreachable backend was given' });
+    expect((await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual' })).failed).toBe(0);
+  });
+
+  it('catches a claim that checks, awaits, then sets: not atomic', async () => {
+    const found = await failures(withFault('check-then-set'));
+    expect(found.get('concurrent-claims')).toBe('claim is not atomic: 50 of 50 concurrent claims acquired one key');
+    expect([...found.keys()]).toContain('concurrent-takeover');
+  });
+
+  it('catches a takeover of an expired key that is not atomic, even when fresh claims are', async () => {
+    const found = await failures(withFault('takeover-check-then-set'), { concurrency: 20 });
+    expect([...found]).toEqual([['concurrent-takeover', 'takeover is not atomic: 20 of 20 concurrent claims took over one expired key']]);
+  });
+
+  it('catches a store without token fencing', async () => {
+    const found = await failures(withFault('no-fencing'));
+    expect(found.get('fencing')).toMatch(/^no token fencing on complete: token "not-the-token" completed a claim owned by "token-\d+-[0-9a-f]+"$/);
+    expect(found.get('release')).toBe("release with the released claim's token freed the next owner's claim: no token fencing on release");
+    expect(found.get('expiry-takeover')).toBe('no token fencing after a takeover: the stale owner completed the new owner\u2019s claim');
+  });
+
+  it('catches a completion that is not idempotent for its own token', async () => {
+    const found = await failures(withFault('not-idempotent'));
+    expect([...found]).toEqual([
+      [
+        'complete-idempotent',
+        'completion is not idempotent: completing again with the same token answered false (a completion retried after a timeout would be reported as a takeover)',
+      ],
+    ]);
+  });
+
+  it('catches locks that never expire, completions never forgotten, and extend that does nothing or revives a lost lease', async () => {
+    const never = await failures(withFault('never-expires'));
+    expect(never.get('expiry-takeover')).toBe('a lock of 1000 ms was never taken over: still processing once the clock passed its end');
+    expect(never.get('expiry-stale-owner')).toBe('complete after the lock of 1000 ms expired answered true: an expired claim is no longer the owner\u2019s'.replace('\u2019', "'"));
+    expect(never.get('ttl')).toBe('a completion of 1000 ms was never forgotten: still completed once the clock passed its end');
+
+    expect([...(await failures(withFault('completed-forever')))]).toEqual([['ttl', 'a completion of 1000 ms was never forgotten: still completed once the clock passed its end']]);
+    expect([...(await failures(withFault('extend-ignored')))]).toEqual([
+      ['extend', 'extend does not keep the claim alive: past its first lock of 5000 ms the key answered acquired instead of processing'],
+    ]);
+    expect([...(await failures(withFault('extend-revives')))]).toEqual([
+      ['expiry-stale-owner', 'extend after the lock of 1000 ms expired answered true: an expired lock must not come back to life'],
+      ['extend', 'extend of an expired lock answered true: a lost lease must not be renewed'],
+    ]);
+  });
+
+  it('catches missing argument checks, shared key classes and reused tokens', async () => {
+    const loose = await failures(withFault('no-argument-checks'));
+    expect([...loose.keys()]).toEqual(['arguments']);
+    expect(loose.get('arguments')).toMatch(/^bad arguments are not refused: claim\(""\, 1000\) resolved with \{"status":"acquired","token":"token-\d+-[0-9a-f]+"\} instead of rejecting with a TypeError; .*; and \d+ more$/);
+
+    expect([...(await failures(withFault('one-key-class')))]).toEqual([
+      ['independent-keys', 'the unsigned key of an id answered processing while only the signed key was claimed: the key classes are not independent'],
+    ]);
+    const reused = await failures(withFault('same-token'));
+    expect(reused.get('release')).toBe('the claim after a release got the same token as the released claim: tokens must be fresh, or an old owner could act on the new claim');
+    expect(reused.get('expiry-takeover')).toBe('the claim that took over an expired lock got the stale owner\u2019s token');
+  });
+
+  it('catches a store whose instances do not share a backend when they should', async () => {
+    const found = await failures(({ now }) => faultyStore(now), { shared: true });
+    expect([...found]).toEqual([
+      ['concurrent-claims', 'claim is not atomic: 5 of 50 concurrent claims (through 5 store instances) acquired one key'],
+      ['concurrent-takeover', 'takeover is not atomic: 5 of 50 concurrent claims took over one expired key'],
+      ['shared', 'a claim through one store was not seen through another on the same backend (it answered acquired)'],
+    ]);
+  });
+
+  it('catches an operation that hangs, and bounds it', async () => {
+    const hanging: StoreFactory = ({ now }) => ({ ...faultyStore(now), release: () => new Promise<boolean>(() => {}) });
+    const found = await failures(hanging, { operationTimeoutMs: 100, skip: ['arguments'] });
+    expect(found.get('release')).toMatch(/^release\("check[0-9a-f]{12}:s:release-1", "token-1-[0-9a-f]+"\) did not settle within 100 ms: a store must answer or reject, never hang$/);
+  });
+
+  it('catches an unreachable backend that hangs, and one that answers as if all were well', async () => {
+    const healthy = withFault(undefined as unknown as Fault);
+    const hangs = await failures(healthy, {
+      unreachableTimeoutMs: 150,
+      unreachable: () => ({
+        claim: () => new Promise<ClaimResult>(() => {}),
+        complete: () => Promise.reject(new Error('connection refused')),
+        release: () => new Promise<boolean>(() => {}),
+      }),
+    });
+    expect([...hangs]).toEqual([
+      [
+        'unreachable',
+        'claim on an unreachable backend did not settle within 150 ms: it hangs instead of rejecting; release on an unreachable backend did not settle within 150 ms: it hangs instead of rejecting',
+      ],
+    ]);
+    // Failing open: a store that answers `acquired` when its backend is gone lets every duplicate through.
+    const failsOpen = await failures(healthy, { unreachable: () => ({ ...faultyStore(Date.now), release: () => Promise.reject(new Error('down')) }) });
+    expect(failsOpen.get('unreachable')).toMatch(/^claim on an unreachable backend resolved with \{"status":"acquired",.*\} instead of rejecting \(a store must fail closed\); complete on an unreachable backend resolved with false/);
+  });
+
+  it('skips extend rules for a store without extend, and rules the caller skips', async () => {
+    const noExtend: StoreFactory = ({ now }) => {
+      const { extend: _dropped, ...store } = faultyStore(now);
+      return store;
+    };
+    const report = await checkStore(noExtend, { clock: 'manual', skip: ['ttl'] });
+    expect(report.rules.filter((rule) => rule.outcome === 'skipped').map((rule) => [rule.rule, rule.message])).toEqual([
+      ['ttl', 'skipped by the caller'],
+      ['extend', 'the store has no extend'],
+      ['shared', 'the stores do not share a backend (shared: false)'],
+      ['unreachable', 'no unreachable backend was given'],
+    ]);
+    expect(report.failed).toBe(0);
+  });
+
+  it('refuses bad options with TypeError or RangeError', async () => {
+    const make: StoreFactory = () => memoryStore();
+    await expect(checkStore(undefined as unknown as StoreFactory)).rejects.toThrow(TypeError);
+    await expect(checkStore(make, { clock: 'fake' as 'manual' })).rejects.toThrow(new TypeError(`checkStore clock must be 'real' or 'manual'`));
+    await expect(checkStore(make, { concurrency: 1 })).rejects.toThrow(RangeError);
+    await expect(checkStore(make, { lockMs: 0 })).rejects.toThrow(new RangeError('checkStore lockMs must be a positive, finite number'));
+    await expect(checkStore(make, { namespace: 'a:b' })).rejects.toThrow(TypeError);
+    await expect(checkStore(make, { skip: ['nope' as StoreRule] })).rejects.toThrow(new TypeError('checkStore skip: no rule named "nope"'));
+  });
+});
