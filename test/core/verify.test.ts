@@ -887,6 +887,7 @@ describe('the error table', () => {
       TIMESTAMP_TOO_NEW: 401,
       PAYLOAD_TOO_LARGE: 413,
       BODY_UNAVAILABLE: 500,
+      INVALID_NAMESPACE: 500,
       STORE_UNAVAILABLE: 503,
     });
   });
