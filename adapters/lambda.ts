@@ -90,6 +90,20 @@ export interface LambdaHttpResult {
 }
 
 /**
+ * What the Lambda handler returns: a {@link LambdaHttpResult} whose `body` is always there (API
+ * Gateway REST wants one, also for a 204), in the shape of the event's source.
+ *
+ * @example
+ * ```ts
+ * import type { LambdaHttpResponse } from 'webhook-receiver/lambda';
+ * const noContent: LambdaHttpResponse = { statusCode: 204, body: '' };
+ * ```
+ */
+export interface LambdaHttpResponse extends LambdaHttpResult {
+  body: string;
+}
+
+/**
  * The handler's second argument: the {@link WebhookContext} every adapter gives (`signal`,
  * `claim`) plus the Lambda context as `lambda`.
  *
@@ -130,7 +144,7 @@ export type LambdaWebhookHandler<C extends LambdaContextLike = LambdaContextLike
  * export const handler: LambdaHandler = webhookHandler({ secrets }, onEvent);
  * ```
  */
-export type LambdaHandler<C extends LambdaContextLike = LambdaContextLike> = (event: LambdaHttpEvent, context: C) => Promise<LambdaHttpResult>;
+export type LambdaHandler<C extends LambdaContextLike = LambdaContextLike> = (event: LambdaHttpEvent, context: C) => Promise<LambdaHttpResponse>;
 
 /** Which source sent the event, which decides the answer's shape. */
 type Source = 'rest' | 'http' | 'alb' | 'alb-multi';
@@ -176,9 +190,9 @@ function statusDescription(status: number): string {
 }
 
 /** `result` in the shape the source expects (ALB: a status description, and multi-value headers when on). */
-function shaped(source: Source, result: LambdaHttpResult): LambdaHttpResult {
-  if (source !== 'alb' && source !== 'alb-multi') return result;
-  const out: LambdaHttpResult = { ...result, statusDescription: result.statusDescription ?? statusDescription(result.statusCode) };
+function shaped(source: Source, result: LambdaHttpResult): LambdaHttpResponse {
+  if (source !== 'alb' && source !== 'alb-multi') return result.body === undefined ? { ...result, body: '' } : (result as LambdaHttpResponse);
+  const out: LambdaHttpResponse = { ...result, body: result.body ?? '', statusDescription: result.statusDescription ?? statusDescription(result.statusCode) };
   if (source === 'alb-multi' && result.headers !== undefined) {
     // A target group with multi-value headers on reads only `multiValueHeaders` from the answer.
     const multi: Record<string, ResultHeaderValue[]> = { ...result.multiValueHeaders };
@@ -189,7 +203,7 @@ function shaped(source: Source, result: LambdaHttpResult): LambdaHttpResult {
   return out;
 }
 
-function resultOf(source: Source, response: WebhookResponse): LambdaHttpResult {
+function resultOf(source: Source, response: WebhookResponse): LambdaHttpResponse {
   return shaped(source, { statusCode: response.status, headers: response.headers, body: response.body, isBase64Encoded: false });
 }
 
