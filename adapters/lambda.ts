@@ -59,10 +59,11 @@ export interface LambdaHttpEvent {
   multiValueHeaders?: Record<string, string[] | undefined> | null;
   body?: string | null;
   isBase64Encoded?: boolean;
-  requestContext?: {
-    http?: { method: string; path: string };
-    elb?: { targetGroupArn: string };
-  };
+  /**
+   * The source's request context: `http` (`method`, `path`) for payload 2.0, `elb` for ALB; the
+   * rest is not read. Typed loosely so every source's own context type fits.
+   */
+  requestContext?: object;
 }
 
 /** A header value in a Lambda result. */
@@ -157,9 +158,21 @@ interface Request {
   body: Uint8Array | string;
 }
 
+/** The parts of a request context the adapter reads. */
+interface RequestContext {
+  http?: { method: string; path: string };
+  elb?: { targetGroupArn: string };
+}
+
+function requestContextOf(event: LambdaHttpEvent): RequestContext {
+  const context = event.requestContext;
+  return typeof context === 'object' && context !== null ? (context as RequestContext) : {};
+}
+
 function sourceOf(event: LambdaHttpEvent): Source {
-  if (event.version === '2.0' && event.requestContext?.http !== undefined) return 'http';
-  if (event.requestContext?.elb !== undefined) return event.multiValueHeaders != null ? 'alb-multi' : 'alb';
+  const context = requestContextOf(event);
+  if (event.version === '2.0' && typeof context.http === 'object' && context.http !== null) return 'http';
+  if (context.elb !== undefined) return event.multiValueHeaders != null ? 'alb-multi' : 'alb';
   if (typeof event.httpMethod === 'string') return 'rest';
   throw new TypeError(
     'webhook-receiver/lambda handles HTTP events (API Gateway REST or HTTP APIs, function URLs, ALB); this event has none of their shapes',
@@ -179,8 +192,9 @@ function requestOf(event: LambdaHttpEvent): Request {
   const headers: HeadersInput = (multi != null && Object.keys(multi).length > 0 ? multi : event.headers) ?? {};
   const raw = event.body ?? '';
   const body = event.isBase64Encoded === true ? new Uint8Array(Buffer.from(raw, 'base64')) : raw;
-  const method = source === 'http' ? event.requestContext!.http!.method : (event.httpMethod ?? 'POST');
-  const path = source === 'http' ? (event.rawPath ?? event.requestContext!.http!.path) : (event.path ?? '/');
+  const http = requestContextOf(event).http;
+  const method = (source === 'http' ? http?.method : event.httpMethod) ?? 'POST';
+  const path = (source === 'http' ? (event.rawPath ?? http?.path) : event.path) ?? '/';
   return { source, method, path, headers, body };
 }
 

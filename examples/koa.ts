@@ -7,9 +7,9 @@
 
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { bodyParser } from '@koa/bodyparser';
 import Router from '@koa/router';
 import Koa from 'koa';
+import bodyParser from 'koa-bodyparser';
 import { webhooks, type AdapterOptions, type VerifiedWebhook, type WebhookState } from 'webhook-receiver/koa';
 
 /** The events this app expects; the body is opaque bytes until the signature checked out. */
@@ -29,7 +29,7 @@ export function createApp(options: AdapterOptions, onEvent: EventHandler = logEv
 
   // The webhook route reads the raw bytes itself: it comes before the JSON parser, which only
   // the other routes use. (A parser in front works too when it keeps ctx.request.rawBody, as
-  // @koa/bodyparser does.)
+  // koa-bodyparser and @koa/bodyparser do.)
   const hooks = new Router<WebhookState>();
   hooks.post('/webhooks', webhooks(options), async (ctx) => {
     const { webhook } = ctx.state;

@@ -340,10 +340,12 @@ describe('webhook-receiver/lambda', () => {
 
   it('fits the handler types of @types/aws-lambda for each source, with no need of them', () => {
     const handler = webhookHandler<Context>({ secrets: generateSecret() }, () => undefined);
-    expectTypeOf(handler).toMatchTypeOf<Handler<APIGatewayProxyEvent, APIGatewayProxyResult>>();
-    expectTypeOf(handler).toMatchTypeOf<Handler<APIGatewayProxyEventV2, APIGatewayProxyResultV2>>();
-    expectTypeOf(handler).toMatchTypeOf<Handler<LambdaFunctionURLEvent, LambdaFunctionURLResult>>();
-    expectTypeOf(handler).toMatchTypeOf<Handler<ALBEvent, ALBResult>>();
-    expectTypeOf<Context>().toMatchTypeOf<LambdaContextLike>();
+    // Checked by tsc (npm run typecheck): each assignment fails to compile if the shapes drift.
+    const rest: Handler<APIGatewayProxyEvent, APIGatewayProxyResult> = handler;
+    const http: Handler<APIGatewayProxyEventV2, APIGatewayProxyResultV2> = handler;
+    const url: Handler<LambdaFunctionURLEvent, LambdaFunctionURLResult> = handler;
+    const alb: Handler<ALBEvent, ALBResult> = handler;
+    expectTypeOf<Context>().toExtend<LambdaContextLike>();
+    expect([rest, http, url, alb].every((h) => h === handler)).toBe(true);
   });
 });
