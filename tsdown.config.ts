@@ -11,6 +11,9 @@ const entry = {
   fastify: 'adapters/fastify.ts',
   hono: 'adapters/hono.ts',
   fetch: 'adapters/fetch.ts',
+  lambda: 'adapters/lambda.ts',
+  koa: 'adapters/koa.ts',
+  nestjs: 'adapters/nestjs.ts',
 };
 
 export default defineConfig({
@@ -31,5 +34,5 @@ export default defineConfig({
     codeSplitting: { groups: [{ name: 'runtime', test: /rolldown[\\/]runtime/ }] },
   },
   // Frameworks, Redis clients and Node built-ins are the user's: never bundled.
-  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'vitest', 'ioredis', 'redis'] },
+  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis'] },
 });

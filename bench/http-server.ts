@@ -5,7 +5,8 @@
  * handler processed and the CPU time it has used, and exits when the channel closes.
  *
  *   variants: none (no verification), inline (hand-written node:crypto check),
- *             standardwebhooks (inline library check), adapter (this package, memory store)
+ *             standardwebhooks (inline library check), adapter (this package, memory store);
+ *             Koa and NestJS (on Express and on Fastify): inline and adapter only
  *
  * Every variant ends the same way: the handler gets the parsed JSON event, counts it, and
  * answers 204. The secret arrives in the environment (BENCH_SECRET), and so does the directory of
@@ -17,6 +18,8 @@ if (build === undefined) throw new Error('BENCH_BUILD must name the directory of
 const { webhooks: expressWebhooks } = await importBuilt<typeof import('../adapters/express.ts')>(build, 'express');
 const { webhooks: fastifyWebhooks } = await importBuilt<typeof import('../adapters/fastify.ts')>(build, 'fastify');
 const { webhooks: honoWebhooks } = await importBuilt<typeof import('../adapters/hono.ts')>(build, 'hono');
+const { webhooks: koaWebhooks } = await importBuilt<typeof import('../adapters/koa.ts')>(build, 'koa');
+const nest = await importBuilt<typeof import('../adapters/nestjs.ts')>(build, 'nestjs');
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -24,6 +27,11 @@ import { createAdaptorServer } from '@hono/node-server';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
+import Koa from 'koa';
+import { Body, Controller, HttpCode, Module, Post, Req, Res, UseInterceptors, type Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Webhook } from 'standardwebhooks';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { importBuilt } from './build.ts';
@@ -210,6 +218,75 @@ function nodeApp(variant: Variant, secret: string, key: Buffer): Server {
   });
 }
 
+function koaApp(variant: Variant, secret: string, key: Buffer): Server {
+  const app = new Koa();
+  if (variant === 'inline') {
+    app.use(async (ctx) => {
+      const body = await readBody(ctx.req);
+      if (!handWrittenVerify(ctx.req.headers, body, key)) {
+        ctx.status = 401;
+        ctx.type = 'application/json';
+        ctx.body = UNAUTHORIZED;
+        return;
+      }
+      handled(JSON.parse(body.toString('utf8')));
+      ctx.status = 204;
+    });
+  } else {
+    app.use(koaWebhooks({ secrets: secret }));
+    app.use((ctx) => {
+      handled((ctx.state as { webhook: VerifiedWebhook }).webhook.json());
+      ctx.status = 204;
+    });
+  }
+  return createServer(app.callback());
+}
+
+/** Express's request and Fastify's both carry `rawBody` and `headers` with `rawBody: true`. */
+interface NestRequest {
+  rawBody?: Buffer;
+  headers: IncomingMessage['headers'];
+}
+
+async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret: string, key: Buffer): Promise<Server> {
+  let controller: Type;
+  if (variant === 'inline') {
+    @Controller()
+    class Inline {
+      @Post(PATH)
+      @HttpCode(204)
+      hook(@Req() req: NestRequest, @Body() event: unknown, @Res({ passthrough: true }) res: { status(code: number): unknown }): string | undefined {
+        if (req.rawBody === undefined || !handWrittenVerify(req.headers, req.rawBody, key)) {
+          res.status(401);
+          return UNAUTHORIZED;
+        }
+        handled(event);
+        return undefined;
+      }
+    }
+    controller = Inline;
+  } else {
+    @Controller()
+    class Adapter {
+      @Post(PATH)
+      @HttpCode(204)
+      @UseInterceptors(nest.WebhookInterceptor)
+      hook(@Body() event: unknown): void {
+        handled(event);
+      }
+    }
+    controller = Adapter;
+  }
+  @Module({ imports: variant === 'adapter' ? [nest.WebhookReceiverModule.forRoot({ secrets: secret })] : [], controllers: [controller] })
+  class BenchModule {}
+  const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
+  const app = await NestFactory.create(BenchModule, adapter, { rawBody: true, logger: false });
+  await app.init();
+  // Fastify routes only once it is ready; main() listens on its server directly.
+  if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
+  return app.getHttpServer() as Server;
+}
+
 async function main(): Promise<void> {
   const [framework, variant] = process.argv.slice(2) as [Framework, Variant];
   if (!FRAMEWORKS.includes(framework) || !VARIANTS.includes(variant)) throw new Error(`usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>`);
@@ -225,7 +302,11 @@ async function main(): Promise<void> {
         ? await fastifyApp(variant, secret, key)
         : framework === 'hono'
           ? honoApp(variant, secret, key)
-          : nodeApp(variant, secret, key);
+          : framework === 'koa'
+            ? koaApp(variant, secret, key)
+            : framework === 'nestjs-express' || framework === 'nestjs-fastify'
+              ? await nestApp(framework === 'nestjs-express' ? 'express' : 'fastify', variant, secret, key)
+              : nodeApp(variant, secret, key);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());

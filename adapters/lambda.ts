@@ -1,0 +1,364 @@
+/**
+ * `webhook-receiver/lambda`: an AWS Lambda handler for webhooks that arrive through API Gateway
+ * REST APIs (payload 1.0), HTTP APIs (payload 2.0), Lambda function URLs and Application Load
+ * Balancers, told apart by the event's shape.
+ *
+ * Translation only: it takes the raw bytes and headers out of the event, calls the receiver, and
+ * writes the core's answers (`errorResponse`, `claimResponse`) in the shape the event's source
+ * expects. The event and context types are declared here by shape, so neither the adapter nor its
+ * users need `@types/aws-lambda` (its types fit these ones).
+ */
+
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { STATUS_CODES } from 'node:http';
+import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { HeadersInput } from '../src/headers.ts';
+import type { WebhookContext } from '../src/receiver.ts';
+import { memoryStore } from '../src/stores/memory.ts';
+import type { ClaimResult, IdempotencyStore } from '../src/stores/types.ts';
+import type { VerifiedWebhook } from '../src/verify.ts';
+
+export type { AdapterOptions, RejectionContext } from '../src/http.ts';
+export type { WebhookContext } from '../src/receiver.ts';
+export type { VerifiedWebhook } from '../src/verify.ts';
+
+/**
+ * The part of the Lambda context this adapter reads: the time left before Lambda stops the
+ * invocation. The runtime's `Context` (from `@types/aws-lambda`) fits it.
+ *
+ * @example
+ * ```ts
+ * import type { LambdaContextLike } from 'webhook-receiver/lambda';
+ * const context: LambdaContextLike = { getRemainingTimeInMillis: () => 3000 };
+ * ```
+ */
+export interface LambdaContextLike {
+  getRemainingTimeInMillis(): number;
+}
+
+/**
+ * An HTTP event from any of the four sources, by shape: API Gateway REST (`httpMethod`, `path`,
+ * `headers`, `multiValueHeaders`), HTTP API and function URLs (`version: '2.0'`, `rawPath`,
+ * `requestContext.http`), and ALB (`requestContext.elb`, with `headers` or, when multi-value
+ * headers are on, `multiValueHeaders`). `APIGatewayProxyEvent`, `APIGatewayProxyEventV2`,
+ * `LambdaFunctionURLEvent` and `ALBEvent` from `@types/aws-lambda` all fit it.
+ *
+ * @example
+ * ```ts
+ * import type { LambdaHttpEvent } from 'webhook-receiver/lambda';
+ * const event: LambdaHttpEvent = { version: '2.0', rawPath: '/webhooks', headers: {}, body: '{}', isBase64Encoded: false, requestContext: { http: { method: 'POST', path: '/webhooks' } } };
+ * ```
+ */
+export interface LambdaHttpEvent {
+  /** `'2.0'` for HTTP APIs and function URLs (`'1.0'` for HTTP APIs on payload 1.0). */
+  version?: string;
+  httpMethod?: string;
+  path?: string;
+  rawPath?: string;
+  headers?: Record<string, string | undefined> | null;
+  multiValueHeaders?: Record<string, string[] | undefined> | null;
+  body?: string | null;
+  isBase64Encoded?: boolean;
+  /**
+   * The source's request context: `http` (`method`, `path`) for payload 2.0, `elb` for ALB; the
+   * rest is not read. Typed loosely so every source's own context type fits.
+   */
+  requestContext?: object;
+}
+
+/** A header value in a Lambda result. */
+type ResultHeaderValue = string | number | boolean;
+
+/**
+ * What a Lambda answers to an HTTP event: `statusCode`, and optionally `headers`, `body`
+ * (base64 with `isBase64Encoded: true`), `multiValueHeaders` (REST and ALB), `cookies` (HTTP API
+ * and function URLs) and `statusDescription` (ALB; filled in when missing).
+ *
+ * @example
+ * ```ts
+ * import type { LambdaHttpResult } from 'webhook-receiver/lambda';
+ * const accepted: LambdaHttpResult = { statusCode: 202, headers: { 'content-type': 'application/json' }, body: '{"queued":true}' };
+ * ```
+ */
+export interface LambdaHttpResult {
+  statusCode: number;
+  headers?: Record<string, ResultHeaderValue>;
+  multiValueHeaders?: Record<string, ResultHeaderValue[]>;
+  body?: string;
+  isBase64Encoded?: boolean;
+  cookies?: string[];
+  statusDescription?: string;
+}
+
+/**
+ * What the Lambda handler returns: a {@link LambdaHttpResult} whose `body` is always there (API
+ * Gateway REST wants one, also for a 204), in the shape of the event's source.
+ *
+ * @example
+ * ```ts
+ * import type { LambdaHttpResponse } from 'webhook-receiver/lambda';
+ * const noContent: LambdaHttpResponse = { statusCode: 204, body: '' };
+ * ```
+ */
+export interface LambdaHttpResponse extends LambdaHttpResult {
+  body: string;
+}
+
+/**
+ * The handler's second argument: the {@link WebhookContext} every adapter gives (`signal`,
+ * `claim`) plus the Lambda context as `lambda`.
+ *
+ * @example
+ * ```ts
+ * import type { LambdaWebhookContext } from 'webhook-receiver/lambda';
+ * const log = (context: LambdaWebhookContext) => console.log('time left', context.lambda.getRemainingTimeInMillis());
+ * ```
+ */
+export interface LambdaWebhookContext<C extends LambdaContextLike = LambdaContextLike> extends WebhookContext {
+  readonly lambda: C;
+}
+
+/**
+ * What runs for a verified, first-seen webhook: return the Lambda result, or nothing for 204.
+ * A 2xx completes the claim; another status or a throw releases it, so the sender's retry runs
+ * it again.
+ *
+ * @example
+ * ```ts
+ * import type { LambdaWebhookHandler } from 'webhook-receiver/lambda';
+ * const onEvent: LambdaWebhookHandler = async (webhook, context) => {
+ *   await queue.send(webhook.json(), { signal: context.signal });
+ * };
+ * ```
+ */
+export type LambdaWebhookHandler<C extends LambdaContextLike = LambdaContextLike> = (
+  webhook: VerifiedWebhook,
+  context: LambdaWebhookContext<C>,
+) => LambdaHttpResult | void | Promise<LambdaHttpResult | void>;
+
+/**
+ * The handler {@link webhookHandler} returns, called by the Lambda runtime with `(event, context)`.
+ *
+ * @example
+ * ```ts
+ * import type { LambdaHandler } from 'webhook-receiver/lambda';
+ * export const handler: LambdaHandler = webhookHandler({ secrets }, onEvent);
+ * ```
+ */
+export type LambdaHandler<C extends LambdaContextLike = LambdaContextLike> = (event: LambdaHttpEvent, context: C) => Promise<LambdaHttpResponse>;
+
+/** Which source sent the event, which decides the answer's shape. */
+type Source = 'rest' | 'http' | 'alb' | 'alb-multi';
+
+interface Request {
+  source: Source;
+  method: string;
+  path: string;
+  headers: HeadersInput;
+  body: Uint8Array | string;
+}
+
+/** The parts of a request context the adapter reads. */
+interface RequestContext {
+  http?: { method: string; path: string };
+  elb?: { targetGroupArn: string };
+}
+
+function requestContextOf(event: LambdaHttpEvent): RequestContext {
+  const context = event.requestContext;
+  return typeof context === 'object' && context !== null ? (context as RequestContext) : {};
+}
+
+function sourceOf(event: LambdaHttpEvent): Source {
+  const context = requestContextOf(event);
+  if (event.version === '2.0' && typeof context.http === 'object' && context.http !== null) return 'http';
+  if (context.elb !== undefined) return event.multiValueHeaders != null ? 'alb-multi' : 'alb';
+  if (typeof event.httpMethod === 'string') return 'rest';
+  throw new TypeError(
+    'webhook-receiver/lambda handles HTTP events (API Gateway REST or HTTP APIs, function URLs, ALB); this event has none of their shapes',
+  );
+}
+
+/**
+ * The request inside `event`. Multi-value headers win where both are present (API Gateway REST
+ * sends both; only they keep every value of a repeated header). Names keep their case: the
+ * core reads headers in any case. A base64 body is decoded to bytes, never to a string: API
+ * Gateway encodes binary bodies, and a detour through text would change bytes that are not
+ * UTF-8, and with them the signature.
+ */
+function requestOf(event: LambdaHttpEvent): Request {
+  const source = sourceOf(event);
+  const multi = event.multiValueHeaders;
+  const headers: HeadersInput = (multi != null && Object.keys(multi).length > 0 ? multi : event.headers) ?? {};
+  const raw = event.body ?? '';
+  const body = event.isBase64Encoded === true ? new Uint8Array(Buffer.from(raw, 'base64')) : raw;
+  const http = requestContextOf(event).http;
+  const method = (source === 'http' ? http?.method : event.httpMethod) ?? 'POST';
+  const path = (source === 'http' ? (event.rawPath ?? http?.path) : event.path) ?? '/';
+  return { source, method, path, headers, body };
+}
+
+/** `statusDescription` as ALB wants it: `'200 OK'`. */
+function statusDescription(status: number): string {
+  return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
+}
+
+/** `result` in the shape the source expects (ALB: a status description, and multi-value headers when on). */
+function shaped(source: Source, result: LambdaHttpResult): LambdaHttpResponse {
+  if (source !== 'alb' && source !== 'alb-multi') return result.body === undefined ? { ...result, body: '' } : (result as LambdaHttpResponse);
+  const out: LambdaHttpResponse = { ...result, body: result.body ?? '', statusDescription: result.statusDescription ?? statusDescription(result.statusCode) };
+  if (source === 'alb-multi' && result.headers !== undefined) {
+    // A target group with multi-value headers on reads only `multiValueHeaders` from the answer.
+    const multi: Record<string, ResultHeaderValue[]> = { ...result.multiValueHeaders };
+    for (const [name, value] of Object.entries(result.headers)) multi[name] = [...(multi[name] ?? []), value];
+    delete out.headers;
+    out.multiValueHeaders = multi;
+  }
+  return out;
+}
+
+function resultOf(source: Source, response: WebhookResponse): LambdaHttpResponse {
+  return shaped(source, { statusCode: response.status, headers: response.headers, body: response.body, isBase64Encoded: false });
+}
+
+function checkedResult(result: unknown): LambdaHttpResult {
+  if (result === undefined) return { statusCode: 204, body: '' };
+  const status = (result as { statusCode?: unknown } | null)?.statusCode;
+  if (typeof status !== 'number' || !Number.isInteger(status)) {
+    throw new TypeError(`the webhook handler must return { statusCode, headers?, body? } or nothing, got ${result === null ? 'null' : typeof result}`);
+  }
+  return result as LambdaHttpResult;
+}
+
+function statusOf(result: LambdaHttpResult): number {
+  return result.statusCode;
+}
+
+/**
+ * The time left in the current invocation, for the store wrapper below: set around each claim
+ * (an async context, not a variable, so it also holds when invocations overlap in one process).
+ */
+const invocation = new AsyncLocalStorage<LambdaContextLike>();
+
+/**
+ * `store`, with every lock bounded by the invocation's remaining time. When Lambda stops an
+ * invocation at its timeout, nothing settles its claim; bounded this way, the lock runs out by
+ * then, and the sender's retry is not refused as `IN_PROGRESS` for the rest of `lockSeconds`.
+ * Renewals are bounded by the deadline of the invocation that took the claim (looked up by its
+ * token, since the renewal timer does not run in that invocation's async context).
+ */
+function boundedByInvocation(store: IdempotencyStore): IdempotencyStore {
+  const deadlines = new Map<string, number>();
+  const bound = (lockMs: number, deadline: number | undefined): number =>
+    deadline === undefined ? lockMs : Math.max(1, Math.min(lockMs, Math.floor(deadline - Date.now())));
+  const forget = (token: string): void => void deadlines.delete(token);
+  const bounded: IdempotencyStore = {
+    async claim(key, lockMs): Promise<ClaimResult> {
+      const context = invocation.getStore();
+      const deadline = context === undefined ? undefined : Date.now() + context.getRemainingTimeInMillis();
+      const result = await store.claim(key, bound(lockMs, deadline));
+      if (deadline !== undefined && result?.status === 'acquired') deadlines.set(result.token, deadline);
+      return result;
+    },
+    complete(key, token, ttlMs) {
+      forget(token);
+      return store.complete(key, token, ttlMs);
+    },
+    release(key, token) {
+      forget(token);
+      return store.release(key, token);
+    },
+  };
+  if (typeof store.extend === 'function') bounded.extend = (key, token, lockMs) => store.extend!(key, token, bound(lockMs, deadlines.get(token)));
+  if (typeof store.ping === 'function') bounded.ping = () => store.ping!();
+  return bounded;
+}
+
+/** The options with the store wrapped (a memory store of its own when none was given). */
+function withBoundedStore(options: AdapterOptions): AdapterOptions {
+  const { idempotency } = options;
+  if (idempotency === false || (idempotency !== undefined && (typeof idempotency !== 'object' || idempotency === null))) return options;
+  const store = idempotency?.store ?? memoryStore(options.now === undefined ? {} : { now: options.now });
+  if (typeof store !== 'object' || store === null) return options; // the receiver says what is wrong with it
+  return { ...options, idempotency: { ...idempotency, store: boundedByInvocation(store) } };
+}
+
+/** The shared `WebhookContext`, with the Lambda context beside it (its `signal` stays lazy). */
+function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lambda: C): LambdaWebhookContext<C> {
+  return {
+    get signal() {
+      return context.signal;
+    },
+    claim: context.claim,
+    lambda,
+  };
+}
+
+/**
+ * Creates a Lambda handler that verifies the webhook, deduplicates it on `webhook-id`, and calls
+ * `handler(webhook, context)` for a first-seen one.
+ *
+ * - The event's source is told from its shape: API Gateway REST (payload 1.0), HTTP API
+ *   (payload 2.0), function URL, or ALB; the answer takes that source's shape (ALB: with a
+ *   `statusDescription`, and in `multiValueHeaders` when the target group has them on). An event
+ *   of no HTTP shape throws a `TypeError` (the invocation fails).
+ * - The body is verified as the bytes that were sent: a base64 body (`isBase64Encoded`) is
+ *   decoded to bytes. Headers come from `multiValueHeaders` when present, else `headers`, in
+ *   any case. `maxBodyBytes` applies (API Gateway itself stops at 10 MB, function URLs and ALB
+ *   at 1 MB).
+ * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`
+ *   (`Retry-After` with 503); a duplicate gets 200 `{ "duplicate": true }` and an id being
+ *   processed 409 `IN_PROGRESS`, and neither calls the handler.
+ * - The handler's result is returned (nothing means 204). A 2xx completes the claim; another
+ *   status releases it; a throw releases it and is rethrown, so Lambda reports the error (API
+ *   Gateway answers 500 or 502) and the sender retries.
+ * - Everything is settled before the handler returns, completion retries included: Lambda
+ *   freezes the container once it has the answer, and work left over would be lost.
+ * - Each claim's lock is bounded by `context.getRemainingTimeInMillis()`: an invocation that
+ *   times out frees its id by the time Lambda stops it.
+ *
+ * The default memory store lives in one warm container and deduplicates nothing across
+ * containers or cold starts: in production give a shared store (`redisStore`, a Postgres store).
+ * Build the handler once, at module scope, so warm invocations share it.
+ *
+ * @example
+ * ```ts
+ * import { webhookHandler } from 'webhook-receiver/lambda';
+ * import { redisStore } from 'webhook-receiver/redis';
+ * import { createClient } from 'redis';
+ *
+ * const redis = await createClient({ url: process.env.REDIS_URL }).connect();
+ * export const handler = webhookHandler(
+ *   { secrets: process.env.WEBHOOK_SECRET!, idempotency: { store: redisStore({ client: redis }) } },
+ *   async (webhook, context) => {
+ *     await orders.markPaid(webhook.json<{ orderId: string }>().orderId, { signal: context.signal });
+ *     return { statusCode: 200, body: JSON.stringify({ received: true }) };
+ *   },
+ * );
+ * ```
+ */
+export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler: LambdaWebhookHandler<C>): LambdaHandler<C> {
+  if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, context) => …)');
+  if (typeof options !== 'object' || options === null) throw new TypeError('webhookHandler needs an options object: webhookHandler({ secrets }, handler)');
+  const delivery = new Delivery(withBoundedStore(options));
+
+  return async function webhookHandler(event, context) {
+    if (typeof event !== 'object' || event === null) throw new TypeError('webhook-receiver/lambda handles HTTP events; this event is not an object');
+    const request = requestOf(event);
+    const bounded = typeof context?.getRemainingTimeInMillis === 'function';
+    let claim;
+    try {
+      const input = { headers: request.headers, body: request.body };
+      claim = await (bounded ? invocation.run(context, () => delivery.receiver.claim(input)) : delivery.receiver.claim(input));
+    } catch (error) {
+      return resultOf(request.source, delivery.refuse(error, request.method, request.path, request.headers));
+    }
+    // Nothing tells a Lambda that the client left: the answer always counts as delivered.
+    const early = delivery.admit(claim, false);
+    if (early !== undefined && early !== CLIENT_GONE) return resultOf(request.source, early);
+    const webhookContext = lambdaContext(claim.context, context);
+    // No waitUntil: what is left after the completion is awaited, so nothing runs frozen.
+    const result = await delivery.run(claim, async () => checkedResult(await handler(claim.webhook, webhookContext)), statusOf);
+    return shaped(request.source, result);
+  };
+}

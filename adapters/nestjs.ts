@@ -1,0 +1,344 @@
+/**
+ * `webhook-receiver/nestjs`: a NestJS module, an interceptor and parameter decorators that verify
+ * and claim a webhook on `@nestjs/platform-express` and `@nestjs/platform-fastify` alike.
+ *
+ * Translation only: the interceptor takes the raw bytes Nest keeps with `rawBody: true`, calls
+ * the receiver, answers from the core's table, and settles the claim by the route handler's
+ * outcome. A guard would not do: it runs before the handler and never learns how it ended.
+ *
+ * No decorator syntax here: the decorators are applied as functions, and every dependency is
+ * injected by an explicit token, so the integration works whatever compiles the app (tsc, SWC,
+ * or esbuild and tsx, which emit no decorator metadata).
+ */
+
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  Inject,
+  Injectable,
+  Module,
+  createParamDecorator,
+  type CallHandler,
+  type DynamicModule,
+  type ExecutionContext,
+  type InjectionToken,
+  type ModuleMetadata,
+  type NestInterceptor,
+  type OnApplicationShutdown,
+  type Provider,
+} from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { from, lastValueFrom, type Observable } from 'rxjs';
+import { WebhookError } from '../src/errors.ts';
+import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { Claim, Receiver, WebhookContext } from '../src/receiver.ts';
+import type { VerifiedWebhook } from '../src/verify.ts';
+import { clientLeft, readNodeBody } from './node.ts';
+
+export type { AdapterOptions, RejectionContext } from '../src/http.ts';
+export type { WebhookContext } from '../src/receiver.ts';
+export type { VerifiedWebhook } from '../src/verify.ts';
+
+/**
+ * The injection token of the module's options (what `forRoot` was given, or what the
+ * `forRootAsync` factory returned).
+ *
+ * @example
+ * ```ts
+ * import { Inject } from '@nestjs/common';
+ * import { WEBHOOK_RECEIVER_OPTIONS, type WebhookReceiverOptions } from 'webhook-receiver/nestjs';
+ * class Health { constructor(@Inject(WEBHOOK_RECEIVER_OPTIONS) readonly options: WebhookReceiverOptions) {} }
+ * ```
+ */
+export const WEBHOOK_RECEIVER_OPTIONS = 'WEBHOOK_RECEIVER_OPTIONS';
+
+/**
+ * Options of {@link WebhookReceiverModule.forRoot}: every adapter's, plus whether the module is
+ * global.
+ *
+ * @example
+ * ```ts
+ * const options: WebhookReceiverOptions = { secrets: process.env.WEBHOOK_SECRET!, isGlobal: true };
+ * ```
+ */
+export interface WebhookReceiverOptions extends AdapterOptions {
+  /** Makes the interceptor usable in every module without importing this one. Default `false`. */
+  isGlobal?: boolean;
+}
+
+/**
+ * Options of {@link WebhookReceiverModule.forRootAsync}: the options built by a factory, for
+ * instance from `ConfigService`.
+ *
+ * @example
+ * ```ts
+ * const async: WebhookReceiverAsyncOptions = {
+ *   imports: [ConfigModule],
+ *   inject: [ConfigService],
+ *   useFactory: (config: ConfigService) => ({ secrets: config.getOrThrow<string>('WEBHOOK_SECRET') }),
+ * };
+ * ```
+ */
+export interface WebhookReceiverAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
+  useFactory: (...args: never[]) => AdapterOptions | Promise<AdapterOptions>;
+  inject?: InjectionToken[];
+  isGlobal?: boolean;
+}
+
+/** Where the interceptor leaves the verified webhook for the parameter decorators: per request. */
+const verified = new WeakMap<object, { webhook: VerifiedWebhook; context: WebhookContext }>();
+
+/**
+ * The receiver the module builds from its options, once per app. Inject it to reach the
+ * receiver (a readiness check with `receiver.ping()`); on shutdown (`app.enableShutdownHooks()`)
+ * it closes the receiver, which stops renewals and lets completions in flight finish.
+ *
+ * @example
+ * ```ts
+ * import { Inject } from '@nestjs/common';
+ * import { WebhookReceiverService } from 'webhook-receiver/nestjs';
+ * class Ready { constructor(@Inject(WebhookReceiverService) private readonly webhooks: WebhookReceiverService) {}
+ *   check() { return this.webhooks.receiver.ping(); } }
+ * ```
+ */
+export class WebhookReceiverService implements OnApplicationShutdown {
+  /** @internal The adapters' shared flow. */
+  readonly delivery: Delivery;
+  /** The receiver behind the interceptor. */
+  readonly receiver: Receiver;
+
+  constructor(options: AdapterOptions) {
+    if (typeof options !== 'object' || options === null) throw new TypeError('WebhookReceiverModule needs an options object: WebhookReceiverModule.forRoot({ secrets })');
+    const { isGlobal: _isGlobal, ...receiverOptions } = options as WebhookReceiverOptions;
+    this.delivery = new Delivery(receiverOptions);
+    this.receiver = this.delivery.receiver;
+  }
+
+  onApplicationShutdown(): Promise<void> {
+    return this.receiver.close();
+  }
+}
+
+/** Express's request, or Fastify's (`raw` is Node's request there). */
+interface NestRequest {
+  raw?: IncomingMessage;
+  rawBody?: unknown;
+  method?: string;
+  url?: string;
+  originalUrl?: string;
+  headers: IncomingMessage['headers'];
+}
+
+/** Express's response, or Fastify's reply (`raw` is Node's response there). */
+interface NestResponse {
+  raw?: ServerResponse;
+  statusCode: number;
+}
+
+const NO_RAW_BODY_MESSAGE =
+  'Nest parsed the request body without keeping its raw bytes, so the bytes that were signed are gone. Create the app ' +
+  'with the raw body kept: NestFactory.create(AppModule, { rawBody: true }) (the same option on ' +
+  '@nestjs/platform-express and @nestjs/platform-fastify); the interceptor then reads req.rawBody';
+
+/**
+ * Verifies and claims the webhook before the route handler runs, and settles the claim by how
+ * the handler ended.
+ *
+ * - The raw body is `req.rawBody`, which Nest keeps for JSON and form bodies when the app is
+ *   created with `rawBody: true`; a body of another type that Nest did not parse is read from the
+ *   request, up to `maxBodyBytes`. When Nest parsed the body without keeping it, the answer is
+ *   500 `BODY_UNAVAILABLE` naming the fix (`rawBody: true`). Nest's own body size limit applies
+ *   first (Express: 100 kB for JSON by default; Fastify: 1 MiB).
+ * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`
+ *   (`Retry-After` with 503); a duplicate gets 200 `{ "duplicate": true }` and an id being
+ *   processed 409 `IN_PROGRESS`. The handler does not run for any of them.
+ * - When the handler returns (with a 2xx, which is Nest's default), the claim is completed
+ *   before Nest sends the answer; when it throws, the claim is released and the error goes on to
+ *   Nest's exception filters, so the sender's retry runs it again. A client that leaves while
+ *   the handler works changes nothing; one that left before it was reached gets its claim
+ *   released, and the handler does not run.
+ * - The handler reads the webhook with `@Webhook()` and its context with `@WebhookCtx()`.
+ *
+ * @example
+ * ```ts
+ * import { Controller, HttpCode, Post, UseInterceptors } from '@nestjs/common';
+ * import { Webhook, WebhookInterceptor, type VerifiedWebhook } from 'webhook-receiver/nestjs';
+ *
+ * @Controller('webhooks')
+ * export class WebhooksController {
+ *   @Post()
+ *   @HttpCode(200)
+ *   @UseInterceptors(WebhookInterceptor)
+ *   receive(@Webhook() webhook: VerifiedWebhook) {
+ *     return { received: webhook.id };
+ *   }
+ * }
+ * ```
+ */
+export class WebhookInterceptor implements NestInterceptor {
+  readonly #delivery: Delivery;
+  readonly #adapters: HttpAdapterHost;
+
+  constructor(service: WebhookReceiverService, adapters: HttpAdapterHost) {
+    this.#delivery = service.delivery;
+    this.#adapters = adapters;
+  }
+
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    if (context.getType() !== 'http') throw new TypeError('WebhookInterceptor handles HTTP routes only');
+    const http = context.switchToHttp();
+    return from(this.#receive(http.getRequest<NestRequest>(), http.getResponse<NestResponse>(), next));
+  }
+
+  async #receive(req: NestRequest, res: NestResponse, next: CallHandler): Promise<unknown> {
+    const delivery = this.#delivery;
+    const nodeReq = req.raw ?? (req as unknown as IncomingMessage);
+    const nodeRes = res.raw ?? (res as unknown as ServerResponse);
+    let claim: Claim;
+    try {
+      claim = await delivery.receiver.claim({ headers: req.headers, body: await bodyOf(req, nodeReq, delivery.limit) });
+    } catch (error) {
+      return this.#answer(res, delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
+    }
+    const early = delivery.admit(claim, clientLeft(nodeReq, nodeRes));
+    if (early === CLIENT_GONE) {
+      // Nobody reads an answer; the claim was released and the sender retries.
+      this.#adapters.httpAdapter.status(res, 499);
+      return undefined;
+    }
+    if (early !== undefined) return this.#answer(res, early);
+    verified.set(req, { webhook: claim.webhook, context: claim.context });
+    // Nest set the route's status (201 for POST unless @HttpCode says otherwise) before the
+    // interceptors ran; a throw releases in run() and goes on to the exception filters.
+    return delivery.run(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode);
+  }
+
+  /** Writes the core's status and headers through Nest's platform adapter; Nest sends the body as JSON. */
+  #answer(res: NestResponse, response: WebhookResponse): unknown {
+    const adapter = this.#adapters.httpAdapter;
+    adapter.status(res, response.status);
+    for (const [name, value] of Object.entries(response.headers)) adapter.setHeader(res, name, value);
+    return JSON.parse(response.body) as unknown;
+  }
+}
+Injectable()(WebhookInterceptor);
+Inject(WebhookReceiverService)(WebhookInterceptor, undefined, 0);
+Inject(HttpAdapterHost)(WebhookInterceptor, undefined, 1);
+
+/** The raw body: what Nest kept, else the stream when Nest left it unread (a type it does not parse). */
+function bodyOf(req: NestRequest, nodeReq: IncomingMessage, limit: number): Promise<Uint8Array | string> {
+  const kept = req.rawBody;
+  if (kept instanceof Uint8Array || typeof kept === 'string') return Promise.resolve(kept);
+  if (nodeReq.readableEnded || nodeReq.readableDidRead) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', NO_RAW_BODY_MESSAGE));
+  return readNodeBody(nodeReq, limit, nodeReq.headers['content-length']);
+}
+
+function verifiedOf(context: ExecutionContext, decorator: string): { webhook: VerifiedWebhook; context: WebhookContext } {
+  const found = verified.get(context.switchToHttp().getRequest<object>());
+  if (found === undefined) {
+    throw new TypeError(`${decorator} is used on a route without WebhookInterceptor: add @UseInterceptors(WebhookInterceptor) to the route or its controller`);
+  }
+  return found;
+}
+
+/**
+ * Parameter decorator: the verified webhook of a route behind {@link WebhookInterceptor}.
+ *
+ * @example
+ * ```ts
+ * @Post() @UseInterceptors(WebhookInterceptor)
+ * receive(@Webhook() webhook: VerifiedWebhook) { return { id: webhook.id }; }
+ * ```
+ */
+export const Webhook: () => ParameterDecorator = createParamDecorator((_data: unknown, context: ExecutionContext) => verifiedOf(context, '@Webhook()').webhook);
+
+/**
+ * Parameter decorator: the handler's {@link WebhookContext} (`signal`, aborted when the claim is
+ * lost; `claim`, for stores that settle it in the handler's transaction), the same object every
+ * adapter gives.
+ *
+ * @example
+ * ```ts
+ * @Post() @UseInterceptors(WebhookInterceptor)
+ * async receive(@Webhook() webhook: VerifiedWebhook, @WebhookCtx() context: WebhookContext) {
+ *   await this.orders.apply(webhook.json(), { signal: context.signal });
+ * }
+ * ```
+ */
+export const WebhookCtx: () => ParameterDecorator = createParamDecorator(
+  (_data: unknown, context: ExecutionContext) => verifiedOf(context, '@WebhookCtx()').context,
+);
+
+function moduleOf(optionsProvider: Provider, imports: ModuleMetadata['imports'], isGlobal: boolean | undefined): DynamicModule {
+  const service: Provider = {
+    provide: WebhookReceiverService,
+    useFactory: (options: AdapterOptions) => new WebhookReceiverService(options),
+    inject: [WEBHOOK_RECEIVER_OPTIONS],
+  };
+  return {
+    module: WebhookReceiverModule,
+    global: isGlobal === true,
+    imports: imports ?? [],
+    providers: [optionsProvider, service, WebhookInterceptor],
+    exports: [WEBHOOK_RECEIVER_OPTIONS, WebhookReceiverService, WebhookInterceptor],
+  };
+}
+
+/**
+ * The module that configures the receiver: `forRoot(options)`, or `forRootAsync` to build the
+ * options from other providers (`ConfigService`). Import it in the module whose controllers use
+ * {@link WebhookInterceptor} (or pass `isGlobal: true`). Create the app with `rawBody: true`.
+ *
+ * @example
+ * ```ts
+ * import { Module } from '@nestjs/common';
+ * import { ConfigModule, ConfigService } from '@nestjs/config';
+ * import { WebhookReceiverModule } from 'webhook-receiver/nestjs';
+ *
+ * @Module({
+ *   imports: [
+ *     WebhookReceiverModule.forRootAsync({
+ *       imports: [ConfigModule.forRoot()],
+ *       inject: [ConfigService],
+ *       useFactory: (config: ConfigService) => ({ secrets: config.getOrThrow<string>('WEBHOOK_SECRET') }),
+ *     }),
+ *   ],
+ *   controllers: [WebhooksController],
+ * })
+ * export class AppModule {}
+ * // main.ts: const app = await NestFactory.create(AppModule, { rawBody: true });
+ * ```
+ */
+export class WebhookReceiverModule {
+  /**
+   * The module with fixed options. They are checked when the app starts: a bad secret fails it.
+   *
+   * @example
+   * ```ts
+   * @Module({ imports: [WebhookReceiverModule.forRoot({ secrets: process.env.WEBHOOK_SECRET! })], controllers: [WebhooksController] })
+   * export class AppModule {}
+   * ```
+   */
+  static forRoot(options: WebhookReceiverOptions): DynamicModule {
+    if (typeof options !== 'object' || options === null) throw new TypeError('WebhookReceiverModule.forRoot needs an options object: forRoot({ secrets })');
+    return moduleOf({ provide: WEBHOOK_RECEIVER_OPTIONS, useValue: options }, [], options.isGlobal);
+  }
+
+  /**
+   * The module with options from a factory (which may be async and inject other providers).
+   *
+   * @example
+   * ```ts
+   * WebhookReceiverModule.forRootAsync({
+   *   imports: [ConfigModule],
+   *   inject: [ConfigService],
+   *   useFactory: (config: ConfigService) => ({ secrets: config.getOrThrow<string>('WEBHOOK_SECRET') }),
+   * });
+   * ```
+   */
+  static forRootAsync(options: WebhookReceiverAsyncOptions): DynamicModule {
+    if (typeof options?.useFactory !== 'function') throw new TypeError('WebhookReceiverModule.forRootAsync needs a useFactory function');
+    const provider: Provider = { provide: WEBHOOK_RECEIVER_OPTIONS, useFactory: options.useFactory, inject: options.inject ?? [] };
+    return moduleOf(provider, options.imports, options.isGlobal);
+  }
+}
+Module({})(WebhookReceiverModule);

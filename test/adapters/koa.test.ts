@@ -1,0 +1,207 @@
+/**
+ * `webhook-receiver/koa` through real Koa 3 and Koa 2 with @koa/router, over real HTTP: the
+ * shared behaviour, each body parser in front (koa-bodyparser, @koa/bodyparser, and co-body,
+ * which keeps no raw body), the byte limit while reading, and a client that leaves.
+ */
+
+import { createServer } from 'node:http';
+import { createRequire } from 'node:module';
+import Router from '@koa/router';
+import coBody from 'co-body';
+import Koa from 'koa';
+import Koa2 from 'koa2';
+import koaBodyparser from 'koa-bodyparser';
+import request from 'supertest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { webhooks, type WebhookState } from '../../adapters/koa.ts';
+import type { AdapterOptions } from '../../src/http.ts';
+import { generateSecret } from '../../src/sign.ts';
+import {
+  adapterConformance,
+  expectDuplicate,
+  expectEnvelope,
+  expectInProgress,
+  expectProcessed,
+  JSON_TYPE,
+  Recorder,
+  signed,
+  type Endpoint,
+  type Outgoing,
+  type Reply,
+} from './conformance.ts';
+import { listen, postAndLeave, streamUpload, type Served } from './node-http.ts';
+
+// Loaded without its types: @koa/bodyparser's declarations add `rawBody: string` to node:http's
+// IncomingMessage for the whole program, which contradicts the other adapters' own types.
+const { bodyParser: koaBodyParser } = createRequire(import.meta.url)('@koa/bodyparser') as { bodyParser: () => Koa.Middleware };
+
+type KoaClass = typeof Koa;
+const VERSIONS: [string, KoaClass][] = [
+  ['Koa 3', Koa],
+  ['Koa 2', Koa2 as unknown as KoaClass],
+];
+
+/** What reads the body before `webhooks()`. */
+type Mount = 'none' | 'koa-bodyparser' | '@koa/bodyparser' | 'co-body';
+
+function buildApp(KoaApp: KoaClass, options: AdapterOptions, recorder: Recorder, mount: Mount = 'none'): Koa {
+  const app = new KoaApp();
+  // Koa logs every error it answers 500 for; the failing handlers here fail on purpose.
+  app.silent = true;
+  const router = new Router<WebhookState>();
+  // The parser runs in front of the router, as apps mount one: the only route is the webhook's.
+  if (mount === 'koa-bodyparser') app.use(koaBodyparser());
+  else if (mount === '@koa/bodyparser') app.use(koaBodyParser());
+  else if (mount === 'co-body') {
+    app.use(async (ctx, next) => {
+      // A parser that consumes the stream and keeps no raw body.
+      (ctx.request as { body?: unknown }).body = await coBody.json(ctx.req);
+      await next();
+    });
+  }
+  router.post('/hook', webhooks(options), async (ctx) => {
+    // With a parser in front, the handler reads its parsed body; otherwise the webhook's.
+    const event = mount === 'none' ? ctx.state.webhook.json() : (ctx.request as { body?: unknown }).body;
+    const { status, body } = await recorder.handle(ctx.state.webhook, event);
+    ctx.status = status;
+    ctx.body = body;
+  });
+  app.use(router.routes());
+  return app;
+}
+
+async function serve(app: Koa): Promise<Served> {
+  const server = createServer(app.callback());
+  const listening = await listen(server);
+  const endpoint: Endpoint = {
+    async send({ headers, body, path = '/hook' }: Outgoing): Promise<Reply> {
+      const res = await request(server).post(path).set(headers).send(typeof body === 'string' ? body : Buffer.from(body));
+      return { status: res.status, headers: res.headers as Record<string, string>, body: res.text };
+    },
+    close: listening.close,
+  };
+  return { endpoint, server, port: listening.port, close: listening.close };
+}
+
+for (const [label, KoaApp] of VERSIONS) {
+  adapterConformance(label, async (options, recorder) => (await serve(buildApp(KoaApp, options, recorder))).endpoint);
+
+  describe(`${label}: the raw body and the connection`, () => {
+    const open: Served[] = [];
+    afterEach(async () => {
+      await Promise.all(open.splice(0).map((served) => served.close()));
+    });
+
+    async function setup(mount: Mount = 'none', options: Partial<AdapterOptions> = {}) {
+      const secret = generateSecret();
+      const recorder = new Recorder();
+      const served = await serve(buildApp(KoaApp, { secrets: secret, onRejected: () => {}, ...options }, recorder, mount));
+      open.push(served);
+      return { secret, recorder, ...served };
+    }
+
+    for (const mount of ['koa-bodyparser', '@koa/bodyparser'] as const) {
+      it(`verifies ctx.request.rawBody that ${mount} kept, and the handler reads the parsed body`, async () => {
+        const { secret, recorder, endpoint } = await setup(mount);
+        const request = await signed(secret, { type: 'invoice.paid', note: 'déjà vu' });
+        expectProcessed(await endpoint.send(request), request.id);
+        expect(recorder.runs).toMatchObject([{ id: request.id, event: { type: 'invoice.paid', note: 'déjà vu' } }]);
+        expectDuplicate(await endpoint.send(request));
+      });
+
+      it(`reads the stream itself when ${mount} skipped a type it does not parse`, async () => {
+        const { secret, recorder, endpoint } = await setup(mount);
+        const request = await signed(secret, { type: 'a' });
+        const reply = await endpoint.send({ ...request, headers: { ...request.headers, 'content-type': 'application/octet-stream' } });
+        expect(reply.status, reply.body).toBe(200);
+        expect(recorder.runs.map((run) => run.id)).toEqual([request.id]);
+      });
+    }
+
+    it('answers BODY_UNAVAILABLE with the fix when a parser consumed the stream without keeping it', async () => {
+      const { secret, recorder, endpoint } = await setup('co-body');
+      const request = await signed(secret, { type: 'a' });
+      const message = expectEnvelope(await endpoint.send(request), 500, 'BODY_UNAVAILABLE');
+      expect(message).toMatch(/mount webhooks\(\) before the body parser/);
+      expect(message).toMatch(/ctx\.request\.rawBody \(koa-bodyparser or @koa\/bodyparser/);
+      expect(recorder.runs).toEqual([]);
+    });
+
+    it('stops reading a streamed upload at maxBodyBytes: 413, connection closed', async () => {
+      const limit = 64 * 1024;
+      const { secret, recorder, port } = await setup('none', { maxBodyBytes: limit });
+      const { headers } = await signed(secret, { type: 'a' });
+      const total = 32 * 1024 * 1024;
+      const reply = await streamUpload(port, '/hook', { ...headers, ...JSON_TYPE }, { total });
+      expect(reply.status).toBe(413);
+      expect(reply.headers.connection).toBe('close');
+      expect(JSON.parse(reply.body)).toEqual({ error: 'PAYLOAD_TOO_LARGE', message: `request body is more than the limit of ${limit} bytes (maxBodyBytes)` });
+      expect(reply.written).toBeLessThan(total);
+      expect(recorder.runs).toEqual([]);
+    });
+
+    it('completes the claim of a handler that succeeds after its client left: the retry is a duplicate', async () => {
+      const { secret, recorder, port, endpoint, server } = await setup();
+      const request = await signed(secret, { type: 'a', first: 'wait' });
+      const closed = new Promise<void>((resolve) => server.once('request', (_req, res) => res.once('close', () => resolve())));
+      await postAndLeave(port, '/hook', request.headers, request.body, recorder.entered);
+      await closed;
+      // The handler is still working: a retry must not run it alongside.
+      expectInProgress(await endpoint.send(request));
+      recorder.open();
+      // It succeeded for nobody, and that counts: the retry is answered as a duplicate.
+      await vi.waitFor(async () => expectDuplicate(await endpoint.send(request)), { timeout: 3000, interval: 25 });
+      expect(recorder.runs.map((run) => run.id)).toEqual([request.id]);
+    });
+
+    it('releases the claim of a handler that fails after its client left: the retry runs it', async () => {
+      const { secret, recorder, port, endpoint, server } = await setup();
+      const request = await signed(secret, { type: 'a', first: 'wait-throw' });
+      const closed = new Promise<void>((resolve) => server.once('request', (_req, res) => res.once('close', () => resolve())));
+      await postAndLeave(port, '/hook', request.headers, request.body, recorder.entered);
+      await closed;
+      recorder.open();
+      await vi.waitFor(async () => expectProcessed(await endpoint.send(request), request.id), { timeout: 3000, interval: 25 });
+      expect(recorder.runs.map((run) => run.id)).toEqual([request.id, request.id]);
+      expect(recorder.maxActive).toBe(1);
+    });
+
+    it('releases the claim when no route answers (Koa’s default 404)', async () => {
+      const secret = generateSecret();
+      const app = new KoaApp();
+      app.silent = true;
+      let runs = 0;
+      app.use(webhooks({ secrets: secret, onRejected: () => {} }));
+      app.use(async (ctx, next) => {
+        runs++;
+        // The first delivery falls through to nobody; the second is answered.
+        if (runs === 1) return next();
+        ctx.status = 204;
+      });
+      const served = await serve(app);
+      open.push(served);
+      const request = await signed(secret, { type: 'a' });
+      expect((await served.endpoint.send(request)).status).toBe(404);
+      expect((await served.endpoint.send(request)).status).toBe(204);
+      expectDuplicate(await served.endpoint.send(request));
+      expect(runs).toBe(2);
+    });
+  });
+}
+
+describe('Koa types', () => {
+  it('types ctx.state.webhook on routes of a Router<WebhookState> only', () => {
+    const typed = new Router<WebhookState>();
+    typed.post('/a', webhooks({ secrets: generateSecret() }), (ctx) => {
+      const id: string = ctx.state.webhook.id;
+      const signal: AbortSignal = ctx.state.webhookContext.signal;
+      ctx.body = { id, aborted: signal.aborted };
+    });
+    const plain = new Router<{ user: string }>();
+    plain.post('/b', (ctx) => {
+      // @ts-expect-error not a webhook route: its state has no webhook
+      ctx.body = ctx.state.webhook.id;
+    });
+    expect(typed.stack).toHaveLength(1);
+  });
+});

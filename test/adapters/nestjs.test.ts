@@ -1,0 +1,195 @@
+/**
+ * `webhook-receiver/nestjs` through real NestJS (@nestjs/core, @nestjs/testing) on both
+ * platforms, @nestjs/platform-express and @nestjs/platform-fastify, over real HTTP: the shared
+ * behaviour, the raw body Nest keeps with `rawBody: true` (and the fix when it is off),
+ * forRootAsync with ConfigService, and a client that leaves.
+ */
+
+import { Body, Controller, Inject, Post, Res, UseInterceptors, type INestApplication } from '@nestjs/common';
+import { ConfigModule, ConfigService } from '@nestjs/config';
+import type { DynamicModule } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
+import request from 'supertest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  Webhook,
+  WebhookCtx,
+  WebhookInterceptor,
+  WebhookReceiverModule,
+  WebhookReceiverService,
+  WEBHOOK_RECEIVER_OPTIONS,
+  type VerifiedWebhook,
+  type WebhookContext,
+} from '../../adapters/nestjs.ts';
+import type { AdapterOptions } from '../../src/http.ts';
+import { generateSecret } from '../../src/sign.ts';
+import {
+  adapterConformance,
+  expectDuplicate,
+  expectEnvelope,
+  expectInProgress,
+  expectProcessed,
+  Recorder,
+  signed,
+  type Endpoint,
+  type Outgoing,
+  type Reply,
+} from './conformance.ts';
+import { postAndLeave } from './node-http.ts';
+
+const RECORDER = 'RECORDER';
+const CONTEXTS = 'CONTEXTS';
+
+/** Express's response and Fastify's reply both have `status(code)`. */
+interface StatusSetter {
+  status(code: number): unknown;
+}
+
+@Controller()
+class HookController {
+  // Explicit tokens: the tests do not rely on decorator metadata for injection.
+  constructor(
+    @Inject(RECORDER) private readonly recorder: Recorder,
+    @Inject(CONTEXTS) private readonly contexts: WebhookContext[],
+  ) {}
+
+  @Post('hook')
+  @UseInterceptors(WebhookInterceptor)
+  async hook(@Webhook() webhook: VerifiedWebhook, @WebhookCtx() context: WebhookContext, @Body() event: unknown, @Res({ passthrough: true }) res: StatusSetter) {
+    this.contexts.push(context);
+    const { status, body } = await this.recorder.handle(webhook, event);
+    res.status(status);
+    return body;
+  }
+
+  @Post('unguarded')
+  unguarded(@Webhook() webhook: VerifiedWebhook) {
+    return { id: webhook.id };
+  }
+}
+
+type Platform = 'express' | 'fastify';
+const PLATFORMS: Platform[] = ['express', 'fastify'];
+
+interface Built {
+  app: INestApplication;
+  endpoint: Endpoint;
+  port: number;
+  server: import('node:http').Server;
+  contexts: WebhookContext[];
+  close(): Promise<void>;
+}
+
+async function build(platform: Platform, receiverModule: DynamicModule, recorder: Recorder, { rawBody = true } = {}): Promise<Built> {
+  const contexts: WebhookContext[] = [];
+  const moduleRef = await Test.createTestingModule({
+    imports: [receiverModule],
+    controllers: [HookController],
+    providers: [
+      { provide: RECORDER, useValue: recorder },
+      { provide: CONTEXTS, useValue: contexts },
+    ],
+  }).compile();
+  const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
+  const app = moduleRef.createNestApplication(adapter, { rawBody, logger: false });
+  await app.listen(0, '127.0.0.1');
+  const server = app.getHttpServer() as import('node:http').Server;
+  const { port } = server.address() as import('node:net').AddressInfo;
+  const close = (): Promise<void> => app.close();
+  const endpoint: Endpoint = {
+    async send({ headers, body, path = '/hook' }: Outgoing): Promise<Reply> {
+      const res = await request(server).post(path).set(headers).send(typeof body === 'string' ? body : Buffer.from(body));
+      return { status: res.status, headers: res.headers as Record<string, string>, body: res.text };
+    },
+    close,
+  };
+  return { app, endpoint, port, server, contexts, close };
+}
+
+describe.each(PLATFORMS)('NestJS on @nestjs/platform-%s', (platform) => {
+  adapterConformance(`NestJS (${platform})`, async (options, recorder) => (await build(platform, WebhookReceiverModule.forRoot(options), recorder)).endpoint);
+
+  const open: Built[] = [];
+  afterEach(async () => {
+    await Promise.all(open.splice(0).map((built) => built.close()));
+  });
+
+  async function setup(options: Partial<AdapterOptions> = {}, settings: { rawBody?: boolean } = {}) {
+    const secret = generateSecret();
+    const recorder = new Recorder();
+    const built = await build(platform, WebhookReceiverModule.forRoot({ secrets: secret, onRejected: () => {}, ...options }), recorder, settings);
+    open.push(built);
+    return { secret, recorder, ...built };
+  }
+
+  it('verifies the raw body Nest kept (rawBody: true), byte for byte, and gives the same WebhookContext', async () => {
+    const { secret, recorder, endpoint, contexts } = await setup();
+    // Spacing and escapes that a re-serialised req.body would not reproduce.
+    const body = '{ "type" : "invoice.paid",\n  "note": "d\\u00e9j\\u00e0 vu" }';
+    const request = await signed(secret, { type: 'x' });
+    const { signWebhook } = await import('../../src/sign.ts');
+    const message = await signWebhook({ secret, body, id: request.id });
+    expectProcessed(await endpoint.send({ headers: { ...message.headers, 'content-type': 'application/json' }, body }), request.id);
+    expect(recorder.runs).toMatchObject([{ id: request.id, event: { type: 'invoice.paid', note: 'déjà vu' } }]);
+    expect(contexts).toHaveLength(1);
+    expect(contexts[0]!.signal).toBeInstanceOf(AbortSignal);
+    expect(contexts[0]!.claim).toMatchObject({ token: expect.any(String) });
+  });
+
+  it('says exactly what to change when the app was created without rawBody: true', async () => {
+    const { secret, recorder, endpoint } = await setup({}, { rawBody: false });
+    const request = await signed(secret, { type: 'a' });
+    const message = expectEnvelope(await endpoint.send(request), 500, 'BODY_UNAVAILABLE');
+    expect(message).toContain('NestFactory.create(AppModule, { rawBody: true })');
+    expect(recorder.runs).toEqual([]);
+  });
+
+  it('completes the claim of a handler that succeeds after its client left: the retry is a duplicate', async () => {
+    const { secret, recorder, endpoint, port, server } = await setup();
+    const request = await signed(secret, { type: 'a', first: 'wait' });
+    const closed = new Promise<void>((resolve) => server.once('request', (_req, res) => res.once('close', () => resolve())));
+    await postAndLeave(port, '/hook', request.headers, request.body, recorder.entered);
+    await closed;
+    expectInProgress(await endpoint.send(request));
+    recorder.open();
+    await vi.waitFor(async () => expectDuplicate(await endpoint.send(request)), { timeout: 3000, interval: 25 });
+    expect(recorder.runs.map((run) => run.id)).toEqual([request.id]);
+  });
+
+  it('fails loudly when @Webhook() is used on a route without the interceptor', async () => {
+    const { secret, endpoint } = await setup();
+    const request = await signed(secret, { type: 'a' });
+    const reply = await endpoint.send({ ...request, path: '/unguarded' });
+    expect(reply.status).toBe(500);
+  });
+
+  it('builds its options with forRootAsync from ConfigService', async () => {
+    const secret = generateSecret();
+    const recorder = new Recorder();
+    const receiverModule = WebhookReceiverModule.forRootAsync({
+      imports: [ConfigModule.forRoot({ ignoreEnvFile: true, load: [() => ({ WEBHOOK_SECRET: secret })] })],
+      inject: [ConfigService],
+      useFactory: (config: ConfigService) => ({ secrets: config.getOrThrow<string>('WEBHOOK_SECRET'), onRejected: () => {} }),
+    });
+    const built = await build(platform, receiverModule, recorder);
+    open.push(built);
+    const request = await signed(secret, { type: 'a' });
+    expectProcessed(await built.endpoint.send(request), request.id);
+    expectDuplicate(await built.endpoint.send(request));
+    expect(built.app.get(WEBHOOK_RECEIVER_OPTIONS)).toMatchObject({ secrets: secret });
+    expect(built.app.get(WebhookReceiverService).receiver).toBeDefined();
+  });
+});
+
+describe('WebhookReceiverModule', () => {
+  it('refuses a missing options object or factory with a TypeError', () => {
+    expect(() => WebhookReceiverModule.forRoot(undefined as never)).toThrow(TypeError);
+    expect(() => WebhookReceiverModule.forRootAsync({} as never)).toThrow(TypeError);
+  });
+
+  it('fails the app at start-up on a bad secret', async () => {
+    await expect(build('express', WebhookReceiverModule.forRoot({ secrets: 'whsec_not base64!' }), new Recorder())).rejects.toThrow();
+  });
+});
