@@ -61,6 +61,35 @@ export function base64Decode(text: string): Uint8Array | undefined {
   return out;
 }
 
+/**
+ * Base64 as every Standard Webhooks reference library decodes a secret: the standard alphabet,
+ * `=` padding optional, and the unused bits of the last character ignored (the Python suite's
+ * `MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS`, its padded form and the 34-character `…LaSwBr` all decode).
+ * Secrets only: signatures keep the strict {@link base64Decode}. `undefined` for anything else.
+ */
+export function base64DecodeLenient(text: string): Uint8Array | undefined {
+  let end = text.length;
+  while (end > 0 && text.charCodeAt(end - 1) === 61 /* = */ && text.length - end < 2) end--;
+  // One character alone carries 6 bits: no byte, and no library decodes it.
+  if (end % 4 === 1) return undefined;
+  const out = new Uint8Array(Math.floor((end * 3) / 4));
+  let buffer = 0;
+  let bits = 0;
+  let o = 0;
+  for (let i = 0; i < end; i++) {
+    const code = text.charCodeAt(i);
+    const value = code < 128 ? DECODE[code]! : -1;
+    if (value < 0) return undefined;
+    buffer = ((buffer << 6) | value) & 0xffff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (buffer >>> bits) & 0xff;
+    }
+  }
+  return out;
+}
+
 /** The bytes of a body given as a string, `Uint8Array` (a Node `Buffer` is one) or `ArrayBuffer`. */
 export function toBytes(body: string | Uint8Array | ArrayBuffer): Uint8Array {
   if (body instanceof Uint8Array) return body;

@@ -8,7 +8,7 @@ import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKe
 import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
 import { WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
-import { decodeSecret, secretList, type SecretInput } from './secrets.ts';
+import { decodeSecretList, type SecretInput } from './secrets.ts';
 
 /** A UTF-16 surrogate without its pair (in `u` mode a paired one is a single code point). */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
@@ -344,13 +344,13 @@ class VerifierImpl implements Verifier {
     this.#acceptUnsigned = unsigned === 'accept';
     this.#maxBodyBytes = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
 
-    secretList(options.secrets).forEach((input, index) => {
-      const material = decodeSecret(input, index, 'verify');
+    for (const material of decodeSecretList(options.secrets, 'verify')) {
+      const { index } = material;
       if (material.kind === 'hmac') this.#hmac.push({ key: backend.importHmacKey(material.raw), index, keyId: material.keyId });
       else if (material.kind === 'ed25519-public') {
         this.#ed25519.push({ key: backend.importEd25519PublicKey(material.raw), index, keyId: material.keyId });
       }
-    });
+    }
   }
 
   async verify(input: WebhookInput): Promise<VerifiedWebhook> {

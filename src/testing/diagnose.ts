@@ -7,7 +7,7 @@
 
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from '../crypto.ts';
 import { base64Decode, base64Encode, constantTimeEqual, utf8Encoder } from '../encoding.ts';
-import { decodeSecret, secretList, type SecretInput } from '../secrets.ts';
+import { decodeSecrets, secretList, type SecretInput } from '../secrets.ts';
 import type { ParsedSignatures } from '../verify.ts';
 import { bodyText } from './recorded.ts';
 
@@ -38,18 +38,23 @@ export function keyLabel(index: number, keyId: string | undefined): string {
 /** Decodes `secrets` the way the verifier does (same errors for bad ones). */
 export function diagnosisKeys(secrets: SecretInput | readonly SecretInput[], backend: CryptoBackend = defaultBackend): DiagnosisKeys {
   const keys: DiagnosisKeys = { hmac: [], ed25519: [], described: [] };
-  secretList(secrets).forEach((input, index) => {
-    const material = decodeSecret(input, index, 'verify');
-    const label = keyLabel(index, material.keyId);
-    if (material.kind === 'hmac') {
-      const given = typeof input === 'string' ? input : typeof input === 'object' && !(input instanceof Uint8Array) ? input.key : undefined;
-      const text = typeof given === 'string' ? (given.startsWith('whsec_') ? given.slice(6) : given) : base64Encode(material.raw);
-      keys.hmac.push({ label, key: backend.importHmacKey(material.raw), text });
-      keys.described.push(`${label}: v1 HMAC secret`);
-    } else if (material.kind === 'ed25519-public') {
-      keys.ed25519.push({ label, key: backend.importEd25519PublicKey(material.raw) });
-      keys.described.push(`${label}: v1a Ed25519 public key`);
-    }
+  let index = 0;
+  secretList(secrets).forEach((input, position) => {
+    const given = typeof input === 'string' ? input : typeof input === 'object' && !(input instanceof Uint8Array) ? input.key : undefined;
+    // A comma-separated string is several secrets, numbered as the verifier numbers them.
+    const texts = typeof given === 'string' ? given.split(/,[ ]*/) : [];
+    decodeSecrets(input, position, 'verify').forEach((material, part) => {
+      const label = keyLabel(index++, material.keyId);
+      if (material.kind === 'hmac') {
+        const one = texts[part];
+        const text = typeof one === 'string' ? (one.startsWith('whsec_') ? one.slice(6) : one) : base64Encode(material.raw);
+        keys.hmac.push({ label, key: backend.importHmacKey(material.raw), text });
+        keys.described.push(`${label}: v1 HMAC secret`);
+      } else if (material.kind === 'ed25519-public') {
+        keys.ed25519.push({ label, key: backend.importEd25519PublicKey(material.raw) });
+        keys.described.push(`${label}: v1a Ed25519 public key`);
+      }
+    });
   });
   return keys;
 }
