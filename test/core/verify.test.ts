@@ -886,6 +886,7 @@ describe('the error table', () => {
       TIMESTAMP_TOO_OLD: 401,
       TIMESTAMP_TOO_NEW: 401,
       PAYLOAD_TOO_LARGE: 413,
+      UNSUPPORTED_ENCODING: 415,
       BODY_UNAVAILABLE: 500,
       STORE_UNAVAILABLE: 503,
     });
