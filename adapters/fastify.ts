@@ -91,7 +91,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   function keepRawBody(request: FastifyRequest, payload: IncomingMessage, done: ParserDone): void {
     const state: BodyState = {};
     bodies(request)[bodyKey] = state;
-    collectNodeBody(payload, limit, request.headers['content-length'], (error, raw) => {
+    collectNodeBody(payload, limit, request.headers, (error, raw) => {
       if (error !== null) {
         if (!isWebhookError(error)) return done(error);
         state.rejection = error;
@@ -119,7 +119,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
 
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
     report(error, rejectionContext(request.method, request.url, request.headers));
-    send(reply, errorResponse(error), error.code === 'PAYLOAD_TOO_LARGE');
+    send(reply, errorResponse(error), error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'UNSUPPORTED_ENCODING');
   }
 
   function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {

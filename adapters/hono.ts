@@ -8,7 +8,7 @@
  */
 
 import type { Context, MiddlewareHandler } from 'hono';
-import { DEFAULT_MAX_BODY_BYTES, declaredLength } from '../src/body.ts';
+import { DEFAULT_MAX_BODY_BYTES, contentCoding, declaredLength, decodeBody, type ContentCoding } from '../src/body.ts';
 import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { claimResponse, errorResponse, rejectionContext, rejectionReporter, settleClaim, type AdapterOptions } from '../src/http.ts';
 import { createReceiver, type Claim } from '../src/receiver.ts';
@@ -143,6 +143,21 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
   function claim(c: Context, node: NodeBindings | undefined): Promise<Claim> {
     const headers: HeadersInput = node?.incoming.headers ?? c.req.raw.headers;
     const cached = (c.req.bodyCache as BodyCache).arrayBuffer;
+    const encoding = node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding');
+    if (encoding !== undefined) {
+      // A compressed body is decoded by the core's one rule: from the bytes an earlier middleware
+      // read, or by the receiver's own reader of the raw request.
+      let coding: ContentCoding | undefined;
+      try {
+        coding = contentCoding(encoding);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      if (coding !== undefined && cached !== undefined) {
+        return cached.then((body) => decodeBody(new Uint8Array(body), coding, limit)).then((body) => receiver.claim({ headers, body }));
+      }
+      if (coding !== undefined && !c.req.raw.bodyUsed) return receiver.claim(c.req.raw);
+    }
     if (cached !== undefined) return cached.then((body) => receiver.claim({ headers, body }));
     if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
     const length = node !== undefined ? node.incoming.headers['content-length'] : c.req.header('content-length');
@@ -158,7 +173,7 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
       claimed = await claim(c, node);
     } catch (error) {
       if (!isWebhookError(error)) throw error;
-      report(error, rejectionContext(c.req.method, c.req.path, node?.incoming.headers ?? c.req.raw.headers));
+      report(error, rejectionContext(c.req.method, c.req.url, node?.incoming.headers ?? c.req.raw.headers));
       return respond(errorResponse(error));
     }
     const early = claimResponse(claimed);

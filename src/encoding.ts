@@ -133,3 +133,16 @@ export function constantTimeEqual(a: string, b: string): boolean {
   for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
   return diff === 0;
 }
+
+/**
+ * `text` with every control character written as a visible escape (`\n` as `\x0a`, ESC as
+ * `\x1b`): C0, DEL, C1 and the Unicode line and paragraph separators. For text log lines built
+ * from request values, so a client cannot end a line and forge the next one, or send terminal
+ * escape sequences to whoever reads the log (issue 12).
+ */
+export function escapeControlCharacters(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code > 0xff ? `\\u${code.toString(16).padStart(4, '0')}` : `\\x${code.toString(16).padStart(2, '0')}`;
+  });
+}
