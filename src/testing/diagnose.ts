@@ -79,6 +79,8 @@ export interface Diagnosis {
   tried: string[];
   /** Per version, when the header had more distinct entries than the diagnosis tries. */
   capped: { version: 'v1' | 'v1a'; tried: number; distinct: number }[];
+  /** True when the deadline passed before every candidate was tried. */
+  stopped?: boolean;
 }
 
 /** Bounds on the brute-force parts, so a failing assertion stays fast on every backend. */
@@ -278,10 +280,26 @@ function idVariants(subject: DiagnosisSubject): { id: string; where: string }[] 
  * Bounded: at most `2 * TIMESTAMP_DRIFT_SECONDS + 1000 + a few dozen` candidates per key, each an
  * HMAC (compared with every kept v1 entry) or one Ed25519 check per kept v1a entry.
  */
-export async function diagnoseSignatures(keys: DiagnosisKeys, subject: DiagnosisSubject, backend: CryptoBackend = defaultBackend): Promise<Diagnosis> {
-  const matcher = new SignatureMatcher(backend, subject.signatures);
-  const diagnosis: Diagnosis = { validAsSent: undefined, findings: [], tried: [], capped: matcher.capped };
-  if (!matcher.hasEntries || (keys.hmac.length === 0 && keys.ed25519.length === 0)) return diagnosis;
+export async function diagnoseSignatures(
+  keys: DiagnosisKeys,
+  subject: DiagnosisSubject,
+  backend: CryptoBackend = defaultBackend,
+  deadlineMs = Number.POSITIVE_INFINITY,
+): Promise<Diagnosis> {
+  const inner = new SignatureMatcher(backend, subject.signatures);
+  const diagnosis: Diagnosis = { validAsSent: undefined, findings: [], tried: [], capped: inner.capped };
+  if (!inner.hasEntries || (keys.hmac.length === 0 && keys.ed25519.length === 0)) return diagnosis;
+  // Past the deadline every candidate counts as tried and failed: the loops below then end at
+  // once, and the diagnosis says it stopped (the CLI's listen bounds each diagnosis in time).
+  const matcher = {
+    match: async (...args: Parameters<SignatureMatcher['match']>) => {
+      if (Date.now() > deadlineMs) {
+        diagnosis.stopped = true;
+        return undefined;
+      }
+      return inner.match(...args);
+    },
+  };
   const { id, timestampText, body } = subject;
   const match = (id2: string, timestamp: string, body2: Uint8Array) => matcher.match(keys.hmac, keys.ed25519, id2, timestamp, body2);
 
