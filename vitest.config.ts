@@ -1,4 +1,13 @@
 import { defineConfig } from 'vitest/config';
+import { redisMissingUnderCI } from './test/support/redis-server.ts';
+
+// Checked here, as the config loads, so that this is the first line printed: from the global
+// setup, vitest would print its banner and a misleading "No test files found" first.
+const redisMissing = redisMissingUnderCI();
+if (redisMissing !== undefined) {
+  process.stderr.write(`${redisMissing}\n`);
+  process.exit(1);
+}
 
 export default defineConfig({
   // tsconfig.json maps 'webhook-receiver/*' to the source entries: examples import the package by

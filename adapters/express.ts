@@ -7,6 +7,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { contentCoding } from '../src/body.ts';
 import { WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
@@ -58,6 +59,27 @@ const CONSUMED_MESSAGE =
   `(app.post('/webhooks', webhooks(options), handler) above app.use(express.json())); or put ` +
   `express.raw({ type: '*/*' }) before webhooks() on this route; or keep the bytes where the parser runs: ` +
   'express.json({ verify: (req, res, buf) => { req.rawBody = buf } })';
+
+const RECODED_MESSAGE =
+  'the request body reached webhooks() as text that a parser (express.text()) decoded from a charset other than ' +
+  'UTF-8 and re-encoded, so the bytes that were signed are gone. Put ' +
+  `express.raw({ type: '*/*' }) before webhooks() on this route instead, or mount webhooks() before the text parser`;
+
+/** Whether a `content-type` declares no charset (a text parser then reads UTF-8) or UTF-8. */
+function declaresUtf8(contentType: string | undefined): boolean {
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
+  return charset === undefined || charset === 'utf-8' || charset === 'utf8';
+}
+
+/** `UNSUPPORTED_ENCODING` for an encoding the core refuses, else `undefined`. */
+function encodingRefusal(header: string | string[] | undefined): WebhookError | undefined {
+  try {
+    contentCoding(header);
+    return undefined;
+  } catch (error) {
+    return error as WebhookError;
+  }
+}
 
 function send(res: ServerResponse, response: WebhookResponse, close: boolean): void {
   if (res.headersSent) {
@@ -158,12 +180,23 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
   return function webhooks(req: ExpressRequest, res, next) {
     // The raw body: what express.raw()/express.text() or a verify callback kept, else the stream.
     const { body, rawBody: kept } = req;
+    if (body instanceof Uint8Array || typeof body === 'string' || kept instanceof Uint8Array || typeof kept === 'string') {
+      // A parser ran and already decoded the body (body-parser inflates gzip, deflate and br):
+      // decode nothing twice, but refuse what the other adapters refuse, so no request passes here
+      // and fails elsewhere (issue 12).
+      const refused = encodingRefusal(req.headers['content-encoding']);
+      if (refused !== undefined) return fail(req, res, next, refused);
+      // express.text() decoded a non-UTF-8 charset and re-encoded it as UTF-8: other bytes.
+      if (typeof body === 'string' && !(kept instanceof Uint8Array) && !declaresUtf8(req.headers['content-type'])) {
+        return fail(req, res, next, new WebhookError('BODY_UNAVAILABLE', RECODED_MESSAGE));
+      }
+    }
     if (body instanceof Uint8Array || typeof body === 'string') return claimBody(req, res, next, body);
     if (kept instanceof Uint8Array || typeof kept === 'string') return claimBody(req, res, next, kept);
     // The stream's own state, not `req.body`, says whether a parser read it: body-parser 1.x sets
     // `req.body = {}` even for requests it skips, and leaves their stream unread.
     if (req.readableEnded || req.readableDidRead) return fail(req, res, next, new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
-    collectNodeBody(req, limit, req.headers['content-length'], (error, bytes) => {
+    collectNodeBody(req, limit, req.headers, (error, bytes) => {
       if (error === null) claimBody(req, res, next, bytes!);
       else fail(req, res, next, error);
     });

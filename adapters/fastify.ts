@@ -93,7 +93,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   function keepRawBody(request: FastifyRequest, payload: IncomingMessage, done: ParserDone): void {
     const state: BodyState = {};
     bodies(request)[bodyKey] = state;
-    collectNodeBody(payload, limit, request.headers['content-length'], (error, raw) => {
+    collectNodeBody(payload, limit, request.headers, (error, raw) => {
       if (error !== null) {
         if (!isWebhookError(error)) return done(error);
         state.rejection = error;
@@ -120,7 +120,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addContentTypeParser(['application/json', 'text/plain'], keepRawBody);
 
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
-    send(reply, delivery.refuse(error, request.method, request.url, request.headers), error.code === 'PAYLOAD_TOO_LARGE');
+    send(reply, delivery.refuse(error, request.method, request.url, request.headers), error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'UNSUPPORTED_ENCODING');
   }
 
   function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {

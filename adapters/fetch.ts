@@ -74,14 +74,6 @@ function statusOf(response: Response): number {
   return response.status;
 }
 
-function pathOf(url: string): string {
-  try {
-    return new URL(url).pathname;
-  } catch {
-    return url;
-  }
-}
-
 /**
  * Creates a Fetch handler that verifies the webhook, deduplicates it on `webhook-id`, and calls
  * `handler(webhook, request)` for a first-seen one.
@@ -130,7 +122,8 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
     try {
       claim = await delivery.receiver.claim(request);
     } catch (error) {
-      return respond(delivery.refuse(error, request.method, pathOf(request.url), request.headers));
+      // The URL as sent: the path keeps its percent-encoding (issue 12, log injection).
+      return respond(delivery.refuse(error, request.method, request.url, request.headers));
     }
     const early = delivery.admit(claim, signalAborted(request));
     if (early === CLIENT_GONE) return clientLeftResponse();

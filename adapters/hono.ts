@@ -8,7 +8,7 @@
  */
 
 import type { Context, MiddlewareHandler } from 'hono';
-import { declaredLength } from '../src/body.ts';
+import { contentCoding, declaredLength, decodeBody, type ContentCoding } from '../src/body.ts';
 import { WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
@@ -159,6 +159,21 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
   function claim(c: Context, node: NodeBindings | undefined): Promise<Claim> {
     const headers: HeadersInput = node?.incoming.headers ?? c.req.raw.headers;
     const cached = (c.req.bodyCache as BodyCache).arrayBuffer;
+    const encoding = node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding');
+    if (encoding !== undefined) {
+      // A compressed body is decoded by the core's one rule: from the bytes an earlier middleware
+      // read, or by the receiver's own reader of the raw request.
+      let coding: ContentCoding | undefined;
+      try {
+        coding = contentCoding(encoding);
+      } catch (error) {
+        return Promise.reject(error);
+      }
+      if (coding !== undefined && cached !== undefined) {
+        return cached.then((body) => decodeBody(new Uint8Array(body), coding, limit)).then((body) => receiver.claim({ headers, body }));
+      }
+      if (coding !== undefined && !c.req.raw.bodyUsed) return receiver.claim(c.req.raw);
+    }
     if (cached !== undefined) return cached.then((body) => receiver.claim({ headers, body }));
     if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
     const length = node !== undefined ? node.incoming.headers['content-length'] : c.req.header('content-length');
@@ -173,7 +188,7 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
     try {
       claimed = await claim(c, node);
     } catch (error) {
-      return respond(delivery.refuse(error, c.req.method, c.req.path, node?.incoming.headers ?? c.req.raw.headers));
+      return respond(delivery.refuse(error, c.req.method, c.req.url, node?.incoming.headers ?? c.req.raw.headers));
     }
     const early = delivery.admit(claimed, clientLeft(c, node));
     if (early === CLIENT_GONE) return clientLeftResponse();

@@ -136,7 +136,7 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
     if (typeof kept === 'string' || kept instanceof Uint8Array) return Promise.resolve(kept);
     const { req } = ctx;
     if (req.readableEnded || req.readableDidRead) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
-    return readNodeBody(req, limit, req.headers['content-length']);
+    return readNodeBody(req, limit, req.headers);
   }
 
   return async function webhooks(ctx, next) {

@@ -229,7 +229,7 @@ function bodyOf(req: NestRequest, nodeReq: IncomingMessage, limit: number): Prom
   const kept = req.rawBody;
   if (kept instanceof Uint8Array || typeof kept === 'string') return Promise.resolve(kept);
   if (nodeReq.readableEnded || nodeReq.readableDidRead) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', NO_RAW_BODY_MESSAGE));
-  return readNodeBody(nodeReq, limit, nodeReq.headers['content-length']);
+  return readNodeBody(nodeReq, limit, nodeReq.headers);
 }
 
 function verifiedOf(context: ExecutionContext, decorator: string): { webhook: VerifiedWebhook; context: WebhookContext } {

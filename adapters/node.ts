@@ -6,7 +6,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
-import { declaredLength, payloadTooLarge } from '../src/body.ts';
+import { contentCoding, declaredLength, decodeBody, payloadTooLarge } from '../src/body.ts';
 import { settleClaim } from '../src/http.ts';
 import type { Claim } from '../src/receiver.ts';
 
@@ -84,6 +84,12 @@ function settleWhenEnded(res: ServerResponse, claim: Settles): void {
 /** Called once with the body, or with why it could not be read. */
 export type BodyCallback = (error: Error | null, body?: Buffer) => void;
 
+/** The request headers the body reader heeds. */
+export interface BodyHeaders {
+  'content-length'?: string | undefined;
+  'content-encoding'?: string | string[] | undefined;
+}
+
 /**
  * Reads `stream` to its end and calls back with a copy of its bytes, refusing with
  * `PAYLOAD_TOO_LARGE` at once when `content-length` declares more than `limit`, and as soon as
@@ -96,14 +102,25 @@ export type BodyCallback = (error: Error | null, body?: Buffer) => void;
  *
  * The bytes are copied even when they arrived in one chunk: a chunk may be a view into a buffer
  * the socket reuses, and the verified body outlives the request.
+ *
+ * A body sent with `content-encoding: gzip` or `deflate` is decoded by the core's rule
+ * (`contentCoding`, `decodeBody`), as the Fetch path decodes it: the limit applies to the bytes
+ * received and to the decoded ones; any other encoding is `UNSUPPORTED_ENCODING`, unread.
  */
-export function collectNodeBody(stream: Readable, limit: number, contentLength: string | undefined, callback: BodyCallback): void {
+export function collectNodeBody(stream: Readable, limit: number, headers: BodyHeaders, callback: BodyCallback): void {
   if (stream.readableEnded || stream.destroyed) {
     // Listening now would wait forever for an 'end' that already happened.
     callback(new Error('the request body stream was already read or destroyed'));
     return;
   }
-  const declared = declaredLength(contentLength);
+  let coding: ReturnType<typeof contentCoding>;
+  try {
+    coding = contentCoding(headers['content-encoding']);
+  } catch (error) {
+    callback(error as Error);
+    return;
+  }
+  const declared = declaredLength(headers['content-length']);
   if (declared !== undefined && declared > limit) {
     callback(payloadTooLarge(limit, declared));
     return;
@@ -131,7 +148,15 @@ export function collectNodeBody(stream: Readable, limit: number, contentLength: 
   }
   function onEnd(): void {
     stop();
-    callback(null, Buffer.concat(chunks, total));
+    const received = Buffer.concat(chunks, total);
+    if (coding === undefined) {
+      callback(null, received);
+      return;
+    }
+    decodeBody(received, coding, limit).then(
+      (decoded) => callback(null, Buffer.from(decoded.buffer, decoded.byteOffset, decoded.byteLength)),
+      (error: unknown) => callback(error as Error),
+    );
   }
   function onError(error: Error): void {
     stop();
@@ -153,9 +178,9 @@ export function collectNodeBody(stream: Readable, limit: number, contentLength: 
 }
 
 /** {@link collectNodeBody} as a promise, for callers that await the body. */
-export function readNodeBody(stream: Readable, limit: number, contentLength: string | undefined): Promise<Buffer> {
+export function readNodeBody(stream: Readable, limit: number, headers: BodyHeaders): Promise<Buffer> {
   return new Promise((resolve, reject) => {
-    collectNodeBody(stream, limit, contentLength, (error, body) => {
+    collectNodeBody(stream, limit, headers, (error, body) => {
       if (error === null) resolve(body!);
       else reject(error);
     });

@@ -3,7 +3,7 @@
  *
  *   npm run bench                       the full run (about ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
- *   npm run bench -- --only <section>   one section: verify, rotation, webcrypto, http, redis, memory
+ *   npm run bench -- --only <section>   one section: verify, rotation, webcrypto, http, redis, memory, forged
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  */
 
@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { buildPackage } from './build.ts';
+import { runForged } from './forged.ts';
 import { runHttp } from './http.ts';
 import { runMemory } from './memory.ts';
 import { runRedis } from './redis.ts';
@@ -27,6 +28,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   http: runHttp,
   redis: runRedis,
   memory: runMemory,
+  forged: runForged,
 };
 
 function isSectionId(value: string): value is SectionId {

@@ -208,3 +208,60 @@ function base64UrlDecode(text: string): Uint8Array {
   if (!bytes) throw new Error('the runtime exported an Ed25519 JWK that is not base64url');
   return bytes;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Ed25519 public keys checked once, at start-up (BigInt arithmetic: slow, but never per request).
+
+const P = (1n << 255n) - 19n;
+const D = (-121665n * modPow(121666n, P - 2n)) % P;
+const SQRT_M1 = modPow(2n, (P - 1n) / 4n);
+
+function mod(a: bigint): bigint {
+  const r = a % P;
+  return r < 0n ? r + P : r;
+}
+function modPow(base: bigint, exponent: bigint): bigint {
+  let result = 1n;
+  let b = ((base % P) + P) % P;
+  for (let e = exponent; e > 0n; e >>= 1n) {
+    if (e & 1n) result = (result * b) % P;
+    b = (b * b) % P;
+  }
+  return result;
+}
+const inverse = (a: bigint): bigint => modPow(a, P - 2n);
+
+/** Edwards addition (complete on Ed25519: `d` is not a square), affine coordinates. */
+function addPoints([x1, y1]: [bigint, bigint], [x2, y2]: [bigint, bigint]): [bigint, bigint] {
+  const t = mod(D * x1 * x2 * y1 * y2);
+  return [mod((x1 * y2 + y1 * x2) * inverse(1n + t)), mod((y1 * y2 + x1 * x2) * inverse(1n - t))];
+}
+
+/**
+ * Why a 32-byte Ed25519 public key must not be trusted, or `undefined` when it is sound. Refused:
+ * a non-canonical encoding (y ≥ p, or x = 0 with the sign bit set: RFC 8032 section 5.1.3), bytes
+ * that are no point on the curve, and the points of small order (the identity, the all-zero key
+ * and the others of order 2, 4 or 8). A small-order key is no key: with the identity, a
+ * signature whose R is the identity and S is 0 verifies for every message under lax verifiers.
+ */
+export function ed25519PublicKeyProblem(raw: Uint8Array): string | undefined {
+  if (raw.length !== 32) return `it is ${raw.length} bytes, not 32`;
+  let y = 0n;
+  for (let i = 31; i >= 0; i--) y = (y << 8n) | BigInt(i === 31 ? raw[i]! & 0x7f : raw[i]!);
+  const sign = raw[31]! >> 7;
+  if (y >= P) return 'its encoding is not canonical (y is not reduced modulo 2^255 - 19)';
+  const y2 = mod(y * y);
+  const u = mod(y2 - 1n);
+  const v = mod(D * y2 + 1n);
+  let x = mod(u * v * v * v * modPow(u * modPow(v, 7n), (P - 5n) / 8n));
+  if (mod(v * x * x) !== u) {
+    if (mod(v * x * x) !== mod(-u)) return 'its bytes are not a point on the Ed25519 curve';
+    x = mod(x * SQRT_M1);
+  }
+  if (x === 0n && sign === 1) return 'its encoding is not canonical (x is 0 with the sign bit set)';
+  if (Number(x & 1n) !== sign) x = mod(-x);
+  let point: [bigint, bigint] = [x, y];
+  for (let i = 0; i < 3; i++) point = addPoints(point, point);
+  if (point[0] === 0n && point[1] === 1n) return 'it is a point of small order (the identity, the all-zero key, or another point of order 2, 4 or 8), which any signature can be forged for';
+  return undefined;
+}

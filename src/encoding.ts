@@ -61,6 +61,35 @@ export function base64Decode(text: string): Uint8Array | undefined {
   return out;
 }
 
+/**
+ * Base64 as every Standard Webhooks reference library decodes a secret: the standard alphabet,
+ * `=` padding optional, and the unused bits of the last character ignored (the Python suite's
+ * `MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS`, its padded form and the 34-character `…LaSwBr` all decode).
+ * Secrets only: signatures keep the strict {@link base64Decode}. `undefined` for anything else.
+ */
+export function base64DecodeLenient(text: string): Uint8Array | undefined {
+  let end = text.length;
+  while (end > 0 && text.charCodeAt(end - 1) === 61 /* = */ && text.length - end < 2) end--;
+  // One character alone carries 6 bits: no byte, and no library decodes it.
+  if (end % 4 === 1) return undefined;
+  const out = new Uint8Array(Math.floor((end * 3) / 4));
+  let buffer = 0;
+  let bits = 0;
+  let o = 0;
+  for (let i = 0; i < end; i++) {
+    const code = text.charCodeAt(i);
+    const value = code < 128 ? DECODE[code]! : -1;
+    if (value < 0) return undefined;
+    buffer = ((buffer << 6) | value) & 0xffff;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out[o++] = (buffer >>> bits) & 0xff;
+    }
+  }
+  return out;
+}
+
 /** The bytes of a body given as a string, `Uint8Array` (a Node `Buffer` is one) or `ArrayBuffer`. */
 export function toBytes(body: string | Uint8Array | ArrayBuffer): Uint8Array {
   if (body instanceof Uint8Array) return body;
@@ -103,4 +132,17 @@ export function constantTimeEqual(a: string, b: string): boolean {
   let diff = 0;
   for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
   return diff === 0;
+}
+
+/**
+ * `text` with every control character written as a visible escape (`\n` as `\x0a`, ESC as
+ * `\x1b`): C0, DEL, C1 and the Unicode line and paragraph separators. For text log lines built
+ * from request values, so a client cannot end a line and forge the next one, or send terminal
+ * escape sequences to whoever reads the log (issue 12).
+ */
+export function escapeControlCharacters(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {
+    const code = c.charCodeAt(0);
+    return code > 0xff ? `\\u${code.toString(16).padStart(4, '0')}` : `\\x${code.toString(16).padStart(2, '0')}`;
+  });
 }

@@ -22,6 +22,7 @@ export const WEBHOOK_ERROR_STATUS = {
   TIMESTAMP_TOO_OLD: 401,
   TIMESTAMP_TOO_NEW: 401,
   PAYLOAD_TOO_LARGE: 413,
+  UNSUPPORTED_ENCODING: 415,
   BODY_UNAVAILABLE: 500,
   INVALID_NAMESPACE: 500,
   STORE_UNAVAILABLE: 503,
@@ -38,6 +39,9 @@ export const WEBHOOK_ERROR_STATUS = {
  * ```
  */
 export type WebhookErrorCode = keyof typeof WEBHOOK_ERROR_STATUS;
+
+/** The brand of every `WebhookError`, shared by all copies of the package through `Symbol.for`. */
+const BRAND = Symbol.for('webhook-receiver.WebhookError');
 
 /**
  * Why a webhook was refused. `code` is stable (match on it); `status` is the HTTP status an
@@ -56,6 +60,17 @@ export type WebhookErrorCode = keyof typeof WEBHOOK_ERROR_STATUS;
  * ```
  */
 export class WebhookError extends Error {
+  /**
+   * `instanceof WebhookError` holds for an error made by any copy of this package in the process
+   * (the CommonJS and the ES module build, or two installed versions), each of which has its own
+   * class: the test is the registry-wide brand every copy sets on its prototype. A subclass keeps
+   * the ordinary prototype test.
+   */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== WebhookError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
+  }
+
   /** The stable machine-readable reason. */
   readonly code: WebhookErrorCode;
   /** The HTTP status to answer with. */
@@ -68,6 +83,7 @@ export class WebhookError extends Error {
     this.status = WEBHOOK_ERROR_STATUS[code];
   }
 }
+Object.defineProperty(WebhookError.prototype, BRAND, { value: true });
 
 /**
  * True when `value` is a {@link WebhookError}, also across bundles (an ESM and a CommonJS copy of

@@ -5,6 +5,7 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
+import { escapeControlCharacters } from './encoding.ts';
 import { isWebhookError, type WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
 import { createReceiver, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
@@ -95,7 +96,9 @@ export function settleClaim(claim: Pick<Claim, 'complete' | 'release'>, status: 
 
 /**
  * What an adapter tells `onRejected` about a refused request: never a secret, never a header
- * value other than the webhook id.
+ * value other than the webhook id. Values are as the request sent them, never decoded: the path
+ * keeps its percent-encoding (`/hook%0A` stays six characters, not a line break). Unverified:
+ * escape them before writing them into a text log (the default log line does).
  *
  * @example
  * ```ts
@@ -104,26 +107,38 @@ export function settleClaim(claim: Pick<Claim, 'complete' | 'release'>, status: 
  */
 export interface RejectionContext {
   method: string;
+  /** The request path as sent, percent-encoding intact, without the query string. */
   path: string;
-  /** The `webhook-id` the request claimed, when it had one. Unverified: do not trust it. */
+  /** The `webhook-id` the request claimed, as sent, when it had one. Unverified: do not trust it. */
   webhookId: string | undefined;
 }
 
 /**
- * The {@link RejectionContext} of a request, built the same way by every adapter: the path
- * without its query string (which may carry tokens), and the first `webhook-id` (or `svix-id`)
- * the request claimed.
+ * The {@link RejectionContext} of a request, built the same way by every adapter: the path as
+ * sent (from a path or a full URL, never percent-decoded) without its query string (which may
+ * carry tokens), and the first `webhook-id` (or `svix-id`) the request claimed.
  *
  * @example
  * ```ts
  * rejectionContext('POST', '/webhooks?token=abc', { 'webhook-id': 'msg_1' });
  * // { method: 'POST', path: '/webhooks', webhookId: 'msg_1' }
+ * rejectionContext('POST', 'https://example.com/a%0Ab', {});
+ * // { method: 'POST', path: '/a%0Ab', webhookId: undefined }
  * ```
  */
 export function rejectionContext(method: string, url: string, headers: HeadersInput): RejectionContext {
-  const query = url.indexOf('?');
+  // A full URL (Fetch's request.url) keeps its path as sent: cut off the origin, decode nothing.
+  let start = 0;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url);
+  if (scheme !== null) {
+    const slash = url.indexOf('/', scheme[0].length);
+    start = slash === -1 ? url.length : slash;
+  }
+  let end = url.indexOf('?', start);
+  if (end === -1) end = url.indexOf('#', start);
+  const path = url.slice(start, end === -1 ? url.length : end) || '/';
   const { id } = webhookHeaders(headers);
-  return { method, path: query === -1 ? url : url.slice(0, query), webhookId: Array.isArray(id) ? id[0] : id };
+  return { method, path, webhookId: Array.isArray(id) ? id[0] : id };
 }
 
 /**
@@ -150,7 +165,8 @@ export function rejectionReporter(options: AdapterOptions): (error: WebhookError
   return (error, context) => {
     try {
       if (hook) hook(error, context);
-      else console.warn(`[webhook-receiver] rejected ${context.method} ${context.path}: ${error.code} ${error.message}`);
+      // Request values are escaped, so a client cannot break the line or send terminal escapes.
+      else console.warn(escapeControlCharacters(`[webhook-receiver] rejected ${context.method} ${context.path}: ${error.code} ${error.message}`));
     } catch {
       // A failing logger must not change the response.
     }

@@ -3,11 +3,15 @@
  * position (and keyId) and says how to fix it; none ever contains the secret itself.
  */
 
-import { base64Decode } from './encoding.ts';
+import { ed25519PublicKeyProblem } from './crypto.ts';
+import { base64DecodeLenient } from './encoding.ts';
 
 /**
  * A trusted key, in any of the forms a relay service or a secrets manager hands out:
- * - `'whsec_<base64>'` or bare base64: a `v1` HMAC-SHA256 secret;
+ * - `'whsec_<base64>'` or bare base64: a `v1` HMAC-SHA256 secret (decoded as every reference
+ *   library decodes it: `=` padding optional, unused trailing bits ignored);
+ * - several of those in one string, separated by commas (`'whsec_new,whsec_old'`, optionally with a
+ *   space after each comma): one environment variable carries a rotation overlap;
  * - `'whpk_<base64>'`: a `v1a` Ed25519 public key (32 bytes);
  * - a `Uint8Array`: raw HMAC key bytes;
  * - `{ key, keyId }`: any of the above with an identifier that is reported when it matches
@@ -53,11 +57,25 @@ function describe(index: number, keyId: string | undefined, listName: string): s
   return keyId === undefined ? `${listName}[${index}]` : `${listName}[${index}] (keyId ${JSON.stringify(keyId)})`;
 }
 
+/**
+ * The hint for a string that is not base64. base64url only when it could be key bytes in that
+ * alphabet; a password made of words (`my-super-secret-password`) is told it is not a secret.
+ */
+function notBase64Hint(text: string, prefixed = false): string {
+  const words = /^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$/.test(text) || /^[A-Z][A-Z0-9]*(?:[-_][A-Z0-9]+)*$/.test(text);
+  if (/^[A-Za-z0-9_-]+$/.test(text) && /[-_]/.test(text) && !words) {
+    return ' (it looks like base64url: use the standard alphabet with + and /)';
+  }
+  return !prefixed && (words || /[^A-Za-z0-9+/=_-]/.test(text))
+    ? ` (a password or passphrase is not a Standard Webhooks secret: pass the 'whsec_…' value the sender gave you, or make one with generateSecret())`
+    : '';
+}
+
 function decodePrefixed(text: string, prefix: string, where: string): Uint8Array {
-  const bytes = base64Decode(text.slice(prefix.length));
+  const payload = text.slice(prefix.length);
+  const bytes = base64DecodeLenient(payload);
   if (bytes === undefined || bytes.length === 0) {
-    const hint = /[-_]/.test(text.slice(prefix.length)) ? ' (it looks like base64url: use the standard alphabet with + and /)' : '';
-    throw new TypeError(`${where} is not valid base64 after the '${prefix}' prefix${hint}`);
+    throw new TypeError(`${where} is not valid base64 after the '${prefix}' prefix${notBase64Hint(payload, true)}`);
   }
   return bytes;
 }
@@ -72,25 +90,35 @@ function checkHmacLength(bytes: Uint8Array, where: string): Uint8Array {
   return bytes;
 }
 
-/** Decodes one secret for verifying (`role: 'verify'`) or signing (`role: 'sign'`). */
-export function decodeSecret(
-  input: SecretInput,
-  index: number,
-  role: Role,
-  listName = 'secrets',
-): HmacKeyMaterial | Ed25519PublicKeyMaterial | Ed25519SecretKeyMaterial {
+export type KeyMaterial = HmacKeyMaterial | Ed25519PublicKeyMaterial | Ed25519SecretKeyMaterial;
+
+/**
+ * Decodes every secret of `secrets` for verifying (`role: 'verify'`) or signing (`role: 'sign'`).
+ * A string holding several secrets separated by commas counts as that many secrets, in order:
+ * `index` is the position in that flattened list.
+ */
+export function decodeSecretList(secrets: unknown, role: Role, listName = 'secrets'): KeyMaterial[] {
+  const out: KeyMaterial[] = [];
+  secretList(secrets as SecretInput | readonly SecretInput[] | undefined, listName).forEach((input, position) => {
+    for (const material of decodeSecrets(input, position, role, listName)) out.push({ ...material, index: out.length });
+  });
+  return out;
+}
+
+/** Decodes the entry at `position` of a secrets list: one secret, or several in a comma-separated string. */
+export function decodeSecrets(input: SecretInput, position: number, role: Role, listName = 'secrets'): KeyMaterial[] {
   let key: unknown = input;
   let keyId: string | undefined;
   if (typeof input === 'object' && input !== null && !(input instanceof Uint8Array)) {
     key = (input as { key?: unknown }).key;
     const id = (input as { keyId?: unknown }).keyId;
-    if (id !== undefined && typeof id !== 'string') throw new TypeError(`${listName}[${index}].keyId must be a string`);
+    if (id !== undefined && typeof id !== 'string') throw new TypeError(`${listName}[${position}].keyId must be a string`);
     keyId = id;
   }
-  const where = describe(index, keyId, listName);
+  const where = describe(position, keyId, listName);
 
   if (key instanceof Uint8Array) {
-    return { kind: 'hmac', raw: checkHmacLength(Uint8Array.from(key), where), index, keyId };
+    return [{ kind: 'hmac', raw: checkHmacLength(Uint8Array.from(key), where), index: position, keyId }];
   }
   if (typeof key !== 'string') {
     throw new TypeError(`${where} must be a string ('whsec_…', 'whpk_…' or base64), a Uint8Array, or { key, keyId }`);
@@ -99,11 +127,34 @@ export function decodeSecret(
   if (/^["'`]|["'`]$/.test(key)) {
     throw new TypeError(`${where} is wrapped in quotes (copied with them from a config file?); pass the value without them`);
   }
-  if (/\s/.test(key)) {
-    throw new TypeError(`${where} contains whitespace (often a trailing newline from a file or an environment variable); trim it`);
-  }
+  // Before the comma split: 'v1,whsec_…' is a pasted signature entry, not a list of two secrets.
   if (/^v1a?,/.test(key)) {
     throw new TypeError(`${where} looks like a signature entry ('v1,…'), not a secret; pass the secret itself ('whsec_…')`);
+  }
+  // Base64 has no comma, so a comma separates secrets (a space may follow it). Other whitespace,
+  // a trailing newline above all, is still refused below, with its hint.
+  if (key.includes(',')) {
+    const parts = key.split(/,[ ]*/);
+    return parts.map((part, n) => {
+      const partWhere = `${where} (secret ${n + 1} of ${parts.length} in the comma-separated list)`;
+      if (part.length === 0) throw new TypeError(`${partWhere} is empty (a doubled, leading or trailing comma)`);
+      if (/^v1a?,?$/.test(part)) {
+        throw new TypeError(`${partWhere} looks like part of a signature entry ('v1,…'), not a secret; pass the secret itself ('whsec_…')`);
+      }
+      return decodeOne(part, position, keyId, partWhere, role);
+    });
+  }
+  return [decodeOne(key, position, keyId, where, role)];
+}
+
+/** Decodes one secret for verifying (`role: 'verify'`) or signing (`role: 'sign'`). */
+export function decodeSecret(input: SecretInput, index: number, role: Role, listName = 'secrets'): KeyMaterial {
+  return decodeSecrets(input, index, role, listName)[0]!;
+}
+
+function decodeOne(key: string, index: number, keyId: string | undefined, where: string, role: Role): KeyMaterial {
+  if (/\s/.test(key)) {
+    throw new TypeError(`${where} contains whitespace (often a trailing newline from a file or an environment variable); trim it`);
   }
 
   if (key.startsWith('whsk_')) {
@@ -113,8 +164,12 @@ export function decodeSecret(
       );
     }
     const bytes = decodePrefixed(key, 'whsk_', where);
-    if (bytes.length !== 64) {
-      throw new RangeError(`${where} decodes to ${bytes.length} bytes; a 'whsk_' key is 64 bytes (32-byte seed, then 32-byte public key)`);
+    // 64 bytes (seed, then public key) as generateKeyPair() and the JS reference write it; 32
+    // (the seed alone) as the Python reference's asymmetric branch writes it.
+    if (bytes.length !== 64 && bytes.length !== 32) {
+      throw new RangeError(
+        `${where} decodes to ${bytes.length} bytes; a 'whsk_' key is 64 bytes (32-byte seed, then 32-byte public key) or the 32-byte seed alone`,
+      );
     }
     return { kind: 'ed25519-secret', seed: bytes.slice(0, 32), publicKey: bytes.slice(32), index, keyId };
   }
@@ -124,18 +179,18 @@ export function decodeSecret(
     }
     const bytes = decodePrefixed(key, 'whpk_', where);
     if (bytes.length !== 32) throw new RangeError(`${where} decodes to ${bytes.length} bytes; a 'whpk_' public key is 32 bytes`);
+    const problem = ed25519PublicKeyProblem(bytes);
+    if (problem !== undefined) throw new RangeError(`${where} is not a usable Ed25519 public key: ${problem}. Pass the 'whpk_…' key the sender published`);
     return { kind: 'ed25519-public', raw: bytes, index, keyId };
   }
   if (key.startsWith('whsec_')) {
     return { kind: 'hmac', raw: checkHmacLength(decodePrefixed(key, 'whsec_', where), where), index, keyId };
   }
-  const bytes = base64Decode(key);
+  const bytes = base64DecodeLenient(key);
   if (bytes === undefined) {
     const hint = /^[a-z]+_/i.test(key)
       ? ` (its prefix is not one of 'whsec_', 'whpk_')`
-      : /[-_]/.test(key)
-        ? ' (it looks like base64url: use the standard alphabet with + and /)'
-        : '';
+      : notBase64Hint(key);
     throw new TypeError(`${where} is neither 'whsec_…', 'whpk_…' nor valid base64${hint}`);
   }
   return { kind: 'hmac', raw: checkHmacLength(bytes, where), index, keyId };

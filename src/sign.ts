@@ -5,7 +5,7 @@
 
 import { defaultBackend, generateEd25519, randomBytes, type CryptoBackend } from './crypto.ts';
 import { base64Encode, toBytes } from './encoding.ts';
-import { decodeSecret, secretList, type SecretInput } from './secrets.ts';
+import { decodeSecretList, type SecretInput } from './secrets.ts';
 
 /**
  * What to sign.
@@ -18,7 +18,8 @@ import { decodeSecret, secretList, type SecretInput } from './secrets.ts';
  */
 export interface SignInput {
   /**
-   * `'whsec_…'`, bare base64 or bytes sign `v1` (HMAC); `'whsk_…'` signs `v1a` (Ed25519).
+   * `'whsec_…'`, bare base64 or bytes sign `v1` (HMAC); `'whsk_…'` (64 bytes, or the 32-byte seed
+   * alone) signs `v1a` (Ed25519).
    * Several secrets give several space-separated signatures, as a sender does during a rotation.
    */
   secret: SecretInput | readonly SecretInput[];
@@ -76,7 +77,7 @@ function toUnixSeconds(timestamp: number | Date | undefined): number {
 /** Signing on a chosen crypto backend. Internal: tests use it to cover the WebCrypto path. */
 export async function signWebhookWith(input: SignInput, backend: CryptoBackend): Promise<SignedWebhook> {
   if (typeof input !== 'object' || input === null) throw new TypeError('signWebhook needs { secret, body }');
-  const keys = secretList(input.secret, 'secret').map((secret, index) => decodeSecret(secret, index, 'sign', 'secret'));
+  const keys = decodeSecretList(input.secret, 'sign', 'secret');
   const id = input.id ?? generateMessageId();
   if (typeof id !== 'string' || id.length === 0) throw new TypeError('id must be a non-empty string');
   const timestamp = toUnixSeconds(input.timestamp);

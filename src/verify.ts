@@ -8,7 +8,7 @@ import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKe
 import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
 import { WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
-import { decodeSecret, secretList, type SecretInput } from './secrets.ts';
+import { decodeSecretList, type SecretInput } from './secrets.ts';
 
 /** A UTF-16 surrogate without its pair (in `u` mode a paired one is a single code point). */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
@@ -28,16 +28,20 @@ export const MAX_SIGNATURE_HEADER_LENGTH = 16 * 1024;
  */
 export const MAX_ID_LENGTH = 256;
 /**
- * With `whpk_` keys configured, a header with more distinct `v1a` entries than this is refused
- * before any signature work: a sender signs with one entry per key it holds.
+ * How many `v1a` entries are checked against each `whpk_` key, at the least: with more keys, one
+ * entry per key. So one request costs at most keys × max(2, keys) Ed25519 verifications, whatever
+ * its header holds (two with one key, enough for a sender signing with its old and new key during
+ * a rotation). Entries past the bound are left unchecked, not refused: one of the first ones
+ * matches for an honest sender, and a forger gains nothing from sending more.
  *
  * @example
  * ```ts
  * import { MAX_V1A_ENTRIES } from 'webhook-receiver';
- * console.log(`at most ${MAX_V1A_ENTRIES} Ed25519 signatures per message`);
+ * const keys = 3;
+ * console.log(`at most ${keys * Math.max(MAX_V1A_ENTRIES, keys)} Ed25519 verifications per request`);
  * ```
  */
-export const MAX_V1A_ENTRIES = 8;
+export const MAX_V1A_ENTRIES = 2;
 /** A `webhook-signature` header with more entries than this is refused before any signature work. */
 export const MAX_SIGNATURE_ENTRIES = 64;
 
@@ -344,13 +348,13 @@ class VerifierImpl implements Verifier {
     this.#acceptUnsigned = unsigned === 'accept';
     this.#maxBodyBytes = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
 
-    secretList(options.secrets).forEach((input, index) => {
-      const material = decodeSecret(input, index, 'verify');
+    for (const material of decodeSecretList(options.secrets, 'verify')) {
+      const { index } = material;
       if (material.kind === 'hmac') this.#hmac.push({ key: backend.importHmacKey(material.raw), index, keyId: material.keyId });
       else if (material.kind === 'ed25519-public') {
         this.#ed25519.push({ key: backend.importEd25519PublicKey(material.raw), index, keyId: material.keyId });
       }
-    });
+    }
   }
 
   async verify(input: WebhookInput): Promise<VerifiedWebhook> {
@@ -450,12 +454,6 @@ class VerifierImpl implements Verifier {
       return new Webhook(id, timestamp, body, false, undefined, undefined, undefined);
     }
     const prefix = `${id}.${timestampText}.`;
-    if (signatures.v1a.length > MAX_V1A_ENTRIES && this.#ed25519.length > 0) {
-      throw new WebhookError(
-        'INVALID_SIGNATURE_HEADER',
-        `webhook-signature has ${signatures.v1a.length} distinct v1a entries; at most ${MAX_V1A_ENTRIES} are checked (each costs an Ed25519 verification per public key)`,
-      );
-    }
     const first = this.#preferred;
     let tried: boolean | Promise<boolean> | undefined;
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
@@ -499,11 +497,14 @@ class VerifierImpl implements Verifier {
     if (signatures.v1a.length > 0 && this.#ed25519.length > 0) {
       // Unlike HMAC (one digest per key, whatever the entries), every v1a entry costs one Ed25519
       // verification per public key, each hashing the whole body: checked once per distinct entry
-      // (the parser keeps them distinct), over signed content built once.
+      // (the parser keeps them distinct), over signed content built once, and only the first
+      // max(MAX_V1A_ENTRIES, keys) well-formed entries, so a forged header costs a bounded amount.
       const content = signedContent(prefix, body);
+      let budget = Math.max(MAX_V1A_ENTRIES, this.#ed25519.length);
       for (const candidate of signatures.v1a) {
         const signature = base64Decode(candidate);
         if (signature === undefined || signature.length !== 64) continue;
+        if (budget-- === 0) break;
         for (const trusted of this.#ed25519) {
           if (await this.#backend.ed25519Verify(trusted.key, content, signature)) {
             return new Webhook(id, timestamp, body, true, 'v1a', trusted.index, trusted.keyId);
@@ -534,7 +535,9 @@ class VerifierImpl implements Verifier {
   #mismatchMessage(s: ParsedSignatures): string {
     const parts = [`${plural(s.v1.length, 'v1 entry', 'v1 entries')} tried against ${plural(this.#hmac.length, 'HMAC secret', 'HMAC secrets')}`];
     if (s.v1a.length > 0 || this.#ed25519.length > 0) {
-      parts.push(`${plural(s.v1a.length, 'v1a entry', 'v1a entries')} against ${plural(this.#ed25519.length, 'Ed25519 public key', 'Ed25519 public keys')}`);
+      const bound = Math.max(MAX_V1A_ENTRIES, this.#ed25519.length);
+      const unchecked = this.#ed25519.length > 0 && s.v1a.length > bound ? ` (only the first ${bound} well-formed ones checked)` : '';
+      parts.push(`${plural(s.v1a.length, 'v1a entry', 'v1a entries')}${unchecked} against ${plural(this.#ed25519.length, 'Ed25519 public key', 'Ed25519 public keys')}`);
     }
     if (s.unknown > 0) parts.push(`${plural(s.unknown, 'entry', 'entries')} of other versions ignored`);
     if (s.malformed > 0) parts.push(`${plural(s.malformed, 'malformed entry', 'malformed entries')} skipped`);

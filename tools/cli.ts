@@ -10,7 +10,7 @@
 
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { concatChunks } from '../src/encoding.ts';
+import { concatChunks, escapeControlCharacters } from '../src/encoding.ts';
 import { isWebhookError } from '../src/errors.ts';
 import { errorResponse } from '../src/http.ts';
 import type { SecretInput } from '../src/secrets.ts';
@@ -45,7 +45,7 @@ Commands:
   listen              run a local receiver that prints every delivery and its verification
   check               test a live endpoint against the standard: forged, stale, replayed deliveries
 
-Run 'webhook-receiver <command> --help' for a command's options.
+Run 'webhook-receiver <command> --help' for a command's options, 'webhook-receiver --version' for the version.
 Exit codes: 0 success, 1 verification failed (or a runtime error), 2 misuse.`,
   'generate-secret': `Usage: webhook-receiver generate-secret [--asymmetric]
 
@@ -116,9 +116,22 @@ function parse<T extends NonNullable<ParseArgsConfig['options']>>(command: Comma
     const code = (error as { code?: string }).code;
     // Never echo a stray argument: it may be a secret passed without --secret.
     if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw new UsageError('unexpected argument: options start with --, values follow their option', command);
-    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError((error as Error).message.split('\n')[0]!, command);
+    // Node's message for an unknown option repeats the argument whole ('--timestamp=…' included).
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError('unknown option: see the options below', command);
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError(optionOnly((error as Error).message.split('\n')[0]!), command);
     throw error;
   }
+}
+
+/** An option error with any quoted value cut out: `Option '--port <value>' argument missing` stays. */
+function optionOnly(message: string): string {
+  return message.replace(/'(--?[A-Za-z0-9-]+)[= ][^']*'/g, "'$1'");
+}
+
+/** This package's version, from its package.json (one level up from tools/ and from dist/). */
+function version(): string {
+  const { version: v } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return v;
 }
 
 function secretsFrom(given: string[] | undefined): SecretInput[] {
@@ -159,7 +172,7 @@ async function bodyFrom(values: { body?: string | undefined; 'body-file'?: strin
     try {
       return { bytes: new Uint8Array(readFileSync(file)), file };
     } catch (error) {
-      throw new UsageError(`cannot read the body file ${JSON.stringify(file)}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`);
+      throw new UsageError(`cannot read the file given with --body-file: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`);
     }
   }
   if (process.stdin.isTTY) throw new UsageError('no body: pass --body TEXT or --body-file FILE, or pipe it on stdin');
@@ -168,8 +181,9 @@ async function bodyFrom(values: { body?: string | undefined; 'body-file'?: strin
 
 function seconds(value: string | undefined, option: string): number | undefined {
   if (value === undefined) return undefined;
-  if (/^[0-9]{13,}$/.test(value)) throw new UsageError(`${option} ${value} looks like milliseconds; pass Unix seconds`);
-  if (!/^[0-9]{1,12}$/.test(value)) throw new UsageError(`${option} must be Unix seconds (digits only), got ${JSON.stringify(value)}`);
+  // The value is never repeated (issue 12): it may be a secret pasted in the wrong place.
+  if (/^[0-9]{13,}$/.test(value)) throw new UsageError(`${option} has ${value.length} digits: it looks like milliseconds; pass Unix seconds`);
+  if (!/^[0-9]{1,12}$/.test(value)) throw new UsageError(`${option} must be Unix seconds (digits only)`);
   return Number(value);
 }
 
@@ -219,7 +233,7 @@ async function signCommand(args: string[]): Promise<number> {
   if (values.curl !== undefined) {
     target = URL.canParse(values.curl) ? new URL(values.curl) : undefined;
     if (target === undefined || (target.protocol !== 'http:' && target.protocol !== 'https:')) {
-      throw new UsageError(`--curl needs an http:// or https:// URL, got ${JSON.stringify(values.curl)}`);
+      throw new UsageError('--curl needs an http:// or https:// URL');
     }
   }
   const body = await bodyFrom(values);
@@ -249,7 +263,7 @@ function headerPair(text: string): [string, string] {
   const colon = text.indexOf(':');
   const name = colon > 0 ? text.slice(0, colon).trim() : '';
   if (name === '' || !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) {
-    throw new UsageError(`--header must look like 'name: value', got ${JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text)}`);
+    throw new UsageError(`--header must look like 'name: value'`);
   }
   // HTTP strips the whitespace around a field value (RFC 9110, section 5.5).
   return [name, text.slice(colon + 1).trim()];
@@ -325,6 +339,37 @@ function indent(text: string): string {
   return text.split('\n').map((line) => `    ${line}`).join('\n');
 }
 
+/** Bodies over this are not diagnosed by `listen`: each candidate bug costs a hash of the body. */
+export const LISTEN_DIAGNOSIS_MAX_BODY_BYTES = 64 * 1024;
+/** How long `listen` spends diagnosing one failed delivery, at most. */
+export const LISTEN_DIAGNOSIS_MS = 1000;
+
+/** The delivery's block, with the diagnosis of a failed verification when it is affordable. */
+async function diagnosed(delivery: IncomingDelivery, lines: string[]): Promise<string> {
+  if (delivery.verification.ok) return lines.join('\n');
+  const answered = lines.pop()!;
+  if (delivery.body.byteLength > LISTEN_DIAGNOSIS_MAX_BODY_BYTES) {
+    lines.push(
+      `  ${delivery.verification.error.message}`,
+      `  (not diagnosed: the body is ${delivery.body.byteLength} bytes, over the ${LISTEN_DIAGNOSIS_MAX_BODY_BYTES} bytes listen diagnoses)`,
+    );
+  } else {
+    const explained = await explainVerificationFailure(delivery.verification.error, {
+      headers: delivery.headers,
+      body: delivery.body,
+      secrets: listenSecrets,
+      toleranceSeconds: 300,
+      nowMs: Date.now(),
+      deadlineMs: Date.now() + LISTEN_DIAGNOSIS_MS,
+    });
+    lines.push(indent(explained.message));
+  }
+  lines.push(answered);
+  return lines.join('\n');
+}
+
+let listenSecrets: SecretInput[] = [];
+
 async function listenCommand(args: string[]): Promise<number> {
   const values = parse('listen', args, {
     secret: { type: 'string', multiple: true },
@@ -333,6 +378,7 @@ async function listenCommand(args: string[]): Promise<number> {
   });
   if (values.help) return help('listen');
   const secrets = secretsFrom(values.secret);
+  listenSecrets = secrets;
   let port = 0;
   if (values.port !== undefined) {
     if (!/^[0-9]{1,5}$/.test(values.port) || Number(values.port) > 65535) throw new UsageError('--port must be a number from 0 to 65535');
@@ -342,10 +388,12 @@ async function listenCommand(args: string[]): Promise<number> {
   if (values.forward !== undefined) {
     target = URL.canParse(values.forward) ? new URL(values.forward) : undefined;
     if (target === undefined || (target.protocol !== 'http:' && target.protocol !== 'https:')) {
-      throw new UsageError(`--forward needs an http:// or https:// URL, got ${JSON.stringify(values.forward)}`);
+      throw new UsageError('--forward needs an http:// or https:// URL');
     }
   }
   let count = 0;
+  /** Each delivery's printed block, made when it is answered and printed after. */
+  const pending = new Map<number, string[]>();
   const server = await asUsage(() =>
     startWebhookServer({
       secrets,
@@ -366,24 +414,24 @@ async function listenCommand(args: string[]): Promise<number> {
             answer = { status: 204 };
           }
         } else {
-          const error = delivery.verification.error;
-          const explained = await explainVerificationFailure(error, {
-            headers: delivery.headers,
-            body: delivery.body,
-            secrets,
-            toleranceSeconds: 300,
-            nowMs: Date.now(),
-          });
-          lines.push(`  REJECTED ${error.code}`, indent(explained.message));
-          // What a receiver built on this package answers (the adapters' table).
-          answer = errorResponse(error);
+          // What a receiver built on this package answers (the adapters' table), at once: the
+          // diagnosis runs after the answer was sent (issue 12), bounded in time and body size.
+          lines.push(`  REJECTED ${delivery.verification.error.code}`);
+          answer = errorResponse(delivery.verification.error);
         }
         lines.push(`  answered ${answer.status}`);
-        io.out(lines.join('\n'));
+        pending.set(sequence, lines);
         return answer;
       },
+      onDelivery(delivery, { sequence }) {
+        const lines = pending.get(sequence) ?? [];
+        pending.delete(sequence);
+        // Line by line: the block's own line breaks stay, any control character from the request
+        // (path, id, body excerpt) is escaped.
+        void diagnosed(delivery, lines).then((text) => io.out(text.split('\n').map(escapeControlCharacters).join('\n')));
+      },
       onError(error) {
-        io.err(`internal error: ${error instanceof Error ? error.message : String(error)}`);
+        io.err(escapeControlCharacters(`internal error: ${error instanceof Error ? error.message : String(error)}`));
       },
     }),
   ).catch((error: unknown) => {
@@ -425,8 +473,13 @@ async function main(argv: string[]): Promise<number> {
   }
   if (command === '--help' || command === '-h' || command === 'help') return help('main');
   if (command === 'check') return checkCommand(rest, io);
+  if (command === '--version' || command === '-v') {
+    io.out(version());
+    return 0;
+  }
   if (!(COMMANDS as readonly string[]).includes(command)) {
-    io.err(`webhook-receiver: unknown command ${JSON.stringify(command.length > 30 ? `${command.slice(0, 30)}…` : command)}\n\n${HELP.main}`);
+    // Never repeated: a secret passed as the first argument would be printed (issue 12).
+    io.err(`webhook-receiver: unknown command (the first argument is none of ${COMMANDS.join(', ')}, check)\n\n${HELP.main}`);
     return 2;
   }
   try {

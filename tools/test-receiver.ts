@@ -191,7 +191,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     let verification: Delivery['verification'];
     try {
       // A plain Uint8Array, as typed: a small Buffer is a view into Node's shared pool.
-      body = new Uint8Array(await readNodeBody(req, limit, req.headers['content-length']));
+      body = new Uint8Array(await readNodeBody(req, limit, req.headers));
       verification = { ok: true, webhook: await verifier.verify({ headers, body }) };
     } catch (error) {
       if (!isWebhookError(error)) throw error;

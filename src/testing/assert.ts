@@ -97,6 +97,8 @@ interface FailureContext {
   secrets: SecretInput | readonly SecretInput[];
   toleranceSeconds: number;
   nowMs: number;
+  /** Epoch milliseconds after which the diagnosis stops trying candidates. Default: none. */
+  deadlineMs?: number;
 }
 
 /**
@@ -133,7 +135,7 @@ export async function explainVerificationFailure(error: WebhookError, context: F
         const value = firstValue(headerValues(headers, name));
         if (value !== undefined) headerIds.push({ name, value });
       }
-      diagnosis = await diagnoseSignatures(keys, { id, timestampText: timestamp, body, signatures, headerIds }, defaultBackend);
+      diagnosis = await diagnoseSignatures(keys, { id, timestampText: timestamp, body, signatures, headerIds }, defaultBackend, context.deadlineMs);
     }
   }
 
@@ -147,7 +149,7 @@ export async function explainVerificationFailure(error: WebhookError, context: F
     lines.push(`Diagnosis: the signature is valid for this id, timestamp and body with ${diagnosis.validAsSent}; ${why}.`);
   } else if (diagnosis !== undefined && diagnosis.findings.length > 0) {
     lines.push(`Diagnosis: ${diagnosis.findings.join('\nDiagnosis: ')}.`);
-  } else if (diagnosis !== undefined && diagnosis.tried.length > 0) {
+  } else if (diagnosis !== undefined && diagnosis.tried.length > 0 && diagnosis.stopped !== true) {
     // For a time failure the signature was checked here only: say that it fails too.
     const also = error.code === 'SIGNATURE_MISMATCH' ? '' : 'besides the timestamp, the signature does not match either, and ';
     lines.push(
@@ -161,6 +163,7 @@ export async function explainVerificationFailure(error: WebhookError, context: F
         'the others were not tried.',
     );
   }
+  if (diagnosis?.stopped === true) lines.push('Diagnosis limit: the time allowed for the diagnosis ran out; the candidates after that were not tried.');
   return new WebhookAssertionError(lines.join('\n'), { code: error.code, webhookError: error, findings: diagnosis?.findings ?? [] });
 }
 

@@ -7,7 +7,7 @@
 
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from '../crypto.ts';
 import { base64Decode, base64Encode, constantTimeEqual, utf8Encoder } from '../encoding.ts';
-import { decodeSecret, secretList, type SecretInput } from '../secrets.ts';
+import { decodeSecrets, secretList, type SecretInput } from '../secrets.ts';
 import type { ParsedSignatures } from '../verify.ts';
 import { bodyText } from './recorded.ts';
 
@@ -38,18 +38,23 @@ export function keyLabel(index: number, keyId: string | undefined): string {
 /** Decodes `secrets` the way the verifier does (same errors for bad ones). */
 export function diagnosisKeys(secrets: SecretInput | readonly SecretInput[], backend: CryptoBackend = defaultBackend): DiagnosisKeys {
   const keys: DiagnosisKeys = { hmac: [], ed25519: [], described: [] };
-  secretList(secrets).forEach((input, index) => {
-    const material = decodeSecret(input, index, 'verify');
-    const label = keyLabel(index, material.keyId);
-    if (material.kind === 'hmac') {
-      const given = typeof input === 'string' ? input : typeof input === 'object' && !(input instanceof Uint8Array) ? input.key : undefined;
-      const text = typeof given === 'string' ? (given.startsWith('whsec_') ? given.slice(6) : given) : base64Encode(material.raw);
-      keys.hmac.push({ label, key: backend.importHmacKey(material.raw), text });
-      keys.described.push(`${label}: v1 HMAC secret`);
-    } else if (material.kind === 'ed25519-public') {
-      keys.ed25519.push({ label, key: backend.importEd25519PublicKey(material.raw) });
-      keys.described.push(`${label}: v1a Ed25519 public key`);
-    }
+  let index = 0;
+  secretList(secrets).forEach((input, position) => {
+    const given = typeof input === 'string' ? input : typeof input === 'object' && !(input instanceof Uint8Array) ? input.key : undefined;
+    // A comma-separated string is several secrets, numbered as the verifier numbers them.
+    const texts = typeof given === 'string' ? given.split(/,[ ]*/) : [];
+    decodeSecrets(input, position, 'verify').forEach((material, part) => {
+      const label = keyLabel(index++, material.keyId);
+      if (material.kind === 'hmac') {
+        const one = texts[part];
+        const text = typeof one === 'string' ? (one.startsWith('whsec_') ? one.slice(6) : one) : base64Encode(material.raw);
+        keys.hmac.push({ label, key: backend.importHmacKey(material.raw), text });
+        keys.described.push(`${label}: v1 HMAC secret`);
+      } else if (material.kind === 'ed25519-public') {
+        keys.ed25519.push({ label, key: backend.importEd25519PublicKey(material.raw) });
+        keys.described.push(`${label}: v1a Ed25519 public key`);
+      }
+    });
   });
   return keys;
 }
@@ -74,6 +79,8 @@ export interface Diagnosis {
   tried: string[];
   /** Per version, when the header had more distinct entries than the diagnosis tries. */
   capped: { version: 'v1' | 'v1a'; tried: number; distinct: number }[];
+  /** True when the deadline passed before every candidate was tried. */
+  stopped?: boolean;
 }
 
 /** Bounds on the brute-force parts, so a failing assertion stays fast on every backend. */
@@ -273,10 +280,26 @@ function idVariants(subject: DiagnosisSubject): { id: string; where: string }[] 
  * Bounded: at most `2 * TIMESTAMP_DRIFT_SECONDS + 1000 + a few dozen` candidates per key, each an
  * HMAC (compared with every kept v1 entry) or one Ed25519 check per kept v1a entry.
  */
-export async function diagnoseSignatures(keys: DiagnosisKeys, subject: DiagnosisSubject, backend: CryptoBackend = defaultBackend): Promise<Diagnosis> {
-  const matcher = new SignatureMatcher(backend, subject.signatures);
-  const diagnosis: Diagnosis = { validAsSent: undefined, findings: [], tried: [], capped: matcher.capped };
-  if (!matcher.hasEntries || (keys.hmac.length === 0 && keys.ed25519.length === 0)) return diagnosis;
+export async function diagnoseSignatures(
+  keys: DiagnosisKeys,
+  subject: DiagnosisSubject,
+  backend: CryptoBackend = defaultBackend,
+  deadlineMs = Number.POSITIVE_INFINITY,
+): Promise<Diagnosis> {
+  const inner = new SignatureMatcher(backend, subject.signatures);
+  const diagnosis: Diagnosis = { validAsSent: undefined, findings: [], tried: [], capped: inner.capped };
+  if (!inner.hasEntries || (keys.hmac.length === 0 && keys.ed25519.length === 0)) return diagnosis;
+  // Past the deadline every candidate counts as tried and failed: the loops below then end at
+  // once, and the diagnosis says it stopped (the CLI's listen bounds each diagnosis in time).
+  const matcher = {
+    match: async (...args: Parameters<SignatureMatcher['match']>) => {
+      if (Date.now() > deadlineMs) {
+        diagnosis.stopped = true;
+        return undefined;
+      }
+      return inner.match(...args);
+    },
+  };
   const { id, timestampText, body } = subject;
   const match = (id2: string, timestamp: string, body2: Uint8Array) => matcher.match(keys.hmac, keys.ed25519, id2, timestamp, body2);
 

@@ -6,6 +6,7 @@
  */
 
 import { readFileSync } from 'node:fs';
+import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { WebhookErrorCode } from '../../src/errors.ts';
 import type { AdapterOptions, RejectionContext } from '../../src/http.ts';
@@ -360,6 +361,82 @@ export function adapterConformance(label: string, make: MakeEndpoint): void {
       for (const material of secretMaterial(secret)) expect(line).not.toContain(material);
     });
 
+    it('tells onRejected the path and id as sent, and escapes control characters in the default log line', async () => {
+      // Values a client controls: a percent-encoded line break and escape in the path (never
+      // decoded), and a tab in webhook-id (the one control character every HTTP client sends in a
+      // header value).
+      const path = '/hook/%0A[webhook-receiver]%20forged%1B[2J';
+      const id = 'msg_\tx';
+      const { endpoint, rejected } = await setup();
+      const request = withHeaders(await signed(generateSecret(), { type: 'a' }), { 'webhook-id': id });
+      expectEnvelope(await endpoint.send({ ...request, path: `${path}?token=s3cr3t` }), 401, 'SIGNATURE_MISMATCH');
+      expect(rejected.map(([, context]) => context)).toEqual([{ method: 'POST', path, webhookId: id }]);
+
+      const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+      const quiet = await make({ secrets: generateSecret() }, new Recorder());
+      open.push(quiet);
+      expectEnvelope(await quiet.send({ ...request, path }), 401, 'SIGNATURE_MISMATCH');
+      expect(warn).toHaveBeenCalledTimes(1);
+      const line = String(warn.mock.calls[0]![0]);
+      expect(line).toMatch(/^\[webhook-receiver\] rejected POST \/hook\/%0A\[webhook-receiver\]%20forged%1B\[2J: SIGNATURE_MISMATCH /);
+      expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    });
+
+    describe('Content-Encoding: the signature covers the decoded payload', () => {
+      const event = { type: 'compressed', text: 'é'.repeat(200) };
+      const compressed = async (secret: string, encode: (bytes: Buffer) => Buffer, encoding: string) => {
+        const request = await signed(secret, event);
+        return { ...request, headers: { ...request.headers, 'content-encoding': encoding }, body: new Uint8Array(encode(Buffer.from(request.body))) };
+      };
+
+      for (const [encoding, encode] of [['gzip', gzipSync], ['deflate', deflateSync], ['x-gzip', gzipSync], ['GZip', gzipSync]] as const) {
+        it(`decodes ${encoding} and verifies the decoded bytes`, async () => {
+          const { secret, recorder, endpoint } = await setup();
+          const request = await compressed(secret, encode, encoding);
+          expectProcessed(await endpoint.send(request), request.id);
+          expect(recorder.runs.map((run) => run.event)).toEqual([event]);
+        });
+      }
+
+      it('refuses br, zstd, an unknown and a doubled encoding: 415 UNSUPPORTED_ENCODING', async () => {
+        const { secret, recorder, endpoint, rejected } = await setup();
+        for (const [encoding, encode] of [
+          ['br', brotliCompressSync],
+          ['zstd', (b: Buffer) => b],
+          ['compress', (b: Buffer) => b],
+          ['gzip, gzip', (b: Buffer) => gzipSync(gzipSync(b))],
+        ] as const) {
+          const message = expectEnvelope(await endpoint.send(await compressed(secret, encode, encoding)), 415, 'UNSUPPORTED_ENCODING');
+          expect(message, encoding).toMatch(/is not supported: send the body as is, or compressed once with gzip or deflate$/);
+        }
+        expect(recorder.runs).toEqual([]);
+        expect(rejected.map(([error]) => (error as { code: string }).code)).toEqual(Array(4).fill('UNSUPPORTED_ENCODING'));
+      });
+
+      it('refuses a body that is not the data its encoding says: 415', async () => {
+        const { secret, endpoint } = await setup();
+        const request = await signed(secret, event);
+        const reply = await endpoint.send({ ...request, headers: { ...request.headers, 'content-encoding': 'gzip' }, body: new Uint8Array(Buffer.from('not gzip at all')) });
+        expect(expectEnvelope(reply, 415, 'UNSUPPORTED_ENCODING')).toMatch(/not valid gzip data/);
+      });
+
+      it('applies maxBodyBytes to the decompressed size, and stops a gzip bomb at the limit', async () => {
+        const { secret, recorder, endpoint } = await setup({ maxBodyBytes: 16 * 1024 * 1024 });
+        // 10 MB of gzip (160 members of 64 MiB of zeros each) that would inflate to 10 GiB.
+        const started = performance.now();
+        const reply = await endpoint.send(await compressed(secret, () => gzipBomb(), 'gzip'));
+        expect(expectEnvelope(reply, 413, 'PAYLOAD_TOO_LARGE')).toMatch(/decompresses to more than the limit of 16777216 bytes/);
+        // Inflating it all would take minutes and 10 GiB; stopping at the limit takes well under a second.
+        expect(performance.now() - started).toBeLessThan(15_000);
+        const small = await setup({ maxBodyBytes: 1024 });
+        const plain = await signed(small.secret, { type: 'a', padding: 'x'.repeat(4096) });
+        const request = { headers: { ...plain.headers, 'content-encoding': 'gzip' }, body: new Uint8Array(gzipSync(plain.body)) };
+        expect(request.body.byteLength).toBeLessThan(1024);
+        expectEnvelope(await small.endpoint.send(request), 413, 'PAYLOAD_TOO_LARGE');
+        expect([...recorder.runs, ...small.recorder.runs]).toEqual([]);
+      });
+    });
+
     it('answers a redelivery 200 {"duplicate":true} without running the handler again', async () => {
       const { secret, recorder, endpoint } = await setup();
       const first = await signed(secret, { type: 'a' });
@@ -471,6 +548,13 @@ export function adapterConformance(label: string, make: MakeEndpoint): void {
       expect(recorder.runs).toHaveLength(2);
     });
   });
+}
+
+let bomb: Buffer | undefined;
+/** 10 MB of gzip that inflates to 10 GiB: 160 members of 64 MiB of zeros (multi-member gzip is one stream). */
+export function gzipBomb(): Buffer {
+  bomb ??= Buffer.concat(Array.from({ length: 160 }, ((member) => () => member)(gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 }))));
+  return bomb;
 }
 
 /** Wraps `inner` so that claims wait until `open()`: lets a test act while a claim is in flight. */

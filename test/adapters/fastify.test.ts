@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import fastify4 from 'fastify4';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhooks } from '../../adapters/fastify.ts';
@@ -44,11 +44,14 @@ async function buildApp(
   app.register(async (scope) => {
     before?.(scope);
     await scope.register(webhooks, options);
-    scope.post('/hook', async (request, reply) => {
+    const route = async (request: FastifyRequest, reply: FastifyReply) => {
       // The handler reads request.body like any Fastify handler.
       const { status, body } = await recorder.handle(request.webhook, request.body);
       return reply.code(status).send(body);
-    });
+    };
+    // `/hook` and any path under it: the rejection-context test sends control characters in the path.
+    scope.post('/hook', route);
+    scope.post('/hook/*', route);
     inScope?.(scope);
   });
   outside?.(app);

@@ -191,13 +191,22 @@ export function realHttpBehaviour(
     it('survives a client that leaves mid-upload: nothing claimed, nothing run', async () => {
       const { secret, recorder, port, endpoint, server } = await setup();
       const request = await signed(secret, { type: 'a' });
-      const closed = new Promise<void>((resolve) => server.once('request', (req) => req.once('close', () => resolve())));
+      // The client leaves once the server has the request, never before: a timer here (it was
+      // 50 ms) let a loaded machine destroy the socket before the server parsed the headers, so no
+      // 'request' event ever came and the test waited for a 'close' that could not happen.
+      let closed!: Promise<void>;
+      const received = new Promise<void>((resolve) =>
+        server.once('request', (req) => {
+          closed = new Promise<void>((done) => req.once('close', () => done()));
+          resolve();
+        }),
+      );
       const client = httpRequest({ host: '127.0.0.1', port, path: '/hook', method: 'POST', headers: { ...request.headers, 'content-length': '100000' } });
       client.on('error', () => {
         // Expected: the client destroys its own socket.
       });
       client.write(request.body);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await received;
       client.destroy();
       await closed;
       expectProcessed(await endpoint.send(request), request.id);
@@ -234,10 +243,13 @@ export function realHttpBehaviour(
 
     it('releases a claim taken after the client already left, without running the handler', async () => {
       const store = gatedStore(memoryStore());
-      const { secret, recorder, port, endpoint } = await setup({ idempotency: { store } });
+      const { secret, recorder, port, endpoint, server } = await setup({ idempotency: { store } });
       const request = await signed(secret, { type: 'a' });
+      // The claim goes on once the server saw the client leave (an event, not a timer that a
+      // loaded machine can outrun).
+      const closed = new Promise<void>((resolve) => server.once('request', (_req, res) => res.once('close', () => resolve())));
       await postAndLeave(port, '/hook', request.headers, request.body, store.claiming);
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await closed;
       store.open();
       await vi.waitFor(() => expect(store.releases).toBe(1), { timeout: 3000, interval: 10 });
       expect(recorder.runs).toEqual([]);

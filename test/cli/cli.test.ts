@@ -63,6 +63,39 @@ describe('help and misuse', () => {
     }
   });
 
+  it('never repeats an argument\'s value in an error or usage message (a secret pasted in the wrong place)', async () => {
+    const payload = SECRET.slice('whsec_'.length);
+    const cases: string[][] = [
+      [SECRET],
+      [payload],
+      ['sign', SECRET],
+      ['sign', '--body', 'x', `--timestamp=${SECRET}`],
+      ['sign', '--body', 'x', '--timestamp', payload],
+      ['sign', '--body', 'x', `--${SECRET}`],
+      ['sign', '--body', 'x', `--secret=${SECRET}`, '--curl', `https://${payload}`.replace('https', 'ftp')],
+      ['sign', '--body', 'x', `--secret=${SECRET}`, '--id', 'msg_1', '--body-file', join(dir, payload.replace(/\//g, '_'))],
+      ['verify', '--header', `${SECRET}`, '--body', 'x'],
+      ['verify', '--header', 'webhook-id: x', '--body', 'x', '--now', payload],
+      ['listen', '--forward', `ftp://${payload}`],
+      ['listen', `--port=${payload}`],
+      ['generate-secret', `--asymmetric=${SECRET}`],
+    ];
+    for (const args of cases) {
+      const result = await run(args, { env: { WEBHOOK_SECRET: OTHER_SECRET } });
+      expect(result.code, args.join(' ')).toBe(2);
+      for (const part of [SECRET, payload, payload.slice(0, 16), payload.slice(-16), payload.replace(/\//g, '_').slice(0, 16)]) {
+        expect(result.stderr + result.stdout, args.join(' ')).not.toContain(part);
+      }
+    }
+  });
+
+  it('prints its version with --version', async () => {
+    const result = await run(['--version']);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toBe(`${(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version}\n`);
+    expect(result.stderr).toBe('');
+  });
+
   it('exits 2 with a clear message on misuse', async () => {
     const none = await run([]);
     expect(none.code).toBe(2);
@@ -71,11 +104,12 @@ describe('help and misuse', () => {
 
     const unknown = await run(['frobnicate']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/^webhook-receiver: unknown command "frobnicate"\n\nUsage:/);
+    expect(unknown.stderr).toMatch(/^webhook-receiver: unknown command \(the first argument is none of generate-secret, sign, verify, listen\)\n\nUsage:/);
+    expect(unknown.stderr).not.toContain('frobnicate');
 
     const option = await run(['sign', '--nope']);
     expect(option.code).toBe(2);
-    expect(option.stderr).toBe("webhook-receiver sign: Unknown option '--nope'\nRun 'webhook-receiver sign --help' for usage.\n");
+    expect(option.stderr).toBe("webhook-receiver sign: unknown option: see the options below\nRun 'webhook-receiver sign --help' for usage.\n");
 
     const noSecret = await run(['sign', '--body', 'x']);
     expect(noSecret.code).toBe(2);
@@ -162,11 +196,11 @@ describe('sign', () => {
   it('exits 2 on conflicting or bad options', async () => {
     const cases: [string[], string][] = [
       [['--body', 'x', '--body-file', 'f'], 'pass either --body or --body-file, not both'],
-      [['--body', 'x', '--timestamp', '1700000000000'], '--timestamp 1700000000000 looks like milliseconds; pass Unix seconds'],
-      [['--body', 'x', '--timestamp', '12abc'], '--timestamp must be Unix seconds (digits only), got "12abc"'],
+      [['--body', 'x', '--timestamp', '1700000000000'], '--timestamp has 13 digits: it looks like milliseconds; pass Unix seconds'],
+      [['--body', 'x', '--timestamp', '12abc'], '--timestamp must be Unix seconds (digits only)'],
       [['--body', 'x', '--id', ''], '--id must not be empty'],
-      [['--body', 'x', '--curl', 'ftp://example.com'], '--curl needs an http:// or https:// URL, got "ftp://example.com"'],
-      [['--body-file', join(dir, 'missing.json')], `cannot read the body file ${JSON.stringify(join(dir, 'missing.json'))}: ENOENT`],
+      [['--body', 'x', '--curl', 'ftp://example.com'], '--curl needs an http:// or https:// URL'],
+      [['--body-file', join(dir, 'missing.json')], 'cannot read the file given with --body-file: ENOENT'],
     ];
     for (const [args, message] of cases) {
       const result = await run(['sign', '--secret', SECRET, ...args]);
@@ -276,9 +310,9 @@ describe('verify', () => {
   it('exits 2 on misuse', async () => {
     const cases: [string[], string][] = [
       [['--body', body], "no headers: pass the captured ones with --header 'webhook-id: …' (repeat it)"],
-      [['--header', 'webhook-id msg_v', '--body', body], `--header must look like 'name: value', got "webhook-id msg_v"`],
+      [['--header', 'webhook-id msg_v', '--body', body], `--header must look like 'name: value'`],
       [[...headers, '--body', body, '--tolerance', '0'], '--tolerance must be a positive whole number of seconds'],
-      [[...headers, '--body', body, '--now', 'yesterday'], '--now must be Unix seconds (digits only), got "yesterday"'],
+      [[...headers, '--body', body, '--now', 'yesterday'], '--now must be Unix seconds (digits only)'],
     ];
     for (const [args, message] of cases) {
       const result = await run(['verify', '--secret', SECRET, ...args]);
@@ -363,6 +397,27 @@ describe('listen', () => {
     expect(await server.exit).toBe(0);
     expect(server.output()).toMatch(/stopped after 2 deliveries\n$/);
     expectNoSecrets(server.output(), [SECRET, OTHER_SECRET]);
+  });
+
+  it('answers a forged request at once, and does not diagnose a body over its limit, saying so', async () => {
+    const server = await listen([], { WEBHOOK_SECRET: SECRET });
+    try {
+      const body = JSON.stringify({ type: 'big', padding: 'x'.repeat(1024 * 1024 - 100) });
+      const forged = await signWebhook({ secret: OTHER_SECRET, body, id: 'msg_big' });
+      const bad = await fetch(`${server.url}/webhooks`, { method: 'POST', headers: forged.headers, body });
+      expect(bad.status).toBe(401);
+      const block = await server.waitFor(/^(#1 [^\n]*\n(?:.*\n)*? {2}answered 401)$/m);
+      expect(block).toContain(`\n  (not diagnosed: the body is ${Buffer.byteLength(body)} bytes, over the 65536 bytes listen diagnoses)\n`);
+      expect(block).not.toContain('Diagnosis');
+      // Control characters a client sends are escaped in the printed block.
+      const sneaky = await signWebhook({ secret: OTHER_SECRET, body: '{}', id: 'msg_\t\u009b2J' });
+      expect((await fetch(`${server.url}/hook`, { method: 'POST', headers: sneaky.headers, body: '{}' })).status).toBe(401);
+      const second = await server.waitFor(/^(#2 [^\n]*\n(?:.*\n)*? {2}answered 401)$/m);
+      expect(second).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    } finally {
+      server.child.kill('SIGTERM');
+    }
+    expect(await server.exit).toBe(0);
   });
 
   it('forwards verified deliveries and answers with the app\'s status; rejected ones are not forwarded', async () => {

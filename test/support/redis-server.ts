@@ -33,6 +33,16 @@ export function findRedisServer(): string | undefined {
   return undefined;
 }
 
+/**
+ * Why the Redis tests cannot run and must not be skipped (`CI` set, no `REDIS_URL`, no
+ * `redis-server` on the PATH), or `undefined`.
+ */
+export function redisMissingUnderCI(): string | undefined {
+  const url = process.env.REDIS_URL;
+  if ((url !== undefined && url !== '') || !isCI() || findRedisServer() !== undefined) return undefined;
+  return 'redis-server is missing: it is not on the PATH and REDIS_URL is unset. CI is set, so the Redis tests may not be skipped: install redis-server (apt-get install redis-server) or set REDIS_URL=redis://host:port';
+}
+
 /** A free TCP port on the loopback interface (the OS picks it). */
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
