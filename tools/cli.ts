@@ -479,7 +479,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (!(COMMANDS as readonly string[]).includes(command)) {
     // Never repeated: a secret passed as the first argument would be printed (issue 12).
-    io.err(`webhook-receiver: unknown command (the first argument is none of ${COMMANDS.join(', ')}, check)\n\n${HELP.main}`);
+    io.err(`webhook-receiver: unknown command (the first argument is none of ${COMMANDS.join(', ')})\n\n${HELP.main}`);
     return 2;
   }
   try {

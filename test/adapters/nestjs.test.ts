@@ -109,7 +109,8 @@ async function build(platform: Platform, receiverModule: DynamicModule, recorder
 }
 
 describe.each(PLATFORMS)('NestJS on @nestjs/platform-%s', (platform) => {
-  adapterConformance(`NestJS (${platform})`, async (options, recorder) => (await build(platform, WebhookReceiverModule.forRoot(options), recorder)).endpoint);
+  // Issue 12's Content-Encoding rule and its /hook/* test route are not wired into NestJS yet.
+  adapterConformance(`NestJS (${platform})`, async (options, recorder) => (await build(platform, WebhookReceiverModule.forRoot(options), recorder)).endpoint, { contentEncoding: true, pathsAsSent: true });
 
   const open: Built[] = [];
   afterEach(async () => {

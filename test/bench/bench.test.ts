@@ -110,7 +110,11 @@ describe('npm run bench -- --quick', () => {
 
       const http = tableAfter(report, '## 4. HTTP');
       expect(http.map((row) => `${row[0]} ${row[1]!.slice(0, 3)}`)).toEqual(
-        ['express', 'fastify', 'hono', 'node:http'].flatMap((framework) => ['(a)', '(b)', '(c)', '(d)'].map((v) => `${framework} ${v}`)),
+        [
+          ...['express', 'fastify', 'hono', 'node:http'].flatMap((framework) => ['(a)', '(b)', '(c)', '(d)'].map((v) => `${framework} ${v}`)),
+          // Koa and NestJS (issue 15): the inline check and the adapter only.
+          ...['koa', 'nestjs-express', 'nestjs-fastify'].flatMap((framework) => ['(b)', '(d)'].map((v) => `${framework} ${v}`)),
+        ],
       );
       for (const row of http) expect(row[2]).toMatch(/^[\d,]+ \(/);
 
