@@ -16,12 +16,14 @@
 
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { brotliCompressSync, gzipSync } from 'node:zlib';
 import fc from 'fast-check';
 import { Webhook as Oracle } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { defaultBackend, webCryptoBackend, type CryptoBackend } from '../../src/crypto.ts';
+import { generateKeyPair, signWebhook } from '../../src/sign.ts';
 import { MAX_ID_LENGTH, createVerifierWith, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_LENGTH } from '../../src/verify.ts';
-import { cases, check, expectDocumentedError, NIGHTLY, settle, timeoutFor } from './support.ts';
+import { cases, check, expectCode, expectDocumentedError, NIGHTLY, settle, timeoutFor } from './support.ts';
 
 const NOW = 1_700_000_000;
 const NOW_MS = NOW * 1000 + 500;
@@ -70,6 +72,11 @@ const ROW = {
   shortSecret: 'HMAC secret under 16 bytes',
   svix: '`svix-id`, `svix-timestamp`, `svix-signature`',
   repeatedSignature: '`webhook-signature` under two spellings of its name',
+  weakKey: '`whpk_` key of small order (identity, all-zero, the other points of order 2, 4, 8) or non-canonical',
+  v1aBound: 'more distinct well-formed `v1a` entries than max(2, public keys)',
+  encoding: '`Content-Encoding` other than `gzip`, `deflate` (or `identity`): `br`, `zstd`, several codings',
+  commaSecrets: 'several secrets in one comma-separated string (`whsec_a…,whsec_b…`)',
+  compressed: 'a body sent with `Content-Encoding: gzip` or `deflate`',
 } as const;
 
 const DIFFERENCES: Record<string, Difference> = {
@@ -442,6 +449,50 @@ describe('every documented difference, by example', () => {
     expect(() => createVerifierWith({ secrets: short }, defaultBackend)).toThrow(RangeError);
   });
 
+  // Rows shown by a test of their own below (the oracle has no v1a, and reads no Content-Encoding).
+  const BY_HAND = [ROW.weakKey, ROW.v1aBound, ROW.encoding, ROW.commaSecrets, ROW.compressed];
+
+  it(`${ROW.weakKey}: refused at start-up`, () => {
+    for (const raw of [Buffer.from(`01${'00'.repeat(31)}`, 'hex'), Buffer.alloc(32), Buffer.from(`ed${'ff'.repeat(30)}7f`, 'hex')]) {
+      expect(() => createVerifierWith({ secrets: `whpk_${raw.toString('base64')}` }, defaultBackend)).toThrow(RangeError);
+    }
+  });
+
+  it(`${ROW.v1aBound}: the entries past the bound are not checked`, async () => {
+    const { secretKey, publicKey } = await generateKeyPair();
+    const signed = await signWebhook({ secret: secretKey, body, id, timestamp: NOW });
+    const junk = [1, 2].map((n) => `v1a,${Buffer.alloc(64, n).toString('base64')}`);
+    const verifier = createVerifierWith({ secrets: publicKey, now: () => NOW_MS }, defaultBackend);
+    const at = (header: string) => settle(verifier.verify({ headers: { ...signed.headers, 'webhook-signature': header }, body }));
+    expect((await at([junk[0], signed.signature].join(' '))).ok).toBe(true);
+    expect(await at([...junk, signed.signature].join(' '))).toMatchObject({ ok: false });
+  });
+
+  it(`${ROW.encoding}: the oracle never sees the encoding; verifyRequest refuses it with 415`, async () => {
+    const headers = standard(t, sign(t));
+    expect(oracleAccepts(secret, request(headers))).toBe(true);
+    const verifier = createVerifierWith({ secrets: secret, now: () => NOW_MS }, defaultBackend);
+    const sent = new Request('http://127.0.0.1/hook', { method: 'POST', headers: { ...headers, 'content-encoding': 'br' }, body: brotliCompressSync(body) });
+    await expectCode(verifier.verifyRequest(sent), 'UNSUPPORTED_ENCODING', () => 'br');
+  });
+
+  it(`${ROW.commaSecrets}: the oracle cannot use the string, we try each secret`, async () => {
+    const other = secretOf(Buffer.alloc(32, 7));
+    const input = request(standard(t, sign(t)));
+    expect(() => new Oracle(`${other},${secret}`)).toThrow();
+    const result = await settle(createVerifierWith({ secrets: `${other},${secret}`, now: () => NOW_MS }, defaultBackend).verify(input));
+    expect(result).toMatchObject({ ok: true, value: { keyIndex: 1 } });
+  });
+
+  it(`${ROW.compressed}: the oracle given the bytes on the wire refuses; verifyRequest decodes and verifies`, async () => {
+    const headers = standard(t, sign(t));
+    const wire = gzipSync(body);
+    expect(oracleAccepts(secret, { headers, body: wire.toString('latin1') })).toBe(false);
+    const verifier = createVerifierWith({ secrets: secret, now: () => NOW_MS }, defaultBackend);
+    const sent = new Request('http://127.0.0.1/hook', { method: 'POST', headers: { ...headers, 'content-encoding': 'gzip' }, body: wire });
+    expect((await settle(verifier.verifyRequest(sent))).ok).toBe(true);
+  });
+
   it('README lists exactly these differences, and each row has an example here', () => {
     const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const table = (heading: string): string[] => {
@@ -456,12 +507,15 @@ describe('every documented difference, by example', () => {
       }
       return rows.slice(2); // header and separator
     };
-    const stricter = [ROW.looseTimestamp, ROW.leadingZeros, ROW.milliseconds, ROW.emptyEntry, ROW.extraField, ROW.oversized, ROW.repeated, ROW.loneSurrogate, ROW.longId, ROW.shortSecret];
-    const lenient = [ROW.svix, ROW.repeatedSignature];
+    const stricter = [
+      ROW.looseTimestamp, ROW.leadingZeros, ROW.milliseconds, ROW.emptyEntry, ROW.extraField, ROW.oversized, ROW.repeated, ROW.loneSurrogate,
+      ROW.longId, ROW.shortSecret, ROW.weakKey, ROW.v1aBound, ROW.encoding,
+    ];
+    const lenient = [ROW.svix, ROW.repeatedSignature, ROW.commaSecrets, ROW.compressed];
     expect(table(STRICTER_TABLE)).toEqual(stricter);
     expect(table(LENIENT_TABLE)).toEqual(lenient);
     for (const d of Object.values(DIFFERENCES)) expect(d.direction === 'stricter' ? stricter : lenient).toContain(d.row);
-    const exemplified = new Set([...EXAMPLES.map((e) => e.row), ROW.milliseconds, ROW.shortSecret]);
+    const exemplified = new Set([...EXAMPLES.map((e) => e.row), ROW.milliseconds, ROW.shortSecret, ...BY_HAND]);
     for (const row of [...stricter, ...lenient]) expect(exemplified).toContain(row);
   });
 });
