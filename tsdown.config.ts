@@ -3,6 +3,7 @@ import { defineConfig } from 'tsdown';
 const entry = {
   index: 'src/index.ts',
   redis: 'src/stores/redis.ts',
+  postgres: 'src/stores/postgres.ts',
   testing: 'tools/testing.ts',
   vitest: 'tools/vitest.ts',
   cli: 'tools/cli.ts',
@@ -30,5 +31,5 @@ export default defineConfig({
     codeSplitting: { groups: [{ name: 'runtime', test: /rolldown[\\/]runtime/ }] },
   },
   // Frameworks, Redis clients and Node built-ins are the user's: never bundled.
-  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'lru-cache', 'vitest', 'ioredis', 'redis'] },
+  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'lru-cache', 'vitest', 'ioredis', 'redis', 'pg', 'postgres'] },
 });
