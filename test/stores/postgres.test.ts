@@ -290,8 +290,10 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
     let effects: string;
 
     /** Runs `sql` with `values` on the transaction client, whichever kind it is. */
-    const exec = (tx: unknown, text: string, values: unknown[]) =>
-      kind === 'pg' ? (tx as pg.PoolClient).query(text, values) : (tx as postgres.TransactionSql).unsafe(text, values as never[]);
+    const exec = async (tx: unknown, text: string, values: unknown[]): Promise<void> => {
+      if (kind === 'pg') await (tx as pg.PoolClient).query(text, values);
+      else await (tx as postgres.TransactionSql).unsafe(text, values as never[]);
+    };
 
     beforeAll(async () => {
       if (!available) return;
@@ -390,7 +392,7 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
       await expect(store.transaction({}, undefined as never)).rejects.toThrow(TypeError);
     });
 
-    test.runIf(kind === 'pg')('on a single pg Client, transaction() refuses: other statements would join it', async () => {
+    it.runIf(available && kind === 'pg')('on a single pg Client, transaction() refuses: other statements would join it', async () => {
       const client = new pg.Client({ connectionString: sharedPostgresUrl! });
       await client.connect();
       try {
