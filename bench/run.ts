@@ -3,7 +3,7 @@
  *
  *   npm run bench                       the full run (about ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
- *   npm run bench -- --only <section>   one section: verify, rotation, webcrypto, http, redis, memory
+ *   npm run bench -- --only <section>   one section: verify, rotation, webcrypto, http, redis, memory, stores
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  */
 
@@ -17,6 +17,7 @@ import { runMemory } from './memory.ts';
 import { runRedis } from './redis.ts';
 import { renderReport, ROOT, SECTION_IDS, type BenchConfig, type SectionId, type SectionReport } from './report.ts';
 import { runRotation } from './rotation.ts';
+import { runStores } from './stores.ts';
 import { runVerify } from './verify.ts';
 import { runWebCrypto } from './webcrypto.ts';
 
@@ -27,6 +28,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   http: runHttp,
   redis: runRedis,
   memory: runMemory,
+  stores: runStores,
 };
 
 function isSectionId(value: string): value is SectionId {

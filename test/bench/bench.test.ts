@@ -129,6 +129,6 @@ describe('npm run bench -- --quick', () => {
     const result = await runBench(['--only', 'nonsense']);
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');
-    expect(result.stderr).toContain('--only takes one of verify, rotation, webcrypto, http, redis, memory; got "nonsense"');
+    expect(result.stderr).toContain('--only takes one of verify, rotation, webcrypto, http, redis, memory, stores; got "nonsense"');
   });
 });
