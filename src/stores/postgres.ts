@@ -309,7 +309,16 @@ export const CLEANUP_STEP = 64;
 /** `name` or `schema.name`, each part a plain identifier (quoted in SQL, so case is kept). */
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/;
 
-/** The SQL that {@link PostgresStore.setup} runs, for a table name: also what the README prints. */
+/**
+ * The SQL that {@link PostgresStore.setup} runs for a table name (what the README prints), for
+ * teams that migrate by hand.
+ *
+ * @example
+ * ```ts
+ * import { setupSql } from 'webhook-receiver/postgres';
+ * writeFileSync('migrations/042_webhook_claims.sql', setupSql('billing.webhook_claims').join(';\n') + ';\n');
+ * ```
+ */
 export function setupSql(table: string = DEFAULT_POSTGRES_TABLE): string[] {
   const { qualified, indexName } = tableNames(table);
   return [
