@@ -7,10 +7,11 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { findPostgresBin } from '../support/postgres-server.ts';
 import { findRedisServer, isCI } from '../support/redis-server.ts';
 
 const root = resolve(import.meta.dirname, '../..');
-const TIME_LIMIT_MS = 90_000;
+const TIME_LIMIT_MS = 120_000;
 
 interface Result {
   code: number | null;
@@ -121,6 +122,16 @@ describe('npm run bench -- --quick', () => {
 
       const memory = tableAfter(report, '## 6. Memory');
       expect(memory.map((row) => row[0])).toEqual(['0', '10,000', '20,000', '50,000']);
+
+      if (redisPresent && (findPostgresBin() !== undefined || process.env.DATABASE_URL)) {
+        const stores = tableAfter(report, '## 7. Shared stores under concurrency');
+        expect(stores.map((row) => `${row[0]} ${row[1]}`)).toEqual(
+          ['Redis (ioredis)', 'Postgres (pg)', 'Postgres (postgres.js)'].flatMap((store) => ['1', '16', '128'].map((width) => `${store} ${width}`)),
+        );
+        for (const row of stores) expect(row[2]).toMatch(/^[\d,]+$/);
+      } else {
+        expect(report).toContain('SKIPPED:');
+      }
     },
     TIME_LIMIT_MS + 10_000,
   );
