@@ -461,7 +461,12 @@ function pgDriver(client: PgClientLike, timeoutMs: number): Driver {
         try {
           value = await fn(run, connection);
         } catch (error) {
-          if (broken === undefined) await run('ROLLBACK', [], 'transaction (ROLLBACK)').catch(() => {});
+          if (broken === undefined) {
+            await run('ROLLBACK', [], 'transaction (ROLLBACK)').catch((rollbackError: unknown) => {
+              // A connection that cannot roll back must not go back to the pool.
+              broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+            });
+          }
           throw error;
         }
         await run('COMMIT', [], 'transaction (COMMIT)');

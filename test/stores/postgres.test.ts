@@ -245,10 +245,9 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
     try {
       await client.query('BEGIN');
       await client.query(`UPDATE "${table}" SET completed = true WHERE key = $1 AND token = $2`, ['default:s:msg_1', owner]);
-      const started = Date.now();
+      // A claim that waited for the holder would reject with StoreError timeout after 2 s.
       const result = await store.claim('default:s:msg_1', 10_000);
       expect(result.status).toBe('processing');
-      expect(Date.now() - started).toBeLessThan(1500);
       await client.query('ROLLBACK');
       // Also when the held row's lock has expired: a claim would take it over, but another
       // transaction is on it (taking it over itself, or completing it).
