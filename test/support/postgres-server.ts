@@ -61,14 +61,16 @@ function runPg(bin: string, program: string, args: string[]): string {
   return execFileSync(command, commandArgs, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
 }
 
-const servers = new Set<number>();
+/** Running postmasters (pid) and their directories, stopped and removed if the process exits first. */
+const servers = new Map<number, string>();
 process.once('exit', () => {
-  for (const pid of servers) {
+  for (const [pid, dir] of servers) {
     try {
       process.kill(pid, 'SIGQUIT');
     } catch {
       // already gone
     }
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
@@ -89,7 +91,7 @@ export async function startPostgresServer(): Promise<PostgresServer> {
         const settings = `-c listen_addresses=${HOST} -p ${port} -k ${dir} -c fsync=off -c max_connections=300 -c shared_buffers=32MB`;
         runPg(bin, 'pg_ctl', ['-D', data, '-o', settings, '-l', join(dir, 'log'), '-w', '-t', '30', 'start']);
         const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
-        servers.add(pid);
+        servers.set(pid, dir);
         return {
           url: `postgres://postgres@${HOST}:${port}/postgres`,
           port,
