@@ -4,6 +4,7 @@ const entry = {
   index: 'src/index.ts',
   redis: 'src/stores/redis.ts',
   cloudflare: 'src/stores/durable-object.ts',
+  postgres: 'src/stores/postgres.ts',
   testing: 'tools/testing.ts',
   vitest: 'tools/vitest.ts',
   cli: 'tools/cli.ts',
@@ -34,5 +35,5 @@ export default defineConfig({
     codeSplitting: { groups: [{ name: 'runtime', test: /rolldown[\\/]runtime/ }] },
   },
   // Frameworks, Redis clients and Node built-ins are the user's: never bundled.
-  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis'] },
+  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis', 'pg', 'postgres'] },
 });

@@ -19,7 +19,7 @@ export default defineConfig({
     hookTimeout: 30_000,
     // Two cores: keep parallel files modest so timing-sensitive servers stay responsive.
     maxWorkers: 2,
-    // One shared redis-server for the run (or REDIS_URL); see test/support/redis-setup.ts.
-    globalSetup: ['test/support/redis-setup.ts'],
+    // One shared redis-server (or REDIS_URL) and one PostgreSQL (or DATABASE_URL) for the run.
+    globalSetup: ['test/support/redis-setup.ts', 'test/support/postgres-setup.ts'],
   },
 });

@@ -23,6 +23,7 @@ export interface BuiltPackage {
   dir: string;
   index: typeof import('../src/index.ts');
   redis: typeof import('../src/stores/redis.ts');
+  postgres: typeof import('../src/stores/postgres.ts');
   /** Internal: `createVerifierWith`. */
   verify: typeof import('../src/verify.ts');
   /** Internal: `webCryptoBackend`, `defaultBackend`. */
@@ -57,6 +58,7 @@ export async function buildPackage(): Promise<BuiltPackage & { remove(): void }>
       dir,
       index: await importBuilt(dir, 'index'),
       redis: await importBuilt(dir, 'redis'),
+      postgres: await importBuilt(dir, 'postgres'),
       verify: await importBuilt(dir, 'verify'),
       crypto: await importBuilt(dir, 'crypto'),
       remove,

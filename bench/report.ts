@@ -44,7 +44,7 @@ export interface SectionReport {
   seconds?: number;
 }
 
-export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'forged'] as const;
+export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'forged', 'stores'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 // ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
  *
  *   npm run bench                       the full run (about ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
- *   npm run bench -- --only <section>   one section: verify, rotation, webcrypto, http, redis, memory, forged
+ *   npm run bench -- --only <section>   one section: verify, rotation, webcrypto, http, redis, memory, forged, stores
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  */
 
@@ -18,6 +18,7 @@ import { runMemory } from './memory.ts';
 import { runRedis } from './redis.ts';
 import { renderReport, ROOT, SECTION_IDS, type BenchConfig, type SectionId, type SectionReport } from './report.ts';
 import { runRotation } from './rotation.ts';
+import { runStores } from './stores.ts';
 import { runVerify } from './verify.ts';
 import { runWebCrypto } from './webcrypto.ts';
 
@@ -29,6 +30,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   redis: runRedis,
   memory: runMemory,
   forged: runForged,
+  stores: runStores,
 };
 
 function isSectionId(value: string): value is SectionId {

@@ -7,6 +7,7 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { findPostgresBin } from '../support/postgres-server.ts';
 import { findRedisServer, isCI } from '../support/redis-server.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -130,6 +131,15 @@ describe('npm run bench -- --quick', () => {
 
       const forged = tableAfter(report, '## 7. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
+      if (redisPresent && (findPostgresBin() !== undefined || process.env.DATABASE_URL)) {
+        const stores = tableAfter(report, '## 8. Shared stores under concurrency');
+        expect(stores.map((row) => `${row[0]} ${row[1]}`)).toEqual(
+          ['Redis (ioredis)', 'Postgres (pg)', 'Postgres (postgres.js)'].flatMap((store) => ['1', '16', '128'].map((width) => `${store} ${width}`)),
+        );
+        for (const row of stores) expect(row[2]).toMatch(/^[\d,]+$/);
+      } else {
+        expect(report).toContain('SKIPPED:');
+      }
     },
     TIME_LIMIT_MS + 10_000,
   );
@@ -138,6 +148,6 @@ describe('npm run bench -- --quick', () => {
     const result = await runBench(['--only', 'nonsense']);
     expect(result.code).toBe(1);
     expect(result.stdout).toBe('');
-    expect(result.stderr).toContain('--only takes one of verify, rotation, webcrypto, http, redis, memory, forged; got "nonsense"');
+    expect(result.stderr).toContain('--only takes one of verify, rotation, webcrypto, http, redis, memory, forged, stores; got "nonsense"');
   });
 });

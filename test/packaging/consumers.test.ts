@@ -67,6 +67,7 @@ describe('the installed package', { timeout: 300_000 }, () => {
       `
 import { createVerifier, createReceiver, signWebhook, WebhookError, memoryStore } from 'webhook-receiver';
 import { redisStore } from 'webhook-receiver/redis';
+import { postgresStore, ClaimLostError } from 'webhook-receiver/postgres';
 import { webhookHandler } from 'webhook-receiver/fetch';
 import { webhooks as honoWebhooks } from 'webhook-receiver/hono';
 import { webhooks as expressWebhooks } from 'webhook-receiver/express';
@@ -88,6 +89,7 @@ console.log(JSON.stringify({
   id: webhook.id === signed.id, scheme: webhook.scheme, code, status: response.status, asserted: asserted.signed,
   types: [typeof createReceiver, typeof memoryStore, typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks],
   name: pkg.name,
+  postgres: [typeof postgresStore, typeof ClaimLostError],
 }));
 `,
     );
@@ -99,6 +101,7 @@ console.log(JSON.stringify({
       asserted: true,
       types: ['function', 'function', 'function', 'function', 'function', 'function'],
       name: 'webhook-receiver',
+      postgres: ['function', 'function'],
     });
   });
 
@@ -108,6 +111,7 @@ console.log(JSON.stringify({
       `
 const { createVerifier, signWebhook, WebhookError, isWebhookError } = require('webhook-receiver');
 const { redisStore } = require('webhook-receiver/redis');
+const { postgresStore } = require('webhook-receiver/postgres');
 const { webhookHandler } = require('webhook-receiver/fetch');
 const { webhooks: honoWebhooks } = require('webhook-receiver/hono');
 const { webhooks: expressWebhooks } = require('webhook-receiver/express');
@@ -129,7 +133,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
   console.log(JSON.stringify({
     json: webhook.json(), instance: error instanceof WebhookError, guard: isWebhookError(error), code: error.code,
     status: response.status, types: [typeof signWebhook, typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks],
-    matchers: Object.keys(webhookMatchers), vitestEntry,
+    matchers: Object.keys(webhookMatchers), vitestEntry, postgres: typeof postgresStore,
   }));
 })();
 `,
@@ -142,6 +146,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
       status: 204,
       types: ['function', 'function', 'function', 'function', 'function'],
       matchers: ['toBeSignedWebhook', 'toBeUnsignedWebhook', 'toConformToStandardWebhooks'],
+      postgres: 'function',
       // vitest is ESM-only: the CommonJS entry says so and points at the runner-neutral matchers.
       vitestEntry:
         "webhook-receiver/vitest cannot be loaded with require(): vitest is ESM-only. Import it from an ES module (vitest runs test and setup files as ES modules, " +

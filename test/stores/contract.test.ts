@@ -1,7 +1,8 @@
 /**
  * The store contract (issues 3 and 13), run by the conformance kit users run on their own stores
  * (`checkStore` from `webhook-receiver/testing`): the memory store, and the Redis store through
- * ioredis and through node-redis on a real redis-server. The Durable Object store runs the same
+ * ioredis and through node-redis on a real redis-server, and the Postgres store through pg and
+ * postgres.js on a real PostgreSQL. The Durable Object store runs the same
  * kit inside workerd (test/stores/durable-object.test.ts).
  */
 
@@ -10,9 +11,11 @@ import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryStore } from '../../src/stores/memory.ts';
+import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import { checkStore, type StoreConformanceReport, type StoreRule } from '../../src/testing/check-store.ts';
 import { openBackend, type StoreBackend } from '../support/stores.ts';
+import { connectPostgres, POSTGRES_KINDS, sharedPostgresUrl } from '../support/postgres.ts';
 import { sharedRedisUrl, type ClientKind } from '../support/redis.ts';
 
 /** The project's stores issue 128-bit tokens in lower-case hex. */
@@ -93,6 +96,32 @@ describe.each<ClientKind>(['ioredis', 'node-redis'])('store contract: redisStore
   };
 
   it.skipIf(!available)('keeps every rule on a real redis-server: instances share it, an unreachable server rejects', async () => {
+    const report = await checkStore(() => backend!.open('contract'), { shared: true, unreachable, tokenPattern });
+    expect(outcomes(report, 'passed')).toEqual(EVERY_RULE);
+  });
+});
+
+describe.each(POSTGRES_KINDS)('store contract: postgresStore via %s', (kind) => {
+  const available = sharedPostgresUrl !== null;
+  let backend: StoreBackend | undefined;
+  const closers: (() => Promise<void>)[] = [];
+
+  beforeAll(async () => {
+    if (available) backend = await openBackend(kind);
+  });
+  afterAll(async () => {
+    for (const close of closers) await close();
+    await backend?.close();
+  });
+
+  /** The store on a client whose server is gone: nothing listens on the port. */
+  const unreachable = async () => {
+    const connection = connectPostgres(kind, `postgres://postgres@127.0.0.1:${await closedPort()}/postgres`, 1);
+    closers.push(() => connection.close().catch(() => undefined));
+    return postgresStore({ client: connection.client, timeoutMs: 500 });
+  };
+
+  it.skipIf(!available)('keeps every rule on a real PostgreSQL: instances share it, an unreachable server rejects', async () => {
     const report = await checkStore(() => backend!.open('contract'), { shared: true, unreachable, tokenPattern });
     expect(outcomes(report, 'passed')).toEqual(EVERY_RULE);
   });

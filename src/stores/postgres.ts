@@ -1,0 +1,660 @@
+/**
+ * The PostgreSQL idempotency store: `webhook-receiver/postgres` (issue 13).
+ *
+ * One table, one row per key: `token` (the claim's owner), `completed`, and `expires_at` (the end
+ * of the lock while a handler runs, the end of the memory once completed), always on the server's
+ * clock. Every operation is one SQL statement, so one round trip, atomic under concurrency without
+ * locks held across round trips; the key is the primary key, so a claim is one index look-up.
+ *
+ * Transactional mode (`store.transaction`) completes the claim inside the application's own
+ * transaction, fenced by the claim's token: the side effect and the completion commit together or
+ * not at all, which closes the one gap no external store can (a crash between the effect and the
+ * completion).
+ *
+ * The client is the application's: a `pg` Pool (or Client) or a postgres.js `sql`, told apart by
+ * shape. Neither is imported.
+ */
+
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, withTimeout } from './internal.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
+
+export { StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
+
+/**
+ * What a `pg` query resolves with, as far as the store reads it.
+ *
+ * @example
+ * ```ts
+ * import type { PgResultLike } from 'webhook-receiver/postgres';
+ * const result: PgResultLike = await pool.query('SELECT 1 AS one');
+ * ```
+ */
+export interface PgResultLike {
+  rows: unknown[];
+}
+
+/**
+ * The part of a `pg` `Client` or `PoolClient` the store uses: `query(text, values)`. A single
+ * client serves claims; {@link PostgresStore.transaction} needs a pool (see {@link PgPoolLike}),
+ * because statements sent on a client inside a transaction would join that transaction.
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * import type { PgClientLike } from 'webhook-receiver/postgres';
+ * const client: PgClientLike = new pg.Client(process.env.DATABASE_URL);
+ * ```
+ */
+export interface PgClientLike {
+  query(text: string, values?: unknown[]): Promise<PgResultLike>;
+}
+
+/**
+ * A connection checked out of a `pg` pool: what `tx` is in {@link PostgresStore.transaction}.
+ *
+ * @example
+ * ```ts
+ * import type { PgPoolClientLike } from 'webhook-receiver/postgres';
+ * const client: PgPoolClientLike = await pool.connect();
+ * client.release();
+ * ```
+ */
+export interface PgPoolClientLike extends PgClientLike {
+  release(error?: Error | boolean): void;
+}
+
+/**
+ * The part of a `pg` `Pool` the store uses. Declared here so that neither the package nor its
+ * types need `pg` installed.
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * import type { PgPoolLike } from 'webhook-receiver/postgres';
+ * const pool: PgPoolLike = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+ * ```
+ */
+export interface PgPoolLike extends PgClientLike {
+  connect(): Promise<PgPoolClientLike>;
+  /** Read to tell a pool from a single client (both have `connect` and `query`). */
+  readonly totalCount: number;
+}
+
+/**
+ * The part of a postgres.js `sql` instance (v3) the store uses. Declared here so that neither the
+ * package nor its types need `postgres` installed.
+ *
+ * @example
+ * ```ts
+ * import postgres from 'postgres';
+ * import type { PostgresJsSqlLike } from 'webhook-receiver/postgres';
+ * const sql: PostgresJsSqlLike = postgres(process.env.DATABASE_URL!);
+ * ```
+ */
+export interface PostgresJsSqlLike {
+  unsafe(query: string, parameters?: never[]): PromiseLike<readonly object[]>;
+  begin(options: string, fn: (sql: PostgresJsTransactionLike) => unknown): Promise<unknown>;
+}
+
+/**
+ * The part of a postgres.js transaction `sql` the store uses.
+ *
+ * @example
+ * ```ts
+ * import type { PostgresJsTransactionLike } from 'webhook-receiver/postgres';
+ * await sql.begin(async (tx) => {
+ *   const inside: PostgresJsTransactionLike = tx;
+ * });
+ * ```
+ */
+export interface PostgresJsTransactionLike {
+  unsafe(query: string, parameters?: never[]): PromiseLike<readonly object[]>;
+}
+
+/**
+ * A client the store accepts: a `pg` `Pool`, `Client` or `PoolClient`, or a postgres.js `sql`.
+ *
+ * @example
+ * ```ts
+ * import postgres from 'postgres';
+ * import type { PostgresClientLike } from 'webhook-receiver/postgres';
+ * const client: PostgresClientLike = postgres(process.env.DATABASE_URL!);
+ * ```
+ */
+export type PostgresClientLike = PgPoolLike | PgClientLike | PostgresJsSqlLike;
+
+/**
+ * The `tx` that {@link PostgresStore.transaction} hands the callback for a client of type `C`: the
+ * pool's own `PoolClient` type for `pg` (inferred from `Pool.connect`), the transaction `sql` of
+ * postgres.js.
+ *
+ * @example
+ * ```ts
+ * import type pg from 'pg';
+ * import type { TransactionOf } from 'webhook-receiver/postgres';
+ * type Tx = TransactionOf<pg.Pool>; // pg.PoolClient
+ * ```
+ */
+export type TransactionOf<C> = C extends PostgresJsSqlLike
+  ? C extends { begin(options: string, fn: (sql: infer S) => infer _R): unknown }
+    ? S
+    : PostgresJsTransactionLike
+  : // pg's Pool declares connect() twice; inference reads the last (callback) overload.
+    C extends { connect(callback: (error: infer _E, client: infer P, done: infer _D) => void): void }
+    ? NonNullable<P>
+    : C extends { connect(): Promise<infer P> }
+      ? P
+      : PgPoolClientLike;
+
+/**
+ * Options of {@link postgresStore}.
+ *
+ * @example
+ * ```ts
+ * import type { PostgresStoreOptions } from 'webhook-receiver/postgres';
+ * const options: PostgresStoreOptions<typeof pool> = { client: pool, table: 'billing.webhook_claims', timeoutMs: 1000 };
+ * ```
+ */
+export interface PostgresStoreOptions<C extends PostgresClientLike = PostgresClientLike> {
+  /**
+   * The app's client: a `pg` `Pool` (needed for `transaction`), `Client` or `PoolClient`, or a
+   * postgres.js `sql`. The store never connects, configures or closes it.
+   */
+  client: C;
+  /** The table, optionally schema-qualified (`schema.table`). Default `'webhook_receiver_claims'`. */
+  table?: string;
+  /**
+   * How long one operation may take before it rejects with `StoreError` `timeout` (the receiver
+   * then answers 503 `STORE_UNAVAILABLE`). Default 2000.
+   */
+  timeoutMs?: number;
+  /**
+   * Delete expired rows on the request path too: one claim in {@link CLEANUP_EVERY} also deletes
+   * up to {@link CLEANUP_STEP} expired rows (an index range scan, never a full one) in the same
+   * statement. Default `true`; turn it off when `cleanup()` runs on a schedule.
+   */
+  autoCleanup?: boolean;
+}
+
+/**
+ * The Postgres store: {@link IdempotencyStore} with lease renewal, readiness, set-up, clean-up and
+ * transactional completion.
+ *
+ * @example
+ * ```ts
+ * import { postgresStore, type PostgresStore } from 'webhook-receiver/postgres';
+ * const store: PostgresStore<pg.PoolClient> = postgresStore({ client: pool });
+ * await store.setup();
+ * ```
+ */
+export interface PostgresStore<Tx = unknown> extends IdempotencyStore {
+  extend(key: string, token: string, lockMs: number): Promise<boolean>;
+  ping(): Promise<void>;
+  /** Creates the table and its index when missing (`CREATE … IF NOT EXISTS`): safe to run at every start. */
+  setup(): Promise<void>;
+  /**
+   * Deletes expired rows, {@link CLEANUP_BATCH} per statement, until none is left or `maxRows`
+   * (default 100 000) are gone. Resolves with how many rows it deleted.
+   */
+  cleanup(options?: { maxRows?: number }): Promise<number>;
+  /**
+   * Runs `fn` in one transaction that also completes the handler's claim, fenced by its token.
+   * Commit means both the side effect and the completion; anything else means neither. When the
+   * claim was lost (its lock expired and was taken over, or the row is gone), the transaction rolls
+   * back and this rejects with {@link ClaimLostError}.
+   *
+   * `context` is the handler's `WebhookContext`; without a claim (idempotency off, or a claim that
+   * `onStoreError: 'process'` skipped) `fn` still runs in a transaction, with nothing to complete.
+   */
+  transaction<T>(context: TransactionContext, fn: (tx: Tx) => Promise<T> | T): Promise<T>;
+}
+
+/**
+ * What {@link PostgresStore.transaction} reads from the handler's `WebhookContext`.
+ *
+ * @example
+ * ```ts
+ * const context: TransactionContext = { claim: { store, key, token, ttlMs: 86_400_000, lockMs: 60_000 } };
+ * ```
+ */
+export interface TransactionContext {
+  readonly claim?: ClaimHandle | undefined;
+  /** When aborted before the commit, the transaction rolls back with the signal's reason. */
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * The transaction could not complete the claim, so it rolled back: the claim's lock expired (the
+ * handler ran past `lockSeconds`) and another delivery took it over, or its row was deleted, or it
+ * was completed already. The side effect did not happen; the delivery that holds the claim now
+ * runs it.
+ *
+ * @example
+ * ```ts
+ * import { ClaimLostError } from 'webhook-receiver/postgres';
+ * try { await store.transaction(context, work); }
+ * catch (error) { if (error instanceof ClaimLostError) log.warn(`rolled back: ${error.key}`); throw error; }
+ * ```
+ */
+export class ClaimLostError extends Error {
+  /** The claim's key. */
+  readonly key: string;
+
+  constructor(key: string) {
+    super(
+      `postgres store: the claim on ${JSON.stringify(key)} was lost before commit (its lock expired and another delivery may have taken it over), so the transaction rolled back and its side effects are undone`,
+    );
+    this.name = 'ClaimLostError';
+    this.key = key;
+  }
+}
+
+/**
+ * `'webhook_receiver_claims'`: the default table of {@link postgresStore}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_POSTGRES_TABLE } from 'webhook-receiver/postgres';
+ * await pool.query(`SELECT count(*) FROM ${DEFAULT_POSTGRES_TABLE}`);
+ * ```
+ */
+export const DEFAULT_POSTGRES_TABLE = 'webhook_receiver_claims';
+
+/**
+ * 2000 ms: the default per-operation timeout of {@link postgresStore}.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_POSTGRES_TIMEOUT_MS, postgresStore } from 'webhook-receiver/postgres';
+ * const store = postgresStore({ client: pool, timeoutMs: DEFAULT_POSTGRES_TIMEOUT_MS / 2 });
+ * ```
+ */
+export const DEFAULT_POSTGRES_TIMEOUT_MS = 2000;
+
+/**
+ * 1000: the rows one `cleanup()` statement deletes at most, so no statement holds many locks or
+ * runs long.
+ *
+ * @example
+ * ```ts
+ * import { CLEANUP_BATCH } from 'webhook-receiver/postgres';
+ * const deleted = await store.cleanup({ maxRows: 10 * CLEANUP_BATCH });
+ * ```
+ */
+export const CLEANUP_BATCH = 1000;
+
+/**
+ * 16: with `autoCleanup`, one claim in this many also deletes expired rows.
+ *
+ * @example
+ * ```ts
+ * import { CLEANUP_EVERY, CLEANUP_STEP } from 'webhook-receiver/postgres';
+ * console.log(`up to ${CLEANUP_STEP / CLEANUP_EVERY} expired rows deleted per claim`);
+ * ```
+ */
+export const CLEANUP_EVERY = 16;
+
+/**
+ * 64: with `autoCleanup`, how many expired rows such a claim deletes at most: four per claim on
+ * average, more than the one row a claim can add, so the table stays bounded without a schedule.
+ *
+ * @example
+ * ```ts
+ * import { CLEANUP_STEP } from 'webhook-receiver/postgres';
+ * console.log(CLEANUP_STEP); // 64
+ * ```
+ */
+export const CLEANUP_STEP = 64;
+
+/** `name` or `schema.name`, each part a plain identifier (quoted in SQL, so case is kept). */
+const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/;
+
+/**
+ * The SQL that {@link PostgresStore.setup} runs for a table name (what the README prints), for
+ * teams that migrate by hand.
+ *
+ * @example
+ * ```ts
+ * import { setupSql } from 'webhook-receiver/postgres';
+ * writeFileSync('migrations/042_webhook_claims.sql', setupSql('billing.webhook_claims').join(';\n') + ';\n');
+ * ```
+ */
+export function setupSql(table: string = DEFAULT_POSTGRES_TABLE): string[] {
+  const { qualified, indexName } = tableNames(table);
+  return [
+    `CREATE TABLE IF NOT EXISTS ${qualified} (
+  key        text        PRIMARY KEY,
+  token      text        NOT NULL,
+  completed  boolean     NOT NULL DEFAULT false,
+  expires_at timestamptz NOT NULL
+)`,
+    // Clean-up reads expired rows oldest first through this index: bounded range scans, never a
+    // full one.
+    `CREATE INDEX IF NOT EXISTS ${indexName} ON ${qualified} (expires_at)`,
+  ];
+}
+
+function tableNames(table: string): { qualified: string; indexName: string } {
+  if (typeof table !== 'string' || !TABLE_NAME.test(table)) {
+    throw new TypeError(`postgresStore table must be a plain identifier or schema.identifier (letters, digits, _), got ${typeof table === 'string' ? JSON.stringify(table) : describeValue(table)}`);
+  }
+  const parts = table.split('.');
+  const bare = parts[parts.length - 1]!;
+  return { qualified: parts.map((part) => `"${part}"`).join('.'), indexName: `"${`${bare}_expires_at`.slice(0, 63)}"` };
+}
+
+/** The statements of one table, built once per store. */
+interface Statements {
+  claim: string;
+  complete: string;
+  completeInTransaction: string;
+  release: string;
+  extend: string;
+  cleanup: string;
+}
+
+function statements(t: string): Statements {
+  // `clock_timestamp()`, not `now()`: inside an application's transaction `now()` is the time the
+  // transaction began, and a lock check must use the time of the statement.
+  const ms = (param: string) => `clock_timestamp() + ${param}::float8 * interval '1 millisecond'`;
+  return {
+    // One statement (issue 13): look (snapshot), lock without waiting, then insert or take over
+    // an expired row. `free` locks the row with SKIP LOCKED, so a row that another transaction
+    // holds (an application transaction between its completion and its COMMIT, or a crashed
+    // client's not yet rolled back) answers `processing` at once instead of waiting for it;
+    // INSERT … ON CONFLICT DO UPDATE would lock, and so wait, even when its WHERE fails. `sweep`
+    // (LIMIT 0 on most claims) deletes a few expired rows of other keys through the expires_at
+    // index.
+    claim: `WITH seen AS (
+  SELECT completed, expires_at FROM ${t} WHERE key = $1
+), free AS (
+  SELECT 1 FROM ${t} WHERE key = $1 FOR UPDATE SKIP LOCKED
+), claimed AS (
+  INSERT INTO ${t} AS c (key, token, completed, expires_at)
+  SELECT $1, $2, false, ${ms('$3')}
+  WHERE NOT EXISTS (SELECT 1 FROM seen) OR EXISTS (SELECT 1 FROM free)
+  ON CONFLICT (key) DO UPDATE SET token = excluded.token, completed = false, expires_at = excluded.expires_at
+  WHERE c.expires_at <= clock_timestamp()
+  RETURNING 1
+), sweep AS (
+  DELETE FROM ${t} WHERE key IN (
+    SELECT key FROM ${t} WHERE expires_at < clock_timestamp() AND key <> $1
+    ORDER BY expires_at LIMIT $4::int FOR UPDATE SKIP LOCKED)
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
+  (SELECT completed FROM seen) AS completed,
+  (SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 FROM seen) AS left_ms`,
+    // Complete: while the token holds a live lock; again for a row this token completed already.
+    complete: `UPDATE ${t} SET completed = true, expires_at = CASE WHEN completed THEN expires_at ELSE ${ms('$3')} END
+WHERE key = $1 AND token = $2 AND (completed OR expires_at > clock_timestamp())
+RETURNING 1`,
+    // In a transaction: only a live lock, never a completed row, so a second transaction for one
+    // claim rolls back instead of committing a second effect.
+    completeInTransaction: `UPDATE ${t} SET completed = true, expires_at = ${ms('$3')}
+WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp()
+RETURNING 1`,
+    release: `DELETE FROM ${t} WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp() RETURNING 1`,
+    extend: `UPDATE ${t} SET expires_at = ${ms('$3')}
+WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp()
+RETURNING 1`,
+    cleanup: `WITH gone AS (
+  DELETE FROM ${t} WHERE key IN (
+    SELECT key FROM ${t} WHERE expires_at < clock_timestamp() ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED)
+  RETURNING 1
+) SELECT count(*)::int AS deleted FROM gone`,
+  };
+}
+
+type Row = Record<string, unknown>;
+
+/** One client library, seen through what the store sends. */
+interface Driver {
+  readonly kind: 'pg' | 'postgres.js';
+  /** One statement, one round trip. */
+  run(text: string, values: unknown[]): Promise<Row[]>;
+  /** `fn` inside BEGIN … COMMIT; its rejection rolls back. */
+  transaction<T>(fn: (run: (text: string, values: unknown[]) => Promise<Row[]>, tx: unknown) => Promise<T>): Promise<T>;
+}
+
+function isPostgresJs(client: object): client is PostgresJsSqlLike {
+  const candidate = client as Partial<PostgresJsSqlLike>;
+  return typeof client === 'function' && typeof candidate.unsafe === 'function' && typeof candidate.begin === 'function';
+}
+
+function isPgPool(client: PgClientLike): client is PgPoolLike {
+  const candidate = client as Partial<PgPoolLike>;
+  return typeof candidate.connect === 'function' && typeof candidate.totalCount === 'number';
+}
+
+function rowsOf(reply: unknown, operation: string): Row[] {
+  const rows = (reply as { rows?: unknown } | null)?.rows ?? reply;
+  if (!Array.isArray(rows)) throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected reply to ${operation}: ${describeValue(reply)}`);
+  return rows as Row[];
+}
+
+function pgDriver(client: PgClientLike, timeoutMs: number): Driver {
+  const pool = isPgPool(client) ? client : undefined;
+  return {
+    kind: 'pg',
+    run: async (text, values) => rowsOf(await client.query(text, values), 'query'),
+    async transaction<T>(fn: (run: (text: string, values: unknown[]) => Promise<Row[]>, tx: unknown) => Promise<T>): Promise<T> {
+      if (pool === undefined) {
+        throw new TypeError(
+          'postgresStore transaction() needs a pg Pool (or a postgres.js sql): on a single Client, every other statement would join the transaction',
+        );
+      }
+      const connection = await withTimeout(pool.connect(), timeoutMs, 'postgres', 'transaction (connect)');
+      // A connection whose statement timed out may still be inside the transaction: destroy it
+      // rather than hand it back to the pool.
+      let broken: Error | undefined;
+      const run = async (text: string, values: unknown[], operation = 'transaction'): Promise<Row[]> => {
+        try {
+          return rowsOf(await withTimeout(connection.query(text, values), timeoutMs, 'postgres', operation), operation);
+        } catch (error) {
+          if (error instanceof StoreError) broken = error;
+          throw error;
+        }
+      };
+      try {
+        await run('BEGIN', [], 'transaction (BEGIN)');
+        let value: T;
+        try {
+          value = await fn(run, connection);
+        } catch (error) {
+          if (broken === undefined) {
+            await run('ROLLBACK', [], 'transaction (ROLLBACK)').catch((rollbackError: unknown) => {
+              // A connection that cannot roll back must not go back to the pool.
+              broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+            });
+          }
+          throw error;
+        }
+        await run('COMMIT', [], 'transaction (COMMIT)');
+        return value;
+      } catch (error) {
+        broken ??= error instanceof StoreError ? error : undefined;
+        throw error;
+      } finally {
+        connection.release(broken ?? false);
+      }
+    },
+  };
+}
+
+function postgresJsDriver(sql: PostgresJsSqlLike): Driver {
+  const runOn = (target: PostgresJsTransactionLike) => async (text: string, values: unknown[]) =>
+    rowsOf(await target.unsafe(text, values as never[]), 'query');
+  return {
+    kind: 'postgres.js',
+    run: runOn(sql),
+    async transaction<T>(fn: (run: (text: string, values: unknown[]) => Promise<Row[]>, tx: unknown) => Promise<T>): Promise<T> {
+      // Boxed: postgres.js awaits every element of an array that the callback returns.
+      const box = (await sql.begin('read write', async (tx) => ({ value: await fn(runOn(tx), tx) }))) as { value: T };
+      return box.value;
+    },
+  };
+}
+
+/** Postgres `text` cannot hold U+0000: refuse it with a clear error rather than a SQL one. */
+function checkText(key: string): void {
+  if (key.includes('\u0000')) throw new TypeError('postgres store: an idempotency key cannot contain U+0000 (PostgreSQL text refuses it)');
+}
+
+function flag(row: Row | undefined, column: string, operation: string): boolean | null {
+  const value = row?.[column];
+  if (value === null || value === undefined) return null;
+  if (typeof value !== 'boolean') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected ${column} in the reply to ${operation}: ${describeValue(value)}`);
+  return value;
+}
+
+/**
+ * An idempotency store in PostgreSQL, shared by every instance of an app, in the database that
+ * already holds its data. With {@link PostgresStore.transaction}, a handler's side effects and the
+ * claim's completion commit together: exactly-once effects, even across crashes.
+ *
+ * `client` is the app's: a `pg` `Pool` (or `Client`/`PoolClient`; transactions need the pool) or a
+ * postgres.js `sql`. Create the table once with `await store.setup()` (idempotent), or by hand
+ * with the SQL of {@link setupSql} (the README prints it).
+ *
+ * Every claim, complete, release and extend is one statement: one round trip, atomic, on the
+ * server's clock. With postgres.js, parameterised statements are prepared on first use per
+ * connection (its default `prepare: true`): one round trip from then on, two with `prepare: false`.
+ *
+ * @example
+ * ```ts
+ * import pg from 'pg';
+ * import { createReceiver } from 'webhook-receiver';
+ * import { postgresStore } from 'webhook-receiver/postgres';
+ *
+ * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, connectionTimeoutMillis: 2000 });
+ * const store = postgresStore({ client: pool });
+ * await store.setup();
+ * const receiver = createReceiver({ secrets: process.env.WEBHOOK_SECRET!, idempotency: { store } });
+ * ```
+ *
+ * @example
+ * ```ts
+ * import postgres from 'postgres';
+ * import { postgresStore } from 'webhook-receiver/postgres';
+ *
+ * const sql = postgres(process.env.DATABASE_URL!);
+ * const store = postgresStore({ client: sql, table: 'billing.webhook_claims' });
+ * await store.transaction(context, async (tx) => {
+ *   await tx`UPDATE orders SET paid = true WHERE id = ${orderId}`;
+ * });
+ * ```
+ */
+export function postgresStore<C extends PostgresClientLike>(options: PostgresStoreOptions<C>): PostgresStore<TransactionOf<C>> {
+  if (typeof options !== 'object' || options === null) throw new TypeError('postgresStore needs an options object: postgresStore({ client })');
+  const { client, table = DEFAULT_POSTGRES_TABLE, timeoutMs = DEFAULT_POSTGRES_TIMEOUT_MS, autoCleanup = true } = options;
+  if ((typeof client !== 'object' && typeof client !== 'function') || client === null) {
+    throw new TypeError(`postgresStore client must be a pg Pool or Client, or a postgres.js sql, got ${describeValue(client)}`);
+  }
+  checkTimeoutOption('postgres', timeoutMs, DEFAULT_POSTGRES_TIMEOUT_MS);
+  let driver: Driver;
+  if (isPostgresJs(client)) driver = postgresJsDriver(client);
+  else if (typeof (client as Partial<PgClientLike>).query === 'function') driver = pgDriver(client as PgClientLike, timeoutMs);
+  else {
+    throw new TypeError(
+      `postgresStore client must be a pg Pool or Client, or a postgres.js sql: ${describeValue(client)} has neither query() (pg) nor unsafe() and begin() (postgres.js)`,
+    );
+  }
+  if (typeof autoCleanup !== 'boolean') throw new TypeError('postgresStore autoCleanup must be a boolean');
+  const { qualified } = tableNames(table);
+  const sql = statements(qualified);
+
+  const send = (operation: string, text: string, values: unknown[]): Promise<Row[]> =>
+    withTimeout(driver.run(text, values), timeoutMs, 'postgres', operation);
+
+  let claims = 0;
+
+  const store: PostgresStore<TransactionOf<C>> = {
+    async claim(key, lockMs): Promise<ClaimResult> {
+      checkClaim(key, lockMs);
+      checkText(key);
+      const token = newToken();
+      const sweep = autoCleanup && ++claims % CLEANUP_EVERY === 0 ? CLEANUP_STEP : 0;
+      const row = (await send('claim', sql.claim, [key, token, lockMs, sweep]))[0];
+      if (flag(row, 'acquired', 'claim') === true) return { status: 'acquired', token };
+      const completed = flag(row, 'completed', 'claim');
+      const left = row?.left_ms;
+      if (left !== null && typeof left !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected left_ms in the reply to claim: ${describeValue(left)}`);
+      // No row seen (another claim inserted it after this statement's snapshot), or an expired
+      // row that another transaction holds (it is taking it over, or completing it): `processing`
+      // is the answer that cannot run a handler twice.
+      if (left === null || left <= 0) return { status: 'processing' };
+      if (completed === true) return { status: 'completed' };
+      return { status: 'processing', retryAfterMs: left };
+    },
+    async complete(key, token, ttlMs) {
+      checkComplete(key, token, ttlMs);
+      checkText(key);
+      return (await send('complete', sql.complete, [key, token, ttlMs])).length === 1;
+    },
+    async release(key, token) {
+      checkRelease(key, token);
+      checkText(key);
+      return (await send('release', sql.release, [key, token])).length === 1;
+    },
+    async extend(key, token, lockMs) {
+      checkExtend(key, token, lockMs);
+      checkText(key);
+      return (await send('extend', sql.extend, [key, token, lockMs])).length === 1;
+    },
+    async ping() {
+      const rows = await send('ping', 'SELECT 1 AS ok', []);
+      if (rows.length !== 1) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to ping');
+    },
+    async setup() {
+      for (const statement of setupSql(table)) {
+        try {
+          await send('setup', statement, []);
+        } catch (error) {
+          // Two instances starting together can race inside CREATE … IF NOT EXISTS (a unique
+          // violation on the catalog): the other one created it, which is what we wanted.
+          const code = (error as { code?: unknown } | null)?.code;
+          if (code !== '23505' && code !== '42P07') throw error;
+        }
+      }
+    },
+    async cleanup(cleanupOptions = {}) {
+      const { maxRows = 100_000 } = cleanupOptions;
+      if (typeof maxRows !== 'number' || !Number.isInteger(maxRows) || maxRows <= 0) throw new RangeError('cleanup maxRows must be a positive integer');
+      let deleted = 0;
+      while (deleted < maxRows) {
+        const batch = Math.min(CLEANUP_BATCH, maxRows - deleted);
+        const count = Number((await send('cleanup', sql.cleanup, [batch]))[0]?.deleted);
+        if (!Number.isInteger(count)) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to cleanup');
+        deleted += count;
+        if (count < batch) break;
+      }
+      return deleted;
+    },
+    async transaction<T>(context: TransactionContext, fn: (tx: TransactionOf<C>) => Promise<T> | T): Promise<T> {
+      if (typeof context !== 'object' || context === null) {
+        throw new TypeError('store.transaction needs the handler context: store.transaction(context, async (tx) => { … })');
+      }
+      if (typeof fn !== 'function') throw new TypeError('store.transaction needs a function: store.transaction(context, async (tx) => { … })');
+      const claim = context.claim;
+      if (claim !== undefined) {
+        if (typeof claim !== 'object' || claim === null) throw new TypeError(`context.claim must be a claim handle, got ${describeValue(claim)}`);
+        if (claim.store !== store) {
+          throw new TypeError('context.claim was granted by another store: pass this Postgres store as idempotency.store to the receiver');
+        }
+        checkComplete(claim.key, claim.token, claim.ttlMs);
+      }
+      const signal = context.signal;
+      return driver.transaction(async (run, tx) => {
+        const value = await fn(tx as TransactionOf<C>);
+        // The receiver gave up on this delivery (for example its lease was lost): never commit.
+        signal?.throwIfAborted();
+        if (claim !== undefined) {
+          const rows = await withTimeout(run(sql.completeInTransaction, [claim.key, claim.token, claim.ttlMs]), timeoutMs, 'postgres', 'transaction (complete)');
+          if (rows.length !== 1) throw new ClaimLostError(claim.key);
+        }
+        return value;
+      });
+    },
+  };
+  return store;
+}
