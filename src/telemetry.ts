@@ -48,6 +48,7 @@ export const TELEMETRY_NAMES = {
     store: 'webhook.store',
     operation: 'webhook.store.operation',
     keySpace: 'webhook.store.key_space',
+    skewDirection: 'webhook.clock_skew.direction',
   },
 } as const;
 
@@ -174,8 +175,8 @@ interface Instruments {
 
 /** Handler and store durations: 0.5 ms to 60 s (the SDK's default buckets are for milliseconds). */
 const SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
-/** Clock skew, signed: the window's edges (±300 s by default) and the usual few seconds. */
-const SKEW_BUCKETS = [-300, -60, -30, -10, -5, -2, -1, -0.5, 0, 0.5, 1, 2, 5, 10, 30, 60, 300];
+/** Clock skew's size: the usual few seconds up to the window's edge (300 s by default). */
+const SKEW_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
 /** The trace of each claim object, so adapters can nest their handler's work and tell the status. */
 const traces = new WeakMap<object, Trace>();
@@ -251,7 +252,7 @@ export class Observer {
         unit: '{delivery}',
       }),
       clockSkew: meter.createHistogram(m.clockSkew, {
-        description: "webhook-timestamp minus the receiver's clock (negative: the message is that old)",
+        description: "How far webhook-timestamp is from the receiver's clock; webhook.clock_skew.direction says which way",
         unit: 's',
         advice: { explicitBucketBoundaries: SKEW_BUCKETS },
       }),
@@ -321,7 +322,12 @@ export class Observer {
     const instruments = this.#instruments!;
     instruments.verified.add(1, { [A.keyId]: key, [A.version]: version });
     // An unsigned request without a timestamp was given the time it arrived: no skew to tell.
-    if (webhook.signed) instruments.clockSkew.record((webhook.timestamp.getTime() - nowMs) / 1000);
+    // Signed, as a size and a direction: the SDK drops negative histogram values (histograms
+    // measure non-negative amounts), and a sender whose clock runs ahead must still show.
+    if (webhook.signed) {
+      const skew = (webhook.timestamp.getTime() - nowMs) / 1000;
+      instruments.clockSkew.record(Math.abs(skew), { [A.skewDirection]: skew > 0 ? 'future' : 'past' });
+    }
     span.setAttribute(A.id, webhook.id);
     span.setAttribute(A.keyId, key);
     span.setAttribute(A.version, version);
