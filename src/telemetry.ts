@@ -72,7 +72,7 @@ interface OtelSpan {
 }
 interface OtelContextApi {
   active(): unknown;
-  with<F extends (...args: never[]) => unknown>(context: never, fn: F): ReturnType<F>;
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: never, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;
 }
 interface OtelMeter {
   createCounter(name: string, options?: { description?: string; unit?: string }): { add(value: number, attributes?: Attributes): void };
