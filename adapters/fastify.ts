@@ -78,9 +78,15 @@ const ROOT_WARNING =
 const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhooks(scope, options) {
   // fastify-plugin hands the plugin the instance it was registered on; only the root one is a
   // plain object (each encapsulated scope is created from its parent with Object.create).
-  if (Object.getPrototypeOf(scope) === Object.prototype) scope.log.warn({ plugin: 'webhook-receiver' }, ROOT_WARNING);
-  // Fastify's own logger is the default target: `Fastify({ logger: true })` gets JSON lines.
-  const delivery = new Delivery({ ...options, logger: options.logger ?? scope.log });
+  if (Object.getPrototypeOf(scope) === Object.prototype) {
+    if (typeof scope.log.level === 'string' && scope.log.level !== 'silent') scope.log.warn({ plugin: 'webhook-receiver' }, ROOT_WARNING);
+    else console.warn(`[webhook-receiver] ${ROOT_WARNING}`);
+  }
+  // Fastify's own logger is the default target when the app turned it on: `Fastify({ logger:
+  // true })` gets JSON lines with the request id. With it off (no level), the console line stays,
+  // so a refused request is never silently dropped.
+  const fastifyLogs = typeof scope.log.level === 'string' && scope.log.level !== 'silent';
+  const delivery = new Delivery({ ...options, logger: options.logger ?? (fastifyLogs ? scope.log : undefined) });
   const { receiver, limit } = delivery;
   const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = scope.initialConfig;
   // Fastify's own JSON parser, with the app's prototype-poisoning settings: handlers in the scope
@@ -129,7 +135,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addContentTypeParser(['application/json', 'text/plain'], keepRawBody);
 
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
-    send(reply, delivery.refuse(error, request.method, request.url, request.headers, options.logger ?? request.log), error.code === 'PAYLOAD_TOO_LARGE');
+    send(reply, delivery.refuse(error, request.method, request.url, request.headers, options.logger ?? (fastifyLogs ? request.log : undefined)), error.code === 'PAYLOAD_TOO_LARGE');
   }
 
   function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {

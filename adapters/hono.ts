@@ -7,7 +7,7 @@
  * gives the responses (`errorResponse`, `claimResponse`) and settles the claim (`settleClaim`).
  */
 
-import type { Context, MiddlewareHandler } from 'hono';
+import type { Context, Env, MiddlewareHandler } from 'hono';
 import { declaredLength } from '../src/body.ts';
 import { WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
@@ -147,7 +147,7 @@ function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
  * export default app;
  * ```
  */
-export function webhooks(options: AdapterOptions): MiddlewareHandler<WebhookEnv> {
+export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): MiddlewareHandler<AppEnv & WebhookEnv> {
   const delivery = new Delivery(options);
   const { receiver, limit } = delivery;
 
@@ -174,7 +174,9 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<WebhookEnv>
     return receiver.claim(c.req.raw);
   }
 
-  return async function webhooks(c, next) {
+  // Typed with the app's own environment (`webhooks<{ Bindings: … }>()`), so a wrapper that
+  // builds it on the first request (Workers) can call it with its own context.
+  return async function webhooks(c: Context<WebhookEnv>, next: () => Promise<void>) {
     const node = nodeBindings(c);
     let claimed: Claim;
     try {
@@ -205,5 +207,5 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<WebhookEnv>
     const refusal = c.error === undefined ? undefined : delivery.handlerRefusal(c.error);
     if (refusal !== undefined) c.res = respond(refusal);
     return undefined;
-  };
+  } as unknown as MiddlewareHandler<AppEnv & WebhookEnv>;
 }

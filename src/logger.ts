@@ -75,8 +75,7 @@ function isConsole(logger: WebhookLogger | undefined): boolean {
 export function logRejection(logger: WebhookLogger | undefined, error: WebhookError, request: RejectedRequest): void {
   const hint = error.code === 'SIGNATURE_MISMATCH' ? ` (${SIGNATURE_MISMATCH_HINT})` : '';
   if (isConsole(logger)) {
-    const id = request.webhookId === undefined ? '' : ` webhook ${JSON.stringify(request.webhookId)}`;
-    console.warn(`[webhook-receiver] rejected ${request.method} ${request.path}${id}: ${error.code} ${error.message}${hint}`);
+    console.warn(`[webhook-receiver] rejected ${request.method} ${request.path}: ${error.code} ${error.message}${hint}`);
     return;
   }
   const fields: RejectionLogFields = { code: error.code, status: error.status, webhookId: request.webhookId, method: request.method, path: request.path };

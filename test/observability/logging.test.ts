@@ -83,7 +83,7 @@ describe('logger', () => {
       const message = await signed('msg_log3');
       await handler(new Request('http://127.0.0.1/h', { method: 'POST', headers: { ...message.headers, 'webhook-signature': 'v1,AAAA' }, body: message.body }));
       expect(warn).toHaveBeenCalledTimes(1);
-      expect(String(warn.mock.calls[0]![0])).toMatch(/^\[webhook-receiver\] rejected POST \/h webhook "msg_log3": SIGNATURE_MISMATCH .*webhook-receiver verify/);
+      expect(String(warn.mock.calls[0]![0])).toMatch(/^\[webhook-receiver\] rejected POST \/h: SIGNATURE_MISMATCH .*webhook-receiver verify/);
     } finally {
       warn.mockRestore();
     }
