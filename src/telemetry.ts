@@ -20,7 +20,16 @@ import { payloadErrorOf } from './schema.ts';
 import type { IdempotencyStore } from './stores/types.ts';
 import type { VerifiedWebhook, WebhookInput } from './verify.ts';
 
-/** Every metric, span and attribute name, in one table (listed in the README). */
+/**
+ * Every metric, span and attribute name the receiver uses, in one table (listed in the README's
+ * "Operating it"), for dashboards and alerts that refer to them.
+ *
+ * @example
+ * ```ts
+ * import { TELEMETRY_NAMES } from 'webhook-receiver';
+ * const query = `sum(rate(${TELEMETRY_NAMES.metrics.deliveries}[5m])) by (${TELEMETRY_NAMES.attributes.outcome})`;
+ * ```
+ */
 export const TELEMETRY_NAMES = {
   /** Instrumentation scope of the meter and the tracer. */
   scope: 'webhook-receiver',
@@ -122,7 +131,14 @@ export interface TelemetryOptions {
   api: OpenTelemetryApi;
 }
 
-/** How a delivery ended. */
+/**
+ * How a delivery ended.
+ *
+ * @example
+ * ```ts
+ * const failedOutcomes: DeliveryOutcome[] = ['rejected', 'failed'];
+ * ```
+ */
 export type DeliveryOutcome = 'processed' | 'duplicate' | 'in_progress' | 'rejected' | 'failed';
 
 /**
