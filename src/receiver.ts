@@ -514,7 +514,9 @@ class ReceiverImpl implements Receiver {
           ? this.#sync !== undefined
             ? this.#sync.claim(key, this.#lockMs)
             : await store.claim(key, this.#lockMs)
-          : await this.#observer.store(trace, 'claim', () => (this.#sync !== undefined ? this.#sync.claim(key, this.#lockMs) : store.claim(key, this.#lockMs))),
+          : this.#sync !== undefined
+            ? this.#observer.store(trace, 'claim', () => this.#sync!.claim(key, this.#lockMs))
+            : await this.#observer.store(trace, 'claim', () => store.claim(key, this.#lockMs)),
       );
     } catch (error) {
       // An answer outside the contract fails closed whatever onStoreError says: the store may
@@ -715,8 +717,6 @@ class ReceiverImpl implements Receiver {
     held.over = true;
     this.#held.delete(held);
     const trace = held.trace;
-    // The outcome is the handler's, whatever the store then does with it.
-    if (trace !== undefined) this.#observer.settled(trace, stage === 'complete');
     const sync = this.#sync;
     if (sync === undefined) return this.#settleAsync(stage, held);
     try {
@@ -730,6 +730,8 @@ class ReceiverImpl implements Receiver {
     } catch (error) {
       this.#settleFailed(error, stage, held);
     }
+    // The outcome is the handler's, whatever the store did with it; the span covers the settlement.
+    if (trace !== undefined) this.#observer.settled(trace, stage === 'complete');
     return DONE;
   }
 
@@ -745,6 +747,8 @@ class ReceiverImpl implements Receiver {
       if (!owned) this.#reportExpired(stage, held.webhookId);
     } catch (error) {
       this.#settleFailed(error, stage, held);
+    } finally {
+      if (held.trace !== undefined) this.#observer.settled(held.trace, stage === 'complete');
     }
   }
 

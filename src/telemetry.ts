@@ -77,6 +77,7 @@ type Attributes = Record<string, AttributeValue>;
 interface OtelSpan {
   setAttribute(key: string, value: AttributeValue): unknown;
   setStatus(status: { code: number; message?: string }): unknown;
+  isRecording(): boolean;
   end(): void;
 }
 interface OtelContextApi {
@@ -358,18 +359,22 @@ export class Observer {
   /** Times one store operation (and makes it a child span), sync or async. */
   store<T>(trace: Trace | undefined, operation: string, call: () => T): T {
     if (trace === undefined || trace.span === undefined) return call();
-    const api = this.#api!;
     const attributes = { [A.store]: this.#storeName, [A.operation]: operation };
-    const span = this.#instruments!.tracer.startSpan(NAMES.spans.storePrefix + operation, { kind: SPAN_KIND_INTERNAL, attributes }, trace.context as never);
+    // No tracer provider (or a sampler that dropped the delivery): no child span, no context
+    // switch, only the latency histogram.
+    const span = trace.span.isRecording()
+      ? this.#instruments!.tracer.startSpan(NAMES.spans.storePrefix + operation, { kind: SPAN_KIND_INTERNAL, attributes }, trace.context as never)
+      : undefined;
     const started = clock();
     const done = (failed: unknown): void => {
       this.#instruments!.storeDuration.record((clock() - started) / 1000, attributes);
+      if (span === undefined) return;
       if (failed !== undefined) span.setStatus({ code: STATUS_ERROR, message: failed instanceof Error ? failed.name : 'error' });
       span.end();
     };
     let result: T;
     try {
-      result = api.context.with(trace.context as never, call) as T;
+      result = span === undefined ? call() : (this.#api!.context.with(trace.context as never, call) as T);
     } catch (error) {
       done(error ?? 'error');
       throw error;
@@ -387,7 +392,7 @@ export class Observer {
 
   /** Runs `fn` with the delivery's span active, so the handler's own spans nest under it. */
   within<R>(trace: Trace | undefined, fn: () => R): R {
-    if (trace === undefined || trace.context === undefined) return fn();
+    if (trace === undefined || trace.span === undefined || !trace.span.isRecording()) return fn();
     return this.#api!.context.with(trace.context as never, fn) as R;
   }
 
