@@ -886,7 +886,9 @@ describe('the error table', () => {
       TIMESTAMP_TOO_OLD: 401,
       TIMESTAMP_TOO_NEW: 401,
       PAYLOAD_TOO_LARGE: 413,
+      INVALID_PAYLOAD: 400,
       BODY_UNAVAILABLE: 500,
+      INVALID_NAMESPACE: 500,
       STORE_UNAVAILABLE: 503,
     });
   });
