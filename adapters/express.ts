@@ -18,6 +18,16 @@ export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
 
+// The fix BODY_UNAVAILABLE suggests, `express.json({ verify: (req, res, buf) => { req.rawBody = buf } })`,
+// assigns to Node's request type (body-parser types `req` as `http.IncomingMessage`): declared
+// here so that line compiles in strict TypeScript as written.
+declare module 'http' {
+  interface IncomingMessage {
+    /** The raw body a parser's `verify` callback kept, read by `webhooks()` when present. */
+    rawBody?: Buffer;
+  }
+}
+
 declare global {
   // Express's own request type extends `Express.Request` (in @types/express 4 and 5 alike), so
   // merging here types `req.webhook` in every route handler.
@@ -47,7 +57,6 @@ export type WebhookMiddleware = (req: IncomingMessage, res: ServerResponse, next
 /** What the middleware reads from Express's request besides Node's fields. */
 interface ExpressRequest extends IncomingMessage {
   body?: unknown;
-  rawBody?: unknown;
   originalUrl?: string;
   webhook?: VerifiedWebhook;
   webhookContext?: WebhookContext;
@@ -165,7 +174,7 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
     settleWhenSent(res, claim);
     req.webhook = claim.webhook;
     req.webhookContext = claim.context;
-    next();
+    delivery.within(claim, next);
   }
 
   function claimBody(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, body: Uint8Array | string): void {
@@ -179,7 +188,9 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
   // next(error) here (Express 5 would do the same with a rejected promise).
   return function webhooks(req: ExpressRequest, res, next) {
     // The raw body: what express.raw()/express.text() or a verify callback kept, else the stream.
-    const { body, rawBody: kept } = req;
+    const { body } = req;
+    // Typed as a Buffer by the declaration above; a string kept by some parsers works too.
+    const kept: unknown = req.rawBody;
     if (body instanceof Uint8Array || typeof body === 'string' || kept instanceof Uint8Array || typeof kept === 'string') {
       // A parser ran and already decoded the body (body-parser inflates gzip, deflate and br):
       // decode nothing twice, but refuse what the other adapters refuse, so no request passes here
@@ -201,4 +212,44 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
       else fail(req, res, next, error);
     });
   };
+}
+
+const OFF_ROUTE_MESSAGE =
+  'webhookOf(req) found no verified webhook: this route is not behind webhooks(). Mount it on the route ' +
+  "(app.post('/webhooks', webhooks(options), handler)) or on a router the route belongs to";
+
+/**
+ * The verified webhook of a request, typed as present: for route handlers behind `webhooks()`.
+ * Off such a route it throws a `TypeError` that says so (a wiring mistake, answered 500), instead
+ * of letting `req.webhook!` fail later with `undefined`.
+ *
+ * @example
+ * ```ts
+ * import { webhookOf, webhooks } from 'webhook-receiver/express';
+ * app.post('/webhooks', webhooks({ secrets: process.env.WEBHOOK_SECRET! }), async (req, res) => {
+ *   const webhook = webhookOf(req);
+ *   await handle(webhook.id, webhook.json());
+ *   res.sendStatus(204);
+ * });
+ * ```
+ */
+export function webhookOf(req: { webhook?: VerifiedWebhook | undefined }): VerifiedWebhook {
+  const webhook = req.webhook;
+  if (webhook === undefined || webhook === null) throw new TypeError(OFF_ROUTE_MESSAGE);
+  return webhook;
+}
+
+/**
+ * The handler's context (`signal`, `claim`) of a request behind `webhooks()`, typed as present;
+ * throws like {@link webhookOf} off such a route.
+ *
+ * @example
+ * ```ts
+ * await fetch(url, { signal: webhookContextOf(req).signal });
+ * ```
+ */
+export function webhookContextOf(req: { webhookContext?: WebhookContext | undefined }): WebhookContext {
+  const context = req.webhookContext;
+  if (context === undefined || context === null) throw new TypeError(OFF_ROUTE_MESSAGE.replace('webhookOf', 'webhookContextOf'));
+  return context;
 }

@@ -70,8 +70,23 @@ function send(reply: FastifyReply, response: WebhookResponse, close: boolean): F
   return reply.send(response.body);
 }
 
+const ROOT_WARNING =
+  'the webhooks plugin is registered on the root instance, so every route of the app is verified as a webhook ' +
+  "(GET /health would be answered 400 MISSING_ID) and parses its body with this plugin's parser. Register it inside " +
+  "a scope that holds only the webhook routes: app.register(async (scope) => { await scope.register(webhooks, options); scope.post('/webhooks', handler) })";
+
 const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhooks(scope, options) {
-  const delivery = new Delivery(options);
+  // fastify-plugin hands the plugin the instance it was registered on; only the root one is a
+  // plain object (each encapsulated scope is created from its parent with Object.create).
+  if (Object.getPrototypeOf(scope) === Object.prototype) {
+    if (typeof scope.log.level === 'string' && scope.log.level !== 'silent') scope.log.warn({ plugin: 'webhook-receiver' }, ROOT_WARNING);
+    else console.warn(`[webhook-receiver] ${ROOT_WARNING}`);
+  }
+  // Fastify's own logger is the default target when the app turned it on: `Fastify({ logger:
+  // true })` gets JSON lines with the request id. With it off (no level), the console line stays,
+  // so a refused request is never silently dropped.
+  const fastifyLogs = typeof scope.log.level === 'string' && scope.log.level !== 'silent';
+  const delivery = new Delivery({ ...options, logger: options.logger ?? (fastifyLogs ? scope.log : undefined) });
   const { receiver, limit } = delivery;
   const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = scope.initialConfig;
   // Fastify's own JSON parser, with the app's prototype-poisoning settings: handlers in the scope
@@ -120,7 +135,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addContentTypeParser(['application/json', 'text/plain'], keepRawBody);
 
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
-    send(reply, delivery.refuse(error, request.method, request.url, request.headers), error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'UNSUPPORTED_ENCODING');
+    send(reply, delivery.refuse(error, request.method, request.url, request.headers, options.logger ?? (fastifyLogs ? request.log : undefined)), error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'UNSUPPORTED_ENCODING');
   }
 
   function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {
@@ -142,7 +157,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
     request.webhook = claim.webhook;
     request.webhookContext = claim.context;
     // Verified, but not JSON: Fastify's own 400, and the claim is released for it.
-    done(state?.parseError);
+    delivery.within(claim, () => done(state?.parseError));
   }
 
   // preValidation, not preHandler: a forged request is refused before schema validation could
@@ -202,3 +217,43 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
  * ```
  */
 export const webhooks: FastifyPluginAsync<AdapterOptions> = fp(webhooksPlugin, { name: 'webhook-receiver', fastify: '4.x || 5.x' });
+
+const OFF_ROUTE_MESSAGE =
+  'webhookOf(request) found no verified webhook: this route is not in a scope where the webhooks plugin is ' +
+  "registered. Register it in the route's scope: app.register(async (scope) => { await scope.register(webhooks, options); scope.post(…) })";
+
+/**
+ * The verified webhook of a request, typed as present: for routes in a scope where the plugin is
+ * registered. Elsewhere (another scope, or a hook that runs before verification) it throws a
+ * `TypeError` that says so, instead of letting `request.webhook!` fail later.
+ *
+ * @example
+ * ```ts
+ * import { webhookOf } from 'webhook-receiver/fastify';
+ * scope.post('/webhooks', async (request, reply) => {
+ *   const webhook = webhookOf(request);
+ *   request.log.info({ id: webhook.id }, 'webhook');
+ *   return reply.code(204).send();
+ * });
+ * ```
+ */
+export function webhookOf(request: FastifyRequest): VerifiedWebhook {
+  const webhook = request.webhook;
+  if (webhook === undefined || webhook === null) throw new TypeError(OFF_ROUTE_MESSAGE);
+  return webhook;
+}
+
+/**
+ * The handler's context (`signal`, `claim`) of a verified request, typed as present; throws like
+ * {@link webhookOf} elsewhere.
+ *
+ * @example
+ * ```ts
+ * await fetch(url, { signal: webhookContextOf(request).signal });
+ * ```
+ */
+export function webhookContextOf(request: FastifyRequest): WebhookContext {
+  const context = request.webhookContext;
+  if (context === undefined || context === null) throw new TypeError(OFF_ROUTE_MESSAGE.replace('webhookOf', 'webhookContextOf'));
+  return context;
+}

@@ -90,7 +90,9 @@ function statusOf(response: Response): number {
  *   its claim released and an empty 499, and the handler does not run.
  * - A handler that throws releases the claim and the error is rethrown, not turned into a
  *   response: the platform logs it with its stack and answers 500 (Next.js, Workers, Deno and
- *   Bun all do), and the sender retries. Catch inside the handler to answer differently.
+ *   Bun all do), and the sender retries. Catch inside the handler to answer differently. A
+ *   `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json(schema)`) is answered in the
+ *   envelope instead (400), after the claim was released.
  * - The claim is renewed while the handler runs; `context.signal` aborts if it is lost.
  *
  * Options are validated here, once: a bad secret throws at start-up.
@@ -129,8 +131,15 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
     if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
     const waitUntil = configured ?? platformWaitUntil(platform);
-    const answer = await delivery.run(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, waitUntil);
-    return answer;
+    try {
+      return await delivery.run(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, waitUntil);
+    } catch (error) {
+      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)): the claim is
+      // released, and the sender is told why in the envelope. Anything else goes to the platform.
+      const refusal = delivery.handlerRefusal(error);
+      if (refusal === undefined) throw error;
+      return respond(refusal);
+    }
   };
 }
 

@@ -7,7 +7,7 @@
  * gives the responses (`errorResponse`, `claimResponse`) and settles the claim (`settleClaim`).
  */
 
-import type { Context, MiddlewareHandler } from 'hono';
+import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, declaredLength, decodeBody, type ContentCoding } from '../src/body.ts';
 import { WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
@@ -21,15 +21,18 @@ export type { WebhookContext } from '../src/receiver.ts';
 export type { VerifiedWebhook } from '../src/verify.ts';
 
 /**
- * The variables `webhooks()` sets, for apps that type their own: `new Hono<{ Variables:
- * WebhookVariables }>()`. Apps that do not get the same type through `ContextVariableMap`.
+ * The variables `webhooks()` sets. The middleware declares them in its own type (as Hono's
+ * `createMiddleware<Env>` does), so `c.get('webhook')` is typed on the routes that use it, and
+ * only there: a route without the middleware does not compile when it reads them. No global
+ * `ContextVariableMap` is augmented.
  *
  * @example
  * ```ts
  * import { Hono } from 'hono';
- * import { webhooks, type WebhookVariables } from 'webhook-receiver/hono';
- * const app = new Hono<{ Variables: WebhookVariables & { tenant: string } }>();
- * app.post('/webhooks', webhooks({ secrets }), (c) => c.text(c.get('webhook').id));
+ * import { webhooks } from 'webhook-receiver/hono';
+ * const app = new Hono();
+ * app.post('/webhooks', webhooks({ secrets }), (c) => c.text(c.get('webhook').id)); // typed here
+ * // app.get('/health', (c) => c.text(c.get('webhook').id)); // does not compile: no middleware
  * ```
  */
 export interface WebhookVariables {
@@ -38,14 +41,18 @@ export interface WebhookVariables {
   webhookContext: WebhookContext;
 }
 
-declare module 'hono' {
-  interface ContextVariableMap {
-    /** The verified webhook, on routes behind `webhooks()`. */
-    webhook: VerifiedWebhook;
-    /** The handler's context, on routes behind `webhooks()`. */
-    webhookContext: WebhookContext;
-  }
-}
+/**
+ * The environment `webhooks()` declares: what a handler behind it sees. For handlers written
+ * apart from the route (`const onWebhook: Handler<WebhookEnv> = (c) => …`).
+ *
+ * @example
+ * ```ts
+ * import type { Handler } from 'hono';
+ * import type { WebhookEnv } from 'webhook-receiver/hono';
+ * const onWebhook: Handler<WebhookEnv> = (c) => c.text(c.get('webhook').id);
+ * ```
+ */
+export type WebhookEnv = { Variables: WebhookVariables };
 
 /**
  * Hono keeps each body it read in `c.req.bodyCache`, as a promise (its declared type lists the
@@ -140,7 +147,7 @@ function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
  * export default app;
  * ```
  */
-export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables: WebhookVariables }> {
+export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): MiddlewareHandler<AppEnv & WebhookEnv> {
   const delivery = new Delivery(options);
   const { receiver, limit } = delivery;
 
@@ -182,7 +189,9 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
     return receiver.claim(c.req.raw);
   }
 
-  return async function webhooks(c, next) {
+  // Typed with the app's own environment (`webhooks<{ Bindings: … }>()`), so a wrapper that
+  // builds it on the first request (Workers) can call it with its own context.
+  return async function webhooks(c: Context<WebhookEnv>, next: () => Promise<void>) {
     const node = nodeBindings(c);
     let claimed: Claim;
     try {
@@ -200,7 +209,18 @@ export function webhooks(options: AdapterOptions): MiddlewareHandler<{ Variables
     c.set('webhookContext', claimed.context);
     // Hono's compose catches the route's errors, sets c.error and answers through app.onError; a
     // throw it lets through (no onError in a sub-app, for instance) releases in run() and goes on.
-    await delivery.run(claimed, next, () => (c.error === undefined ? c.res.status : 500), executionWaitUntil(c));
+    // A route that refused the payload (INVALID_PAYLOAD from webhook.json(schema)) is answered in
+    // the envelope once its claim was released; any other error stays app.onError's answer.
+    const statusOf = (): number => (c.error === undefined ? c.res.status : (delivery.handlerRefusal(c.error)?.status ?? 500));
+    try {
+      await delivery.run(claimed, next, statusOf, executionWaitUntil(c));
+    } catch (error) {
+      const refusal = delivery.handlerRefusal(error);
+      if (refusal === undefined) throw error;
+      return respond(refusal);
+    }
+    const refusal = c.error === undefined ? undefined : delivery.handlerRefusal(c.error);
+    if (refusal !== undefined) c.res = respond(refusal);
     return undefined;
-  };
+  } as unknown as MiddlewareHandler<AppEnv & WebhookEnv>;
 }

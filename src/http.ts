@@ -5,10 +5,11 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
-import { escapeControlCharacters } from './encoding.ts';
 import { isWebhookError, type WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
-import { createReceiver, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
+import { logRejection, type WebhookLogger } from './logger.ts';
+import { createReceiver, observerOf, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
+import { noteAnswer, traceOf } from './telemetry.ts';
 
 /**
  * A framework-neutral response: adapters copy it onto their own response object.
@@ -91,6 +92,7 @@ export function claimResponse(claim: Pick<Claim, 'outcome' | 'retryAfterSeconds'
  * ```
  */
 export function settleClaim(claim: Pick<Claim, 'complete' | 'release'>, status: number): Promise<void> {
+  noteAnswer(claim, status);
   return status >= 200 && status < 300 ? claim.complete() : claim.release();
 }
 
@@ -151,22 +153,23 @@ export function rejectionContext(method: string, url: string, headers: HeadersIn
  */
 export interface AdapterOptions extends ReceiverOptions {
   /**
-   * Called for every rejected request, for logging or counting. Default: one `console.warn` line
-   * with the method, path, code and message (messages never contain secrets). Pass `() => {}` to
-   * silence it.
+   * Called for every rejected request, for logging or counting. Default: a warning through
+   * `logger` (structured fields: code, status, webhookId, method, path) or one `console.warn`
+   * line (messages never contain secrets). Pass `() => {}` to silence it.
    */
   onRejected?: (error: WebhookError, context: RejectionContext) => void;
 }
 
 /** The `onRejected` an adapter uses: the user's, made safe to call, or the default log line. */
-export function rejectionReporter(options: AdapterOptions): (error: WebhookError, context: RejectionContext) => void {
+export function rejectionReporter(
+  options: AdapterOptions,
+): (error: WebhookError, context: RejectionContext, logger?: WebhookLogger) => void {
   const hook = options.onRejected;
   if (hook !== undefined && typeof hook !== 'function') throw new TypeError('onRejected must be a function');
-  return (error, context) => {
+  return (error, context, logger = options.logger) => {
     try {
       if (hook) hook(error, context);
-      // Request values are escaped, so a client cannot break the line or send terminal escapes.
-      else console.warn(escapeControlCharacters(`[webhook-receiver] rejected ${context.method} ${context.path}: ${error.code} ${error.message}`));
+      else logRejection(logger, error, context);
     } catch {
       // A failing logger must not change the response.
     }
@@ -204,7 +207,7 @@ export class Delivery {
   readonly receiver: Receiver;
   /** `maxBodyBytes`, for adapters that read the body themselves. */
   readonly limit: number;
-  readonly #report: (error: WebhookError, context: RejectionContext) => void;
+  readonly #report: (error: WebhookError, context: RejectionContext, logger?: WebhookLogger) => void;
 
   constructor(options: AdapterOptions) {
     this.receiver = createReceiver(options);
@@ -212,11 +215,25 @@ export class Delivery {
     this.limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   }
 
-  /** The answer to a request the receiver refused; anything but a `WebhookError` is rethrown. */
-  refuse(error: unknown, method: string, url: string, headers: HeadersInput): WebhookResponse {
+  /**
+   * The answer to a request the receiver refused; anything but a `WebhookError` is rethrown.
+   * `logger` is the request's own (Fastify's `request.log`), used when the app gave none.
+   */
+  refuse(error: unknown, method: string, url: string, headers: HeadersInput, logger?: WebhookLogger): WebhookResponse {
     if (!isWebhookError(error)) throw error;
-    this.#report(error, rejectionContext(method, url, headers));
+    const context = rejectionContext(method, url, headers);
+    observerOf(this.receiver)?.refused(error, context.webhookId);
+    this.#report(error, context, logger);
     return errorResponse(error);
+  }
+
+  /**
+   * The answer to a handler that refused the payload (a `WebhookError` below 500, such as
+   * `INVALID_PAYLOAD` from `webhook.json(schema)`), once its claim was released; `undefined` for
+   * any other error, which the adapter lets the platform answer.
+   */
+  handlerRefusal(error: unknown): WebhookResponse | undefined {
+    return isWebhookError(error) && error.status < 500 ? errorResponse(error) : undefined;
   }
 
   /**
@@ -228,8 +245,18 @@ export class Delivery {
     const early = claimResponse(claim);
     if (early !== undefined) return early;
     if (!clientLeft) return undefined;
+    noteAnswer(claim, 499);
     void claim.release();
     return CLIENT_GONE;
+  }
+
+  /**
+   * Runs `fn` (the framework's `next()`) with the delivery's span active, so the handler's own
+   * spans nest under `webhook.receive`. Just calls it when telemetry is off.
+   */
+  within<R>(claim: Claim, fn: () => R): R {
+    const trace = traceOf(claim);
+    return trace === undefined ? fn() : observerOf(this.receiver)!.within(trace, fn);
   }
 
   /**
@@ -241,8 +268,10 @@ export class Delivery {
   async run<R>(claim: Claim, handler: () => R | Promise<R>, statusOf: (result: R) => number, waitUntil?: WaitUntil): Promise<R> {
     let result: R;
     try {
-      result = await handler();
+      const trace = traceOf(claim);
+      result = await (trace === undefined ? handler() : observerOf(this.receiver)!.within(trace, handler));
     } catch (error) {
+      noteAnswer(claim, undefined, error);
       await claim.release();
       throw error;
     }

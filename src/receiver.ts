@@ -9,6 +9,8 @@
  */
 
 import { WebhookError } from './errors.ts';
+import { checkLogger, logFailure, type WebhookLogger } from './logger.ts';
+import { attachTrace, noteAnswer, Observer, traceOf, type OutcomeEvent, type TelemetryOptions, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
 import { syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './stores/types.ts';
@@ -96,6 +98,19 @@ export interface ReceiverOptions extends VerifierOptions {
    * the error's message.
    */
   onError?: (error: unknown, context: ReceiverErrorContext) => void;
+  /**
+   * Where the default logging goes: a pino-style logger (`warn(fields, message)`,
+   * `error(fields, message)`, Fastify's `request.log` too) gets structured fields, the console
+   * (default) one line. `onError` and an adapter's `onRejected`, when given, replace that logging.
+   */
+  logger?: WebhookLogger;
+  /**
+   * OpenTelemetry metrics and spans through the app's own `@opentelemetry/api` (see the README's
+   * "Operating it"): `telemetry: { api }` with `import * as api from '@opentelemetry/api'`.
+   */
+  telemetry?: TelemetryOptions;
+  /** Called once per delivery with its outcome, for apps that count things their own way. */
+  onOutcome?: (event: OutcomeEvent) => void;
 }
 
 /**
@@ -292,6 +307,17 @@ const DONE: Promise<void> = Promise.resolve();
 const noop = (): Promise<void> => DONE;
 const nothingPending = (): undefined => undefined;
 
+/** Each receiver's observer, for the adapters' shared flow (`observerOf`). */
+const observers = new WeakMap<Receiver, Observer>();
+
+/**
+ * The observer of a receiver built by {@link createReceiver}: the adapters' shared flow reports
+ * the rejections it makes itself through it. Internal.
+ */
+export function observerOf(receiver: Receiver): Observer | undefined {
+  return observers.get(receiver);
+}
+
 let receiversWithOwnMemoryStore = 0;
 let warnedAboutManyReceivers = false;
 
@@ -321,7 +347,7 @@ function errorText(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
-function defaultOnError(error: unknown, context: ReceiverErrorContext): void {
+function defaultOnError(logger: WebhookLogger | undefined, error: unknown, context: ReceiverErrorContext): void {
   const what =
     context.stage === 'claim'
       ? 'idempotency store failed while claiming'
@@ -330,7 +356,7 @@ function defaultOnError(error: unknown, context: ReceiverErrorContext): void {
         : context.stage === 'renew'
           ? `could not renew the claim of a running handler${context.willRetry ? ' (retrying)' : ''}`
           : `could not ${context.stage} the idempotency claim${context.willRetry ? ' (retrying)' : ''}`;
-  console.error(`[webhook-receiver] ${what} for webhook ${JSON.stringify(context.webhookId)}: ${errorText(error)}`);
+  logFailure(logger, { stage: context.stage, webhookId: context.webhookId, willRetry: context.willRetry }, what, error);
 }
 
 /** A store answer outside the contract: fail closed. */
@@ -387,6 +413,8 @@ class Held implements ClaimHandle {
   over = false;
   /** Background work after the first settlement attempt (completion retries). */
   pending: Promise<void> | undefined;
+  /** The delivery's record, when it is observed. */
+  trace: Trace | undefined;
 
   constructor(
     readonly store: IdempotencyStore,
@@ -418,6 +446,7 @@ class ReceiverImpl implements Receiver {
   readonly #unsignedPrefix: string;
   readonly #processOnStoreError: boolean;
   readonly #onError: (error: unknown, context: ReceiverErrorContext) => void;
+  readonly #observer: Observer;
   readonly #now: () => number;
   /** Claims whose handler runs, for renewal (only with a store that has `extend`) and `close`. */
   readonly #held = new Set<Held>();
@@ -433,7 +462,8 @@ class ReceiverImpl implements Receiver {
     this.verifier = createVerifier(options);
     const { idempotency, onError } = options;
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
-    this.#onError = onError ?? defaultOnError;
+    const logger = checkLogger(options.logger);
+    this.#onError = onError ?? ((error, context) => defaultOnError(logger, error, context));
     this.#now = options.now ?? Date.now;
     if (idempotency !== undefined && idempotency !== false && (typeof idempotency !== 'object' || idempotency === null)) {
       throw new TypeError('idempotency must be an options object or false');
@@ -448,6 +478,8 @@ class ReceiverImpl implements Receiver {
       if (store.extend !== undefined && typeof store.extend !== 'function') throw new TypeError('idempotency.store extend must be a function when present');
     }
     this.#store = store;
+    this.#observer = new Observer(options, store);
+    observers.set(this, this.#observer);
     this.#sync = store === undefined ? undefined : syncOperations(store);
     this.#renews = typeof store?.extend === 'function';
     this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
@@ -471,10 +503,28 @@ class ReceiverImpl implements Receiver {
     if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
   }
 
-  async claim(input: WebhookInput | Request): Promise<Claim> {
+  claim(input: WebhookInput | Request): Promise<Claim> {
+    const trace = this.#observer.start();
+    if (trace === undefined) return this.#claim(input, undefined);
+    return this.#claim(input, trace).then(
+      (claim) => {
+        attachTrace(claim, trace);
+        if (claim.outcome === 'acquired') this.#observer.acquired(trace);
+        else this.#observer.early(trace, claim.outcome);
+        return claim;
+      },
+      (error: unknown) => {
+        this.#observer.rejected(trace, error, input);
+        throw error;
+      },
+    );
+  }
+
+  async #claim(input: WebhookInput | Request, trace: Trace | undefined): Promise<Claim> {
     const webhook = isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input);
+    if (trace !== undefined) this.#observer.verified(trace, webhook, this.#now());
     const store = this.#store;
-    if (store === undefined) return this.#unclaimedRun(webhook);
+    if (store === undefined) return this.#unclaimedRun(webhook, trace);
     if (this.#closed) throw new WebhookError('STORE_UNAVAILABLE', 'this receiver is shutting down; retry later');
 
     // Only verified requests reach the store: forged or malformed traffic cannot fill it. Signed
@@ -483,14 +533,22 @@ class ReceiverImpl implements Receiver {
     const key = this.#key(webhook);
     let result: ClaimResult;
     try {
-      result = checkedClaim(this.#sync !== undefined ? this.#sync.claim(key, this.#lockMs) : await store.claim(key, this.#lockMs));
+      result = checkedClaim(
+        trace === undefined
+          ? this.#sync !== undefined
+            ? this.#sync.claim(key, this.#lockMs)
+            : await store.claim(key, this.#lockMs)
+          : this.#sync !== undefined
+            ? this.#observer.store(trace, 'claim', () => this.#sync!.claim(key, this.#lockMs))
+            : await this.#observer.store(trace, 'claim', () => store.claim(key, this.#lockMs)),
+      );
     } catch (error) {
       // An answer outside the contract fails closed whatever onStoreError says: the store may
       // be broken in a way that lets every duplicate through.
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
       if (this.#processOnStoreError && !contractBroken) {
         this.#report(error, 'claim', webhook.id, false);
-        return this.#unclaimedRun(webhook);
+        return this.#unclaimedRun(webhook, trace);
       }
       if (contractBroken) this.#report(error, 'claim', webhook.id, false);
       throw new WebhookError(
@@ -506,6 +564,7 @@ class ReceiverImpl implements Receiver {
     }
 
     const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, this.#lockMs, webhook.id, this.#now());
+    held.trace = trace;
     if (this.#renews) this.#hold(held);
     let settled: Promise<void> | undefined;
     return {
@@ -530,8 +589,10 @@ class ReceiverImpl implements Receiver {
     if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
     let value: T;
     try {
-      value = await handler(webhook, claim.context);
+      const trace = traceOf(claim);
+      value = await (trace === undefined ? handler(webhook, claim.context) : this.#observer.within(trace, () => handler(webhook, claim.context)));
     } catch (error) {
+      noteAnswer(claim, undefined, error);
       await claim.release();
       throw error;
     }
@@ -602,14 +663,17 @@ class ReceiverImpl implements Receiver {
   }
 
   /** A run without a claim (deduplication off, or the store down with `onStoreError: 'process'`). */
-  #unclaimedRun(webhook: VerifiedWebhook): Claim {
+  #unclaimedRun(webhook: VerifiedWebhook, trace: Trace | undefined): Claim {
     const context = new Context(undefined);
     this.#unclaimed.add(context);
-    const finish = (): Promise<void> => {
+    let finished = false;
+    const finish = (completed: boolean): Promise<void> => {
       this.#unclaimed.delete(context);
+      if (trace !== undefined && !finished) this.#observer.settled(trace, completed);
+      finished = true;
       return DONE;
     };
-    return { outcome: 'acquired', webhook, context, complete: finish, release: finish, pending: nothingPending };
+    return { outcome: 'acquired', webhook, context, complete: () => finish(true), release: () => finish(false), pending: nothingPending };
   }
 
   // Renewal: one timer per receiver, not one per request, so a fast handler pays for a Set entry
@@ -647,7 +711,10 @@ class ReceiverImpl implements Receiver {
   async #renew(held: Held, time: number): Promise<void> {
     held.renewing = true;
     try {
-      const owned: unknown = this.#sync !== undefined ? this.#sync.extend(held.key, held.token, held.lockMs) : await held.store.extend!(held.key, held.token, held.lockMs);
+      const sync = this.#sync;
+      const owned: unknown = await this.#observer.store(held.trace, 'extend', () =>
+        sync !== undefined ? sync.extend(held.key, held.token, held.lockMs) : held.store.extend!(held.key, held.token, held.lockMs),
+      );
       if (typeof owned !== 'boolean') throw badReply('extend', owned);
       if (held.over) return;
       if (owned) {
@@ -676,20 +743,30 @@ class ReceiverImpl implements Receiver {
   #settle(stage: 'complete' | 'release', held: Held): Promise<void> {
     held.over = true;
     this.#held.delete(held);
+    const trace = held.trace;
     const sync = this.#sync;
     if (sync === undefined) return this.#settleAsync(stage, held);
     try {
-      const owned = stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token);
+      const owned =
+        trace === undefined
+          ? stage === 'complete'
+            ? sync.complete(held.key, held.token, held.ttlMs)
+            : sync.release(held.key, held.token)
+          : this.#observer.store(trace, stage, () => (stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token)));
       if (!owned) this.#reportExpired(stage, held.webhookId);
     } catch (error) {
       this.#settleFailed(error, stage, held);
     }
+    // The outcome is the handler's, whatever the store did with it; the span covers the settlement.
+    if (trace !== undefined) this.#observer.settled(trace, stage === 'complete');
     return DONE;
   }
 
   async #settleAsync(stage: 'complete' | 'release', held: Held): Promise<void> {
     try {
-      const owned: unknown = stage === 'complete' ? await held.store.complete(held.key, held.token, held.ttlMs) : await held.store.release(held.key, held.token);
+      const owned: unknown = await this.#observer.store(held.trace, stage, () =>
+        stage === 'complete' ? held.store.complete(held.key, held.token, held.ttlMs) : held.store.release(held.key, held.token),
+      );
       if (typeof owned !== 'boolean') {
         this.#report(badReply(stage, owned), stage, held.webhookId, false);
         return;
@@ -697,6 +774,8 @@ class ReceiverImpl implements Receiver {
       if (!owned) this.#reportExpired(stage, held.webhookId);
     } catch (error) {
       this.#settleFailed(error, stage, held);
+    } finally {
+      if (held.trace !== undefined) this.#observer.settled(held.trace, stage === 'complete');
     }
   }
 

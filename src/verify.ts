@@ -4,6 +4,7 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
+import { checkSchema, notePayloadError, parseJsonPayload, validate, validateSync, type StandardSchemaV1 } from './schema.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
 import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
 import { WebhookError } from './errors.ts';
@@ -97,7 +98,7 @@ export interface WebhookInput {
  * ```ts
  * const webhook = await verifier.verify({ headers, body });
  * if (!webhook.signed) console.warn('unsigned event', webhook.id);
- * const event = webhook.json<{ type: string }>();
+ * const event = webhook.json<{ type: string }>(); // unchecked; webhook.json(schema) validates
  * console.log(event.type, 'verified with key', webhook.keyId ?? webhook.keyIndex);
  * ```
  */
@@ -110,8 +111,17 @@ export interface VerifiedWebhook {
   readonly body: Uint8Array;
   /** The body decoded as UTF-8. */
   text(): string;
-  /** The body parsed as JSON; throws `SyntaxError` when it is not JSON. */
+  /** The body parsed as JSON, unchecked; throws `SyntaxError` when it is not JSON. */
   json<T = unknown>(): T;
+  /**
+   * The body parsed as JSON and validated by a Standard Schema (zod, valibot, arktype, …): the
+   * typed value, or a `WebhookError` `INVALID_PAYLOAD` (400; the adapters answer it after
+   * releasing the claim, so the sender sees why). A schema that validates asynchronously is
+   * refused with a `TypeError`: use {@link VerifiedWebhook.parse}.
+   */
+  json<S extends StandardSchemaV1>(schema: S): StandardSchemaV1.InferOutput<S>;
+  /** Like `json(schema)`, for schemas that validate synchronously or asynchronously. */
+  parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>>;
   /** False only when `unsigned: 'accept'` let an unsigned request in. */
   readonly signed: boolean;
   /** Which kind of signature matched. */
@@ -156,8 +166,25 @@ class Webhook implements VerifiedWebhook {
   text(): string {
     return (this.#text ??= utf8Decoder.decode(this.body));
   }
-  json<T = unknown>(): T {
-    return JSON.parse(this.text()) as T;
+  json<T = unknown>(): T;
+  json<S extends StandardSchemaV1>(schema: S): StandardSchemaV1.InferOutput<S>;
+  json(schema?: StandardSchemaV1): unknown {
+    if (schema === undefined) return JSON.parse(this.text());
+    try {
+      return validateSync(schema, parseJsonPayload(this.text()), 'webhook.json(schema)');
+    } catch (error) {
+      notePayloadError(this, error);
+      throw error;
+    }
+  }
+  async parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>> {
+    checkSchema(schema, 'webhook.parse(schema)');
+    try {
+      return await validate(schema, parseJsonPayload(this.text()), 'webhook.parse(schema)');
+    } catch (error) {
+      notePayloadError(this, error);
+      throw error;
+    }
   }
 }
 

@@ -218,6 +218,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   // The receiver calls `operations` directly; everyone else gets promises, and a bad argument
   // rejects rather than throws, as with every other store.
   const store: MemoryStore = {
+    name: 'memory',
     async claim(key, lockMs) {
       return operations.claim(key, lockMs);
     },

@@ -356,6 +356,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   };
 
   return {
+    name: 'redis',
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       const token = newToken();

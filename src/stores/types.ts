@@ -57,6 +57,8 @@ export interface IdempotencyStore {
   extend?(key: string, token: string, lockMs: number): Promise<boolean>;
   /** Resolves when the backend answers (for readiness checks); rejects otherwise. */
   ping?(): Promise<void>;
+  /** A short name for telemetry (`webhook.store`): `memory`, `redis`, … Default `custom`. */
+  readonly name?: string;
 }
 
 /**

@@ -27,7 +27,7 @@ type Case = [label: string, options: unknown, type: typeof TypeError | typeof Ra
 const cases: Case[] = [
   ['no options', undefined, TypeError, 'createVerifier needs an options object with secrets'],
   ['a secret instead of options', good, TypeError, 'createVerifier needs an options object with secrets'],
-  ['no secrets', {}, TypeError, "secrets is required: pass the 'whsec_…' secret the sender gave you"],
+  ['no secrets', {}, TypeError, "secrets is required: pass the 'whsec_…' secret the sender gave you. It was undefined: usually an unset environment variable, or a module-scope handler evaluated where the runtime secrets are absent (next build, a bundler, a test import). Build it lazily, on first use inside the request handler: `receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, handler)`"],
   ['an empty list', { secrets: [] }, TypeError, 'secrets is empty: pass at least one secret'],
   ['an empty secret', { secrets: '' }, TypeError, 'secrets[0] is empty (is the environment variable set?)'],
   ['an empty second secret', { secrets: [good, ''] }, TypeError, 'secrets[1] is empty (is the environment variable set?)'],

@@ -84,7 +84,7 @@ describe.each(BACKENDS)('signWebhookWith on %s', (_name, backend) => {
     const sign = (input: unknown) => signWebhookWith(input as SignInput, backend);
     await rejectsWith(sign(null), TypeError, 'signWebhook needs { secret, body }');
     await rejectsWith(sign({ secret: [], body: 'x' }), TypeError, 'secret is empty: pass at least one secret');
-    await rejectsWith(sign({ body: 'x' }), TypeError, "secret is required: pass the 'whsec_…' secret the sender gave you");
+    await rejectsWith(sign({ body: 'x' }), TypeError, "secret is required: pass the 'whsec_…' secret the sender gave you. It was undefined: usually an unset environment variable, or a module-scope handler evaluated where the runtime secrets are absent (next build, a bundler, a test import). Build it lazily, on first use inside the request handler: `receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, handler)`");
     await rejectsWith(
       sign({ secret: [secret, publicKey], body: 'x' }),
       TypeError,

@@ -1,0 +1,96 @@
+/**
+ * The app's own logger as the target of the default logging: a pino-style logger gets structured
+ * fields (`warn(fields, message)`), the console keeps the one readable line it always had.
+ * Nothing logged here ever holds a secret, a signature, a header value other than the webhook id,
+ * or the body.
+ */
+
+import { escapeControlCharacters } from './encoding.ts';
+import type { WebhookError } from './errors.ts';
+
+/**
+ * A logger the receiver can write to: pino, bunyan-style child loggers, Fastify's `request.log`,
+ * or the console. Only `warn` (rejected requests) and `error` (store failures) are called, always
+ * as `(fields, message)`.
+ *
+ * @example
+ * ```ts
+ * import pino from 'pino';
+ * const logger: WebhookLogger = pino();
+ * createReceiver({ secrets, logger });
+ * ```
+ */
+export interface WebhookLogger {
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+/**
+ * The fields of a rejection log entry: what the request claimed to be, never what it carried.
+ *
+ * @example
+ * ```ts
+ * const fields: RejectionLogFields = { code: 'SIGNATURE_MISMATCH', status: 401, webhookId: 'msg_1', method: 'POST', path: '/webhooks' };
+ * ```
+ */
+export interface RejectionLogFields {
+  code: string;
+  status: number;
+  /** Unverified: the id the request claimed. */
+  webhookId: string | undefined;
+  method: string;
+  path: string;
+}
+
+/** What the adapters pass about a rejected request (a `RejectionContext`). */
+interface RejectedRequest {
+  method: string;
+  path: string;
+  webhookId: string | undefined;
+}
+
+/**
+ * Where the diagnosis of a signature that does not match is: the CLI replays the request against
+ * each secret and says what differs (a re-serialised body, the wrong secret, a proxy's rewrite).
+ */
+export const SIGNATURE_MISMATCH_HINT =
+  "to see why, capture the request's headers and exact body bytes and run `npx webhook-receiver verify --header 'webhook-id: …' " +
+  "--header 'webhook-timestamp: …' --header 'webhook-signature: …' --body-file body.bin` with WEBHOOK_SECRET set";
+
+/** Checks the `logger` option; `undefined` means the console. */
+export function checkLogger(logger: unknown): WebhookLogger | undefined {
+  if (logger === undefined) return undefined;
+  const candidate = logger as Partial<WebhookLogger> | null;
+  if (typeof candidate !== 'object' || candidate === null || typeof candidate.warn !== 'function' || typeof candidate.error !== 'function') {
+    throw new TypeError('logger must have warn(fields, message) and error(fields, message) methods (pino, console, …)');
+  }
+  return candidate as WebhookLogger;
+}
+
+/** The console gets a line it can print; any other logger gets fields. */
+function isConsole(logger: WebhookLogger | undefined): boolean {
+  return logger === undefined || logger === (globalThis as { console?: unknown }).console;
+}
+
+/** One rejected request, logged as a warning. */
+export function logRejection(logger: WebhookLogger | undefined, error: WebhookError, request: RejectedRequest): void {
+  const hint = error.code === 'SIGNATURE_MISMATCH' ? ` (${SIGNATURE_MISMATCH_HINT})` : '';
+  if (isConsole(logger)) {
+    // Request values are escaped, so a client cannot break the line or send terminal escapes (issue 12).
+    console.warn(escapeControlCharacters(`[webhook-receiver] rejected ${request.method} ${request.path}: ${error.code} ${error.message}${hint}`));
+    return;
+  }
+  const fields: RejectionLogFields = { code: error.code, status: error.status, webhookId: request.webhookId, method: request.method, path: request.path };
+  logger!.warn(fields, `webhook rejected: ${error.message}${hint}`);
+}
+
+/** One failure outside a request's own outcome (a store failure), logged as an error. */
+export function logFailure(logger: WebhookLogger | undefined, fields: { stage: string; webhookId: string; willRetry: boolean }, message: string, error: unknown): void {
+  const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  if (isConsole(logger)) {
+    console.error(`[webhook-receiver] ${message} for webhook ${JSON.stringify(fields.webhookId)}: ${detail}`);
+    return;
+  }
+  // pino serialises `err` with its stack and cause.
+  logger!.error({ ...fields, err: error }, `webhook receiver: ${message}`);
+}

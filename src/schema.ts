@@ -1,0 +1,182 @@
+/**
+ * Validation through Standard Schema (https://standardschema.dev), the interface zod, valibot,
+ * arktype and others implement, so a webhook's payload is checked by whichever validator the app
+ * already uses and nothing is imported here.
+ *
+ * The interface is declared here rather than imported: the specification asks libraries to copy
+ * its types, so the package has no dependency for it.
+ */
+
+import { WebhookError } from './errors.ts';
+
+/**
+ * The Standard Schema interface (version 1), as zod 3.24+, valibot 1, arktype 2 and others
+ * implement it. Any such schema can be passed to `webhook.json(schema)`, `webhook.parse(schema)`
+ * and the router's `on(type, schema, handler)`.
+ *
+ * @example
+ * ```ts
+ * import { z } from 'zod';
+ * import type { StandardSchemaV1 } from 'webhook-receiver';
+ * const schema: StandardSchemaV1<unknown, { id: string }> = z.object({ id: z.string() });
+ * ```
+ */
+export interface StandardSchemaV1<Input = unknown, Output = Input> {
+  readonly '~standard': StandardSchemaV1.Props<Input, Output>;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-namespace
+export declare namespace StandardSchemaV1 {
+  /** The schema's properties under `~standard`. */
+  interface Props<Input = unknown, Output = Input> {
+    readonly version: 1;
+    readonly vendor: string;
+    readonly validate: (value: unknown, options?: Options | undefined) => Result<Output> | Promise<Result<Output>>;
+    readonly types?: Types<Input, Output> | undefined;
+  }
+  /** Vendor options for `validate`. */
+  interface Options {
+    readonly libraryOptions?: Record<string, unknown> | undefined;
+  }
+  /** What `validate` answers. */
+  type Result<Output> = SuccessResult<Output> | FailureResult;
+  /** A valid value, possibly transformed. */
+  interface SuccessResult<Output> {
+    readonly value: Output;
+    readonly issues?: undefined;
+  }
+  /** Why the value is not valid. */
+  interface FailureResult {
+    readonly issues: ReadonlyArray<Issue>;
+  }
+  /** One problem, with where it is. */
+  interface Issue {
+    readonly message: string;
+    readonly path?: ReadonlyArray<PropertyKey | PathSegment> | undefined;
+  }
+  /** A path segment as an object. */
+  interface PathSegment {
+    readonly key: PropertyKey;
+  }
+  /** The types a schema carries. */
+  interface Types<Input = unknown, Output = Input> {
+    readonly input: Input;
+    readonly output: Output;
+  }
+  /** The type a schema produces. */
+  type InferOutput<Schema extends StandardSchemaV1> = NonNullable<Schema['~standard']['types']>['output'];
+  /** The type a schema takes. */
+  type InferInput<Schema extends StandardSchemaV1> = NonNullable<Schema['~standard']['types']>['input'];
+}
+
+/**
+ * What an `INVALID_PAYLOAD` error carries as its `cause`: the validator's own issues. Its
+ * messages may quote the payload (valibot's "received 123"), which is why the error's message
+ * lists only where the issues are; log these only where the payload itself may go.
+ *
+ * @example
+ * ```ts
+ * if (isWebhookError(error) && error.code === 'INVALID_PAYLOAD') {
+ *   const { issues } = error.cause as PayloadIssues;
+ *   console.debug(issues.map((issue) => issue.message));
+ * }
+ * ```
+ */
+export interface PayloadIssues {
+  readonly issues: ReadonlyArray<StandardSchemaV1.Issue>;
+}
+
+/**
+ * The `INVALID_PAYLOAD` error a webhook's payload last raised, so the receiver can report a
+ * delivery the handler refused that way as `rejected` with its code, whichever adapter ran it
+ * (Express and Fastify only see the status the framework answered).
+ */
+const payloadErrors = new WeakMap<object, WebhookError>();
+
+/** Remembers an `INVALID_PAYLOAD` error raised for `webhook` (anything else is ignored). */
+export function notePayloadError(webhook: object, error: unknown): void {
+  if (error instanceof WebhookError && error.code === 'INVALID_PAYLOAD') payloadErrors.set(webhook, error);
+}
+
+/** The `INVALID_PAYLOAD` error `webhook`'s payload raised, if any. */
+export function payloadErrorOf(webhook: object): WebhookError | undefined {
+  return payloadErrors.get(webhook);
+}
+
+/** At most this many paths are listed in the message. */
+const LISTED_ISSUES = 5;
+
+function isSchema(value: unknown): value is StandardSchemaV1 {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return false;
+  const props = (value as { '~standard'?: { validate?: unknown; version?: unknown } })['~standard'];
+  return typeof props === 'object' && props !== null && props.version === 1 && typeof props.validate === 'function';
+}
+
+/** Throws a TypeError for anything that is not a Standard Schema. */
+export function checkSchema(schema: unknown, where: string): asserts schema is StandardSchemaV1 {
+  if (!isSchema(schema)) {
+    throw new TypeError(`${where} needs a Standard Schema (zod 3.24+, valibot 1, arktype 2, …): an object with '~standard' version 1 and validate()`);
+  }
+}
+
+/** A path as `data.items[2].amount`: property names and indexes only, never a value. */
+function pathText(path: StandardSchemaV1.Issue['path']): string {
+  if (path === undefined || path.length === 0) return '(root)';
+  let text = '';
+  for (const segment of path) {
+    const key = typeof segment === 'object' && segment !== null ? (segment as StandardSchemaV1.PathSegment).key : segment;
+    if (typeof key === 'number') text += `[${key}]`;
+    else if (typeof key === 'symbol') text += `[${String(key.description ?? 'symbol')}]`;
+    else text += text === '' ? key : `.${key}`;
+  }
+  return text;
+}
+
+/** The `INVALID_PAYLOAD` error for a failed validation: where, not what (the messages may quote the payload). */
+export function invalidPayload(issues: ReadonlyArray<StandardSchemaV1.Issue>): WebhookError {
+  const paths = [...new Set(issues.map((issue) => pathText(issue.path)))];
+  const listed = paths.slice(0, LISTED_ISSUES).join(', ') + (paths.length > LISTED_ISSUES ? `, and ${paths.length - LISTED_ISSUES} more` : '');
+  const count = issues.length === 1 ? '1 issue' : `${issues.length} issues`;
+  const cause: PayloadIssues = { issues };
+  return new WebhookError('INVALID_PAYLOAD', `the payload does not match the expected schema (${count}, at ${listed})`, { cause });
+}
+
+/** The body parsed as JSON for a schema: a body that is not JSON is an invalid payload too. */
+export function parseJsonPayload(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return invalidJson();
+  }
+}
+
+function invalidJson(): never {
+  // The parser's message quotes the body near the error: not repeated here.
+  throw new WebhookError('INVALID_PAYLOAD', 'the payload is not valid JSON');
+}
+
+function unwrap<T>(result: StandardSchemaV1.Result<T>): T {
+  if (result.issues) throw invalidPayload(result.issues);
+  return result.value;
+}
+
+/**
+ * Validates synchronously; a schema that answers with a promise (an async refinement) is refused
+ * with a TypeError that names `parse`, which takes both kinds.
+ */
+export function validateSync<S extends StandardSchemaV1>(schema: S, value: unknown, where: string): StandardSchemaV1.InferOutput<S> {
+  checkSchema(schema, where);
+  const result = schema['~standard'].validate(value);
+  if (result instanceof Promise) {
+    // Nobody will await it: keep its rejection from being reported as unhandled.
+    result.catch(() => undefined);
+    throw new TypeError(`this schema validates asynchronously, so ${where} cannot return its result: use \`await webhook.parse(schema)\`, which takes both kinds`);
+  }
+  return unwrap(result as StandardSchemaV1.Result<StandardSchemaV1.InferOutput<S>>);
+}
+
+/** Validates with a synchronous or an asynchronous schema. */
+export async function validate<S extends StandardSchemaV1>(schema: S, value: unknown, where: string): Promise<StandardSchemaV1.InferOutput<S>> {
+  checkSchema(schema, where);
+  return unwrap((await schema['~standard'].validate(value)) as StandardSchemaV1.Result<StandardSchemaV1.InferOutput<S>>);
+}

@@ -1,0 +1,511 @@
+/**
+ * What a receiver tells the outside world about each delivery: one internal record per delivery,
+ * from which the `onOutcome` hook, OpenTelemetry metrics and spans are all fed, so they cannot
+ * disagree (issue 14).
+ *
+ * OpenTelemetry comes in through `@opentelemetry/api` handed over by the app (`telemetry: { api }`):
+ * never imported here, so an app without it pays nothing and edge bundlers see no optional import.
+ * Meters and instruments are taken on the first delivery, not when the receiver is built: a meter
+ * taken before the app registers its MeterProvider stays a no-op for good (the metrics API has no
+ * proxy, unlike the tracer's).
+ *
+ * Metric attributes are low-cardinality only (outcome, error code, key id, version, store,
+ * operation); the webhook id goes on spans only. Nothing here ever sees a secret, a signature or
+ * the body.
+ */
+
+import { isWebhookError, type WebhookErrorCode } from './errors.ts';
+import { webhookHeaders } from './headers.ts';
+import { payloadErrorOf } from './schema.ts';
+import type { IdempotencyStore } from './stores/types.ts';
+import type { VerifiedWebhook, WebhookInput } from './verify.ts';
+
+/**
+ * Every metric, span and attribute name the receiver uses, in one table (listed in the README's
+ * "Operating it"), for dashboards and alerts that refer to them.
+ *
+ * @example
+ * ```ts
+ * import { TELEMETRY_NAMES } from 'webhook-receiver';
+ * const query = `sum(rate(${TELEMETRY_NAMES.metrics.deliveries}[5m])) by (${TELEMETRY_NAMES.attributes.outcome})`;
+ * ```
+ */
+export const TELEMETRY_NAMES = {
+  /** Instrumentation scope of the meter and the tracer. */
+  scope: 'webhook-receiver',
+  metrics: {
+    deliveries: 'webhook.deliveries',
+    verified: 'webhook.verified',
+    clockSkew: 'webhook.clock_skew',
+    handlerDuration: 'webhook.handler.duration',
+    storeDuration: 'webhook.store.duration',
+    memoryStoreUtilization: 'webhook.memory_store.utilization',
+  },
+  spans: {
+    receive: 'webhook.receive',
+    /** Followed by the operation: `webhook.store.claim`, `webhook.store.complete`, … */
+    storePrefix: 'webhook.store.',
+  },
+  attributes: {
+    outcome: 'webhook.outcome',
+    errorCode: 'webhook.error.code',
+    keyId: 'webhook.key.id',
+    version: 'webhook.signature.version',
+    signed: 'webhook.signed',
+    id: 'webhook.id',
+    status: 'webhook.response.status',
+    store: 'webhook.store',
+    operation: 'webhook.store.operation',
+    keySpace: 'webhook.store.key_space',
+    skewDirection: 'webhook.clock_skew.direction',
+  },
+} as const;
+
+const NAMES = TELEMETRY_NAMES;
+const A = NAMES.attributes;
+
+// Span kinds and status codes are fixed by the OpenTelemetry specification; the API's enums
+// are not imported (the package never imports the API).
+const SPAN_KIND_INTERNAL = 0;
+const SPAN_KIND_SERVER = 1;
+const STATUS_ERROR = 2;
+
+type AttributeValue = string | number | boolean;
+type Attributes = Record<string, AttributeValue>;
+
+/** The parts of `@opentelemetry/api` the receiver uses, by shape. */
+interface OtelSpan {
+  setAttribute(key: string, value: AttributeValue): unknown;
+  setStatus(status: { code: number; message?: string }): unknown;
+  isRecording(): boolean;
+  end(): void;
+}
+interface OtelContextApi {
+  active(): unknown;
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: never, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;
+}
+interface OtelMeter {
+  createCounter(name: string, options?: { description?: string; unit?: string }): { add(value: number, attributes?: Attributes): void };
+  createHistogram(
+    name: string,
+    options?: { description?: string; unit?: string; advice?: { explicitBucketBoundaries?: number[] } },
+  ): { record(value: number, attributes?: Attributes): void };
+  createObservableGauge(
+    name: string,
+    options?: { description?: string; unit?: string },
+  ): { addCallback(callback: (result: { observe(value: number, attributes?: Attributes): void }) => void): void };
+}
+
+/**
+ * The `@opentelemetry/api` module, as the app imports it (`import * as api from
+ * '@opentelemetry/api'`): the receiver only reads `metrics`, `trace` and `context` from it.
+ *
+ * @example
+ * ```ts
+ * import * as api from '@opentelemetry/api';
+ * const otel: OpenTelemetryApi = api;
+ * ```
+ */
+export interface OpenTelemetryApi {
+  metrics: { getMeter(name: string, version?: string): OtelMeter };
+  trace: {
+    getTracer(name: string, version?: string): {
+      startSpan(name: string, options?: { kind?: number; attributes?: Attributes }, context?: never): OtelSpan;
+    };
+    setSpan(context: never, span: never): unknown;
+    getSpan(context: never): unknown;
+  };
+  context: OtelContextApi;
+}
+
+/**
+ * The `telemetry` option: the app's `@opentelemetry/api`. Without a registered provider every
+ * call is a no-op.
+ *
+ * @example
+ * ```ts
+ * import * as api from '@opentelemetry/api';
+ * createReceiver({ secrets, telemetry: { api } });
+ * ```
+ */
+export interface TelemetryOptions {
+  api: OpenTelemetryApi;
+}
+
+/**
+ * How a delivery ended.
+ *
+ * @example
+ * ```ts
+ * const failedOutcomes: DeliveryOutcome[] = ['rejected', 'failed'];
+ * ```
+ */
+export type DeliveryOutcome = 'processed' | 'duplicate' | 'in_progress' | 'rejected' | 'failed';
+
+/**
+ * What `onOutcome` receives, once per delivery. `status` is the HTTP status answered (behind
+ * `receiver.handle`, the one an adapter would have answered: 200 processed and duplicate, 409
+ * in progress, the error's status when rejected, 500 failed).
+ *
+ * @example
+ * ```ts
+ * const onOutcome = (event: OutcomeEvent) => stats.increment(`webhooks.${event.outcome}`, { key: event.keyId ?? 'none' });
+ * ```
+ */
+export interface OutcomeEvent {
+  outcome: DeliveryOutcome;
+  /** The error code of a rejected delivery (or of a failed one, when it had one). */
+  code?: WebhookErrorCode;
+  status: number;
+  /** The webhook id; for a rejection, the one the request claimed (unverified), if any. */
+  webhookId: string | undefined;
+  /** The `keyId` of the key that verified it, when it has one. */
+  keyId?: string;
+  signed: boolean;
+  /** From the start of verification to the outcome (the handler's work included). */
+  durationMs: number;
+}
+
+/** One delivery, as observed. Internal. */
+export interface Trace {
+  readonly start: number;
+  span: OtelSpan | undefined;
+  /** The context with the delivery's span active, for the handler and the store's spans. */
+  context: unknown;
+  webhook: VerifiedWebhook | undefined;
+  handlerStart: number;
+  /** The HTTP status the adapter answered with, when it knows it. */
+  status: number | undefined;
+  /** What the handler threw, when the adapter saw it. */
+  error: unknown;
+  ended: boolean;
+}
+
+interface Instruments {
+  deliveries: ReturnType<OtelMeter['createCounter']>;
+  verified: ReturnType<OtelMeter['createCounter']>;
+  clockSkew: ReturnType<OtelMeter['createHistogram']>;
+  handlerDuration: ReturnType<OtelMeter['createHistogram']>;
+  storeDuration: ReturnType<OtelMeter['createHistogram']>;
+  tracer: ReturnType<OpenTelemetryApi['trace']['getTracer']>;
+}
+
+/** Handler and store durations: 0.5 ms to 60 s (the SDK's default buckets are for milliseconds). */
+const SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+/** Clock skew's size: the usual few seconds up to the window's edge (300 s by default). */
+const SKEW_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300];
+
+/** The trace of each claim object, so adapters can nest their handler's work and tell the status. */
+const traces = new WeakMap<object, Trace>();
+
+/** Monotonic where there is one (every runtime this package supports has `performance`). */
+const clock: () => number = typeof performance === 'object' && typeof performance.now === 'function' ? () => performance.now() : Date.now;
+
+/** A store's name for attributes: its own `name`, else `custom`. */
+function storeName(store: IdempotencyStore | undefined): string {
+  const name = (store as { name?: unknown } | undefined)?.name;
+  return typeof name === 'string' && name !== '' ? name : 'custom';
+}
+
+/** The id a rejected request claimed, read again only on this cold path. */
+function claimedId(input: WebhookInput | Request): string | undefined {
+  try {
+    const headers = input.headers as unknown;
+    if (typeof (headers as Headers | undefined)?.get === 'function') {
+      const h = headers as Headers;
+      return h.get('webhook-id') ?? h.get('svix-id') ?? undefined;
+    }
+    const { id } = webhookHeaders((input as WebhookInput).headers);
+    return Array.isArray(id) ? id[0] : id;
+  } catch {
+    return undefined;
+  }
+}
+
+function checkTelemetry(telemetry: unknown): OpenTelemetryApi | undefined {
+  if (telemetry === undefined) return undefined;
+  const api = (telemetry as { api?: Partial<OpenTelemetryApi> } | null)?.api;
+  if (
+    typeof api !== 'object' ||
+    api === null ||
+    typeof api.metrics?.getMeter !== 'function' ||
+    typeof api.trace?.getTracer !== 'function' ||
+    typeof api.context?.with !== 'function'
+  ) {
+    throw new TypeError(`telemetry must be { api } with the app's @opentelemetry/api module (import * as api from '@opentelemetry/api')`);
+  }
+  return api as OpenTelemetryApi;
+}
+
+/**
+ * Feeds `onOutcome`, metrics and spans from one record per delivery. With neither telemetry nor
+ * `onOutcome`, `start` answers `undefined` and a delivery costs nothing more than before.
+ */
+export class Observer {
+  readonly #api: OpenTelemetryApi | undefined;
+  readonly #onOutcome: ((event: OutcomeEvent) => void) | undefined;
+  readonly #store: IdempotencyStore | undefined;
+  readonly #storeName: string;
+  #instruments: Instruments | undefined;
+  /** Errors already counted by the receiver, so an adapter's `refuse` does not count them twice. */
+  readonly #counted = new WeakSet<object>();
+
+  constructor(options: { telemetry?: TelemetryOptions; onOutcome?: (event: OutcomeEvent) => void }, store: IdempotencyStore | undefined) {
+    this.#api = checkTelemetry(options.telemetry);
+    if (options.onOutcome !== undefined && typeof options.onOutcome !== 'function') throw new TypeError('onOutcome must be a function');
+    this.#onOutcome = options.onOutcome;
+    this.#store = store;
+    this.#storeName = storeName(store);
+  }
+
+  /** Taken on first use (see the module's comment). */
+  #take(api: OpenTelemetryApi): Instruments {
+    const meter = api.metrics.getMeter(NAMES.scope);
+    const m = NAMES.metrics;
+    const instruments: Instruments = {
+      deliveries: meter.createCounter(m.deliveries, { description: 'Webhook deliveries by outcome and, when refused, error code', unit: '{delivery}' }),
+      verified: meter.createCounter(m.verified, {
+        description: 'Verified deliveries by the key that matched and the signature version: a key no longer counted can be retired',
+        unit: '{delivery}',
+      }),
+      clockSkew: meter.createHistogram(m.clockSkew, {
+        description: "How far webhook-timestamp is from the receiver's clock; webhook.clock_skew.direction says which way",
+        unit: 's',
+        advice: { explicitBucketBoundaries: SKEW_BUCKETS },
+      }),
+      handlerDuration: meter.createHistogram(m.handlerDuration, {
+        description: "The handler's run, from the claim to its settlement",
+        unit: 's',
+        advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+      }),
+      storeDuration: meter.createHistogram(m.storeDuration, {
+        description: 'Idempotency store operations',
+        unit: 's',
+        advice: { explicitBucketBoundaries: SECONDS_BUCKETS },
+      }),
+      tracer: api.trace.getTracer(NAMES.scope),
+    };
+    const store = this.#store as { usage?: () => { signed: { claims: number; completed: number; max: number }; unsigned: { claims: number; completed: number; max: number } } } | undefined;
+    if (typeof store?.usage === 'function') {
+      const usage = store.usage.bind(store);
+      meter
+        .createObservableGauge(m.memoryStoreUtilization, {
+          description: 'How full the memory store is (entries over its bound); at 1 with only live claims it answers 503',
+          unit: '1',
+        })
+        .addCallback((result) => {
+          const now = usage();
+          result.observe((now.signed.claims + now.signed.completed) / now.signed.max, { [A.keySpace]: 'signed' });
+          result.observe((now.unsigned.claims + now.unsigned.completed) / now.unsigned.max, { [A.keySpace]: 'unsigned' });
+        });
+    }
+    return instruments;
+  }
+
+  /** A new delivery's record, or `undefined` when nobody observes. */
+  start(): Trace | undefined {
+    const api = this.#api;
+    if (api === undefined && this.#onOutcome === undefined) return undefined;
+    const trace: Trace = {
+      start: clock(),
+      span: undefined,
+      context: undefined,
+      webhook: undefined,
+      handlerStart: 0,
+      status: undefined,
+      error: undefined,
+      ended: false,
+    };
+    if (api !== undefined) {
+      const instruments = (this.#instruments ??= this.#take(api));
+      const parent = api.context.active();
+      // Under an HTTP server span (the app's instrumentation), the delivery is internal work of
+      // that request; alone, it is the server side of the call.
+      const kind = api.trace.getSpan(parent as never) === undefined ? SPAN_KIND_SERVER : SPAN_KIND_INTERNAL;
+      const span = instruments.tracer.startSpan(NAMES.spans.receive, { kind }, parent as never);
+      trace.span = span;
+      trace.context = api.trace.setSpan(parent as never, span as never);
+    }
+    return trace;
+  }
+
+  /** The request verified: count the key and version, and the sender's clock skew. */
+  verified(trace: Trace, webhook: VerifiedWebhook, nowMs: number): void {
+    trace.webhook = webhook;
+    const span = trace.span;
+    if (span === undefined) return;
+    const version = webhook.scheme ?? 'unsigned';
+    const key = webhook.keyId ?? (webhook.keyIndex === undefined ? 'none' : String(webhook.keyIndex));
+    const instruments = this.#instruments!;
+    instruments.verified.add(1, { [A.keyId]: key, [A.version]: version });
+    // An unsigned request without a timestamp was given the time it arrived: no skew to tell.
+    // Signed, as a size and a direction: the SDK drops negative histogram values (histograms
+    // measure non-negative amounts), and a sender whose clock runs ahead must still show.
+    if (webhook.signed) {
+      const skew = (webhook.timestamp.getTime() - nowMs) / 1000;
+      instruments.clockSkew.record(Math.abs(skew), { [A.skewDirection]: skew > 0 ? 'future' : 'past' });
+    }
+    span.setAttribute(A.id, webhook.id);
+    span.setAttribute(A.keyId, key);
+    span.setAttribute(A.version, version);
+    span.setAttribute(A.signed, webhook.signed);
+  }
+
+  /** The handler is about to run (its duration starts here). */
+  acquired(trace: Trace): void {
+    trace.handlerStart = clock();
+  }
+
+  /** Times one store operation (and makes it a child span), sync or async. */
+  store<T>(trace: Trace | undefined, operation: string, call: () => T): T {
+    if (trace === undefined || trace.span === undefined) return call();
+    const attributes = { [A.store]: this.#storeName, [A.operation]: operation };
+    // No tracer provider (or a sampler that dropped the delivery): no child span, no context
+    // switch, only the latency histogram.
+    const span = trace.span.isRecording()
+      ? this.#instruments!.tracer.startSpan(NAMES.spans.storePrefix + operation, { kind: SPAN_KIND_INTERNAL, attributes }, trace.context as never)
+      : undefined;
+    const started = clock();
+    const done = (failed: unknown): void => {
+      this.#instruments!.storeDuration.record((clock() - started) / 1000, attributes);
+      if (span === undefined) return;
+      if (failed !== undefined) span.setStatus({ code: STATUS_ERROR, message: failed instanceof Error ? failed.name : 'error' });
+      span.end();
+    };
+    let result: T;
+    try {
+      result = span === undefined ? call() : (this.#api!.context.with(trace.context as never, call) as T);
+    } catch (error) {
+      done(error ?? 'error');
+      throw error;
+    }
+    if (typeof (result as { then?: unknown } | null)?.then === 'function') {
+      (result as Promise<unknown>).then(
+        () => done(undefined),
+        (error: unknown) => done(error ?? 'error'),
+      );
+    } else {
+      done(undefined);
+    }
+    return result;
+  }
+
+  /** Runs `fn` with the delivery's span active, so the handler's own spans nest under it. */
+  within<R>(trace: Trace | undefined, fn: () => R): R {
+    if (trace === undefined || trace.span === undefined || !trace.span.isRecording()) return fn();
+    return this.#api!.context.with(trace.context as never, fn) as R;
+  }
+
+  /** The delivery ended before a handler (duplicate, in progress). */
+  early(trace: Trace, outcome: 'duplicate' | 'in_progress'): void {
+    this.#end(trace, outcome, outcome === 'duplicate' ? 200 : 409, undefined);
+  }
+
+  /** The receiver refused the request (verification, store): counted here, once. */
+  rejected(trace: Trace, error: unknown, input: WebhookInput | Request | undefined): void {
+    if (isWebhookError(error)) {
+      this.#counted.add(error);
+      this.#end(trace, 'rejected', error.status, error.code, input === undefined ? undefined : claimedId(input));
+    } else {
+      this.#end(trace, 'failed', 500, undefined, input === undefined ? undefined : claimedId(input));
+    }
+  }
+
+  /**
+   * An adapter refused a request the receiver never saw (its body could not be read): counted
+   * unless the receiver already did.
+   */
+  refused(error: { code: WebhookErrorCode; status: number }, webhookId: string | undefined): void {
+    if (this.#counted.has(error)) return;
+    const trace = this.start();
+    if (trace !== undefined) this.#end(trace, 'rejected', error.status, error.code, webhookId);
+  }
+
+  /**
+   * The claim was settled: completed (processed) or released (failed; or rejected when the
+   * handler refused the payload with `INVALID_PAYLOAD`).
+   */
+  settled(trace: Trace, completed: boolean): void {
+    if (trace.ended) return;
+    const payloadError = trace.webhook === undefined ? undefined : payloadErrorOf(trace.webhook);
+    const handlerSeconds = trace.handlerStart === 0 ? undefined : (clock() - trace.handlerStart) / 1000;
+    const thrown = trace.error;
+    let outcome: DeliveryOutcome;
+    let code: WebhookErrorCode | undefined;
+    let status: number;
+    if (completed) {
+      outcome = 'processed';
+      status = trace.status ?? 200;
+    } else if (isWebhookError(thrown) && thrown.status < 500) {
+      outcome = 'rejected';
+      code = thrown.code;
+      status = thrown.status;
+    } else if (payloadError !== undefined && (trace.status === undefined || trace.status === payloadError.status)) {
+      outcome = 'rejected';
+      code = payloadError.code;
+      status = payloadError.status;
+    } else {
+      outcome = 'failed';
+      code = isWebhookError(thrown) ? thrown.code : undefined;
+      status = trace.status ?? 500;
+    }
+    if (handlerSeconds !== undefined && this.#instruments !== undefined) {
+      this.#instruments.handlerDuration.record(handlerSeconds, { [A.outcome]: outcome });
+    }
+    this.#end(trace, outcome, status, code);
+  }
+
+  #end(trace: Trace, outcome: DeliveryOutcome, status: number, code: WebhookErrorCode | undefined, claimed?: string): void {
+    if (trace.ended) return;
+    trace.ended = true;
+    const webhook = trace.webhook;
+    const span = trace.span;
+    if (span !== undefined) {
+      const attributes: Attributes = { [A.outcome]: outcome };
+      if (code !== undefined) attributes[A.errorCode] = code;
+      this.#instruments!.deliveries.add(1, attributes);
+      span.setAttribute(A.outcome, outcome);
+      span.setAttribute(A.status, status);
+      if (code !== undefined) span.setAttribute(A.errorCode, code);
+      if (outcome === 'rejected' || outcome === 'failed') span.setStatus({ code: STATUS_ERROR, message: code ?? outcome });
+      span.end();
+    }
+    const hook = this.#onOutcome;
+    if (hook === undefined) return;
+    const event: OutcomeEvent = {
+      outcome,
+      status,
+      webhookId: webhook?.id ?? claimed,
+      signed: webhook?.signed ?? false,
+      durationMs: clock() - trace.start,
+    };
+    if (code !== undefined) event.code = code;
+    if (webhook?.keyId !== undefined) event.keyId = webhook.keyId;
+    try {
+      hook(event);
+    } catch {
+      // A failing hook must not change the delivery's outcome.
+    }
+  }
+}
+
+/** Links a claim object to its delivery's record (internal). */
+export function attachTrace(claim: object, trace: Trace | undefined): void {
+  if (trace !== undefined) traces.set(claim, trace);
+}
+
+/** The delivery's record of a claim, when it is observed (internal). */
+export function traceOf(claim: object): Trace | undefined {
+  return traces.get(claim);
+}
+
+/**
+ * Tells the claim's delivery what the adapter answered, or what the handler threw, before the
+ * claim is settled (internal: the adapters' shared flow calls it).
+ */
+export function noteAnswer(claim: object, status: number | undefined, error?: unknown): void {
+  const trace = traces.get(claim);
+  if (trace === undefined) return;
+  if (status !== undefined) trace.status = status;
+  if (error !== undefined) trace.error = error;
+}

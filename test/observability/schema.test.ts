@@ -1,0 +1,182 @@
+/**
+ * Standard Schema validation and the typed router, with real zod and valibot, through the
+ * receiver and the adapters.
+ */
+
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import * as v from 'valibot';
+import { z } from 'zod';
+import { describe, expect, expectTypeOf, it } from 'vitest';
+import { webhooks as fastifyWebhooks, webhookOf } from '../../adapters/fastify.ts';
+import { webhookHandler } from '../../adapters/fetch.ts';
+import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
+import { createReceiver } from '../../src/receiver.ts';
+import { createRouter, type WebhookEvent } from '../../src/router.ts';
+import type { PayloadIssues } from '../../src/schema.ts';
+import { generateSecret, signWebhook } from '../../src/sign.ts';
+import { memoryStore } from '../../src/stores/memory.ts';
+
+const SECRET = generateSecret();
+const quiet = { onRejected: () => {} };
+
+async function input(id: string, body: string) {
+  const signed = await signWebhook({ secret: SECRET, body, id });
+  return { headers: signed.headers, body };
+}
+async function fetchRequest(id: string, body: string): Promise<Request> {
+  const { headers } = await input(id, body);
+  return new Request('http://127.0.0.1/hooks', { method: 'POST', headers, body });
+}
+
+const libraries = [
+  ['zod', z.object({ invoiceId: z.string(), amount: z.number() })],
+  ['valibot', v.object({ invoiceId: v.string(), amount: v.number() })],
+] as const;
+
+describe.each(libraries)('webhook.json(schema) with %s', (_name, schema) => {
+  it('returns the typed value', async () => {
+    const receiver = createReceiver({ secrets: SECRET });
+    const result = await receiver.handle(await input('msg_s1', '{"invoiceId":"in_1","amount":5}'), (webhook) => {
+      const value = webhook.json(schema);
+      expectTypeOf(value).toEqualTypeOf<{ invoiceId: string; amount: number }>();
+      return value;
+    });
+    expect(result).toMatchObject({ outcome: 'processed', value: { invoiceId: 'in_1', amount: 5 } });
+  });
+
+  it('throws INVALID_PAYLOAD listing where, never the values, and releases the claim', async () => {
+    const receiver = createReceiver({ secrets: SECRET, idempotency: { store: memoryStore() } });
+    const body = '{"invoiceId":"SECRET-VALUE-9","amount":"SECRET-AMOUNT-7"}';
+    const error = await receiver.handle(await input('msg_s2', body), (webhook) => webhook.json(schema)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'INVALID_PAYLOAD', status: 400 });
+    const message = (error as Error).message;
+    expect(message).toContain('amount');
+    expect(message).not.toContain('SECRET-AMOUNT-7');
+    expect(message).not.toContain('SECRET-VALUE-9');
+    expect((error as { cause: PayloadIssues }).cause.issues.length).toBeGreaterThan(0);
+    // Released: the retry runs the handler again.
+    const retry = await receiver.handle(await input('msg_s2', '{"invoiceId":"in_2","amount":1}'), (webhook) => webhook.json(schema).amount);
+    expect(retry).toMatchObject({ outcome: 'processed', value: 1 });
+  });
+
+  it('a body that is not JSON is INVALID_PAYLOAD, without quoting it', async () => {
+    const receiver = createReceiver({ secrets: SECRET });
+    const error = await receiver.handle(await input('msg_s3', 'SECRET-TEXT not json'), (webhook) => webhook.json(schema)).catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: 'INVALID_PAYLOAD' });
+    expect((error as Error).message).not.toContain('SECRET-TEXT');
+  });
+});
+
+describe('asynchronous schemas', () => {
+  const slow = z.object({ id: z.string() }).refine(async (value) => value.id.startsWith('in_'));
+  const slowValibot = v.pipeAsync(v.object({ id: v.string() }), v.checkAsync(async (value) => value.id.startsWith('in_')));
+
+  it('json(schema) refuses them with a TypeError that points to parse', async () => {
+    const receiver = createReceiver({ secrets: SECRET });
+    await expect(receiver.handle(await input('msg_a1', '{"id":"in_1"}'), (webhook) => webhook.json(slow))).rejects.toThrow(
+      expect.objectContaining({ name: 'TypeError', message: expect.stringContaining('await webhook.parse(schema)') }),
+    );
+  });
+
+  it('parse(schema) takes both kinds', async () => {
+    const receiver = createReceiver({ secrets: SECRET });
+    const ok = await receiver.handle(await input('msg_a2', '{"id":"in_1"}'), async (webhook) => [await webhook.parse(slow), await webhook.parse(slowValibot), await webhook.parse(z.object({ id: z.string() }))]);
+    expect(ok).toMatchObject({ outcome: 'processed', value: [{ id: 'in_1' }, { id: 'in_1' }, { id: 'in_1' }] });
+    await expect(receiver.handle(await input('msg_a3', '{"id":"x"}'), (webhook) => webhook.parse(slowValibot))).rejects.toMatchObject({ code: 'INVALID_PAYLOAD' });
+  });
+
+  it('anything that is not a Standard Schema is a TypeError', async () => {
+    const receiver = createReceiver({ secrets: SECRET });
+    await expect(receiver.handle(await input('msg_a4', '{}'), (webhook) => webhook.json({} as never))).rejects.toThrow(TypeError);
+  });
+});
+
+describe('the typed router', () => {
+  const event = (type: string, data: unknown) => JSON.stringify({ type, timestamp: '2026-01-01T00:00:00Z', data });
+
+  it('routes by type with typed, validated data (zod and valibot), and acknowledges unhandled types', async () => {
+    const seen: string[] = [];
+    const router = createRouter()
+      .on('invoice.paid', z.object({ invoiceId: z.string() }), (paid) => {
+        expectTypeOf(paid).toEqualTypeOf<WebhookEvent<'invoice.paid', { invoiceId: string }>>();
+        seen.push(`paid ${paid.data.invoiceId}`);
+      })
+      .on('invoice.voided', v.object({ reason: v.string() }), (voided) => {
+        expectTypeOf(voided.data.reason).toEqualTypeOf<string>();
+        seen.push(`voided ${voided.data.reason}`);
+      });
+    const handler = webhookHandler({ secrets: SECRET, ...quiet }, async (webhook, _request, context) => {
+      await router.handle(webhook, context);
+    });
+    expect((await handler(await fetchRequest('msg_r1', event('invoice.paid', { invoiceId: 'in_1' })))).status).toBe(204);
+    expect((await handler(await fetchRequest('msg_r2', event('invoice.voided', { reason: 'dup' })))).status).toBe(204);
+    expect((await handler(await fetchRequest('msg_r3', event('customer.created', { id: 1 })))).status).toBe(204);
+    const bad = await handler(await fetchRequest('msg_r4', event('invoice.paid', { invoiceId: 7 })));
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: 'INVALID_PAYLOAD', message: expect.stringContaining('invoiceId') });
+    const notAnEvent = await handler(await fetchRequest('msg_r5', '{"hello":1}'));
+    expect(notAnEvent.status).toBe(400);
+    expect(seen).toEqual(['paid in_1', 'voided dup']);
+  });
+
+  it("unhandled: 'retry' fails the delivery (500, claim released); a function sees the event", async () => {
+    const retrying = createRouter({ unhandled: 'retry' });
+    const receiver = createReceiver({ secrets: SECRET });
+    await expect(receiver.handle(await input('msg_r6', event('x.y', {})), (webhook) => retrying.handle(webhook))).rejects.toThrow(/no handler .* 'x\.y'/);
+    const ignored: string[] = [];
+    const custom = createRouter({ unhandled: (e) => void ignored.push(e.type) });
+    const result = await receiver.handle(await input('msg_r7', event('x.z', {})), (webhook) => custom.handle(webhook));
+    expect(result).toMatchObject({ outcome: 'processed', value: { handled: false, type: 'x.z' } });
+    expect(ignored).toEqual(['x.z']);
+  });
+
+  it('refuses bad registrations at once', () => {
+    const router = createRouter().on('a', z.string(), () => {});
+    expect(() => router.on('a', z.string(), () => {})).toThrow(TypeError);
+    expect(() => router.on('', z.string(), () => {})).toThrow(TypeError);
+    expect(() => router.on('b', {} as never, () => {})).toThrow(TypeError);
+    expect(() => createRouter({ unhandled: 'ignore' as never })).toThrow(TypeError);
+  });
+});
+
+describe('adapters answer INVALID_PAYLOAD with 400 after releasing', () => {
+  const schema = z.object({ amount: z.number() });
+
+  it('Hono: the envelope, and the retry runs again', async () => {
+    let runs = 0;
+    const app = new Hono();
+    app.post('/hooks', honoWebhooks({ secrets: SECRET, ...quiet }), (c) => {
+      runs++;
+      c.get('webhook').json(schema);
+      return c.body(null, 204);
+    });
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const response = await app.request(await fetchRequest('msg_h1', '{"amount":"1"}'));
+      expect(response.status).toBe(400);
+      expect(await response.json()).toMatchObject({ error: 'INVALID_PAYLOAD' });
+    }
+    expect(runs).toBe(2);
+  });
+
+  it('Fastify: 400 with the code, and the retry runs again', async () => {
+    let runs = 0;
+    const app = Fastify();
+    await app.register(async (scope) => {
+      await scope.register(fastifyWebhooks, { secrets: SECRET, ...quiet });
+      scope.post('/hooks', async (request, reply) => {
+        runs++;
+        webhookOf(request).json(schema);
+        return reply.code(204).send();
+      });
+    });
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const { headers, body } = await input('msg_f1', '{"amount":"1"}');
+      const response = await app.inject({ method: 'POST', url: '/hooks', headers: { ...headers, 'content-type': 'application/json' }, payload: body });
+      expect(response.statusCode).toBe(400);
+      expect(response.json()).toMatchObject({ code: 'INVALID_PAYLOAD' });
+    }
+    expect(runs).toBe(2);
+    await app.close();
+  });
+});

@@ -1,0 +1,213 @@
+/**
+ * OpenTelemetry through the real SDK: an in-memory metric exporter read on demand and an
+ * in-memory span exporter, registered globally as an app would, after the receiver was built
+ * (instruments are taken lazily, so that order must work).
+ */
+
+import * as api from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { webhookHandler } from '../../adapters/fetch.ts';
+import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
+import { generateSecret, signWebhook } from '../../src/sign.ts';
+import { memoryStore } from '../../src/stores/memory.ts';
+import type { OutcomeEvent } from '../../src/telemetry.ts';
+
+const SECRET = generateSecret();
+const OLD_SECRET = generateSecret();
+const secrets = [
+  { key: SECRET, keyId: 'key-new' },
+  { key: OLD_SECRET, keyId: 'key-old' },
+];
+
+// Built before any provider is registered, as a module-scope receiver would be.
+const early = createReceiver({ secrets, telemetry: { api } });
+
+const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
+const meterProvider = new MeterProvider({ readers: [reader] });
+const spanExporter = new InMemorySpanExporter();
+const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spanExporter)] });
+const contextManager = new AsyncLocalStorageContextManager();
+
+beforeAll(() => {
+  api.context.setGlobalContextManager(contextManager.enable());
+  api.metrics.setGlobalMeterProvider(meterProvider);
+  api.trace.setGlobalTracerProvider(tracerProvider);
+});
+afterAll(async () => {
+  await meterProvider.shutdown();
+  await tracerProvider.shutdown();
+  api.metrics.disable();
+  api.trace.disable();
+  api.context.disable();
+});
+beforeEach(() => spanExporter.reset());
+
+async function request(id: string, { secret = SECRET, body = '{"type":"invoice.paid"}', timestamp }: { secret?: string; body?: string; timestamp?: number } = {}): Promise<Request> {
+  const signed = await signWebhook({ secret, body, id, ...(timestamp === undefined ? {} : { timestamp }) });
+  return new Request('http://127.0.0.1/webhooks', { method: 'POST', headers: signed.headers, body });
+}
+
+async function collect(): Promise<ResourceMetrics> {
+  metricExporter.reset();
+  await reader.forceFlush();
+  const all = metricExporter.getMetrics();
+  return all[all.length - 1]!;
+}
+
+function points(metrics: ResourceMetrics, name: string): { attributes: Record<string, unknown>; value: unknown }[] {
+  const found = metrics.scopeMetrics.flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === name);
+  return found.flatMap((metric) => metric.dataPoints.map((point) => ({ attributes: point.attributes as Record<string, unknown>, value: point.value })));
+}
+
+function sum(metrics: ResourceMetrics, name: string, attributes: Record<string, unknown>): number {
+  return points(metrics, name)
+    .filter((point) => Object.entries(attributes).every(([key, value]) => point.attributes[key] === value))
+    .reduce((total, point) => total + (point.value as number), 0);
+}
+
+function spansNamed(name: string): ReadableSpan[] {
+  return spanExporter.getFinishedSpans().filter((span) => span.name === name);
+}
+
+describe('OpenTelemetry through the real SDK', () => {
+  it('counts outcomes, verified keys and versions, and times the store and the handler', async () => {
+    const events: OutcomeEvent[] = [];
+    const options: ReceiverOptions = { secrets, telemetry: { api }, onOutcome: (event) => events.push(event) };
+    const receiver = createReceiver(options);
+    await receiver.handle(await request('msg_t1'), () => undefined);
+    await receiver.handle(await request('msg_t1'), () => undefined); // duplicate
+    await receiver.handle(await request('msg_t2', { secret: OLD_SECRET }), () => undefined);
+    await expect(receiver.handle(await request('msg_t3'), () => Promise.reject(new Error('down')))).rejects.toThrow('down');
+    const forged = await request('msg_t4');
+    forged.headers.set('webhook-signature', 'v1,' + btoa('x'.repeat(32)));
+    await expect(receiver.handle(forged, () => undefined)).rejects.toMatchObject({ code: 'SIGNATURE_MISMATCH' });
+
+    const metrics = await collect();
+    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'processed' })).toBeGreaterThanOrEqual(2);
+    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'duplicate' })).toBeGreaterThanOrEqual(1);
+    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'failed' })).toBeGreaterThanOrEqual(1);
+    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'rejected', 'webhook.error.code': 'SIGNATURE_MISMATCH' })).toBeGreaterThanOrEqual(1);
+    // The old key still signs traffic: not ready to retire.
+    expect(sum(metrics, 'webhook.verified', { 'webhook.key.id': 'key-old', 'webhook.signature.version': 'v1' })).toBeGreaterThanOrEqual(1);
+    expect(sum(metrics, 'webhook.verified', { 'webhook.key.id': 'key-new', 'webhook.signature.version': 'v1' })).toBeGreaterThanOrEqual(3);
+    const storeOps = points(metrics, 'webhook.store.duration');
+    expect(storeOps.map((point) => `${point.attributes['webhook.store']} ${point.attributes['webhook.store.operation']}`)).toEqual(
+      expect.arrayContaining(['memory claim', 'memory complete', 'memory release']),
+    );
+    expect(points(metrics, 'webhook.handler.duration').length).toBeGreaterThan(0);
+    // No metric attribute carries an id.
+    for (const metric of metrics.scopeMetrics.flatMap((scope) => scope.metrics)) {
+      for (const point of metric.dataPoints) expect(JSON.stringify(point.attributes)).not.toMatch(/msg_/);
+    }
+
+    expect(events.map((event) => event.outcome)).toEqual(['processed', 'duplicate', 'processed', 'failed', 'rejected']);
+    expect(events[0]).toMatchObject({ outcome: 'processed', status: 200, webhookId: 'msg_t1', keyId: 'key-new', signed: true });
+    expect(events[2]).toMatchObject({ keyId: 'key-old' });
+    expect(events[4]).toMatchObject({ outcome: 'rejected', code: 'SIGNATURE_MISMATCH', status: 401, webhookId: 'msg_t4', signed: false });
+    for (const event of events) expect(event.durationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('records the clock skew in seconds, signed', async () => {
+    const receiver = createReceiver({ secrets, telemetry: { api } });
+    const before = await collect();
+    const countBefore = points(before, 'webhook.clock_skew').reduce((total, point) => total + (point.value as { count: number }).count, 0);
+    await receiver.handle(await request('msg_skew', { timestamp: Math.floor(Date.now() / 1000) - 120 }), () => undefined);
+    const after = await collect();
+    const all = points(after, 'webhook.clock_skew');
+    expect(all.reduce((total, point) => total + (point.value as { count: number }).count, 0)).toBe(countBefore + 1);
+    const past = all.find((point) => point.attributes['webhook.clock_skew.direction'] === 'past')!.value as { max: number };
+    expect(past.max).toBeGreaterThanOrEqual(119);
+    expect(past.max).toBeLessThan(125);
+    await receiver.handle(await request('msg_ahead', { timestamp: Math.floor(Date.now() / 1000) + 60 }), () => undefined);
+    const ahead = points(await collect(), 'webhook.clock_skew').find((point) => point.attributes['webhook.clock_skew.direction'] === 'future')!.value as { max: number };
+    expect(ahead.max).toBeGreaterThan(55);
+  });
+
+  it('nests store spans and the handler work under one webhook.receive span, with no secret or body', async () => {
+    const receiver = createReceiver({ secrets, telemetry: { api } });
+    const tracer = api.trace.getTracer('app');
+    await receiver.handle(await request('msg_span', { body: '{"card":"4242-secret-body"}' }), async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      tracer.startActiveSpan('app.work', (span) => span.end());
+    });
+    const [receive] = spansNamed('webhook.receive');
+    expect(receive).toBeDefined();
+    expect(receive!.attributes).toMatchObject({
+      'webhook.id': 'msg_span',
+      'webhook.outcome': 'processed',
+      'webhook.key.id': 'key-new',
+      'webhook.signature.version': 'v1',
+      'webhook.signed': true,
+    });
+    expect(receive!.kind).toBe(api.SpanKind.SERVER);
+    const receiveId = receive!.spanContext().spanId;
+    const parentOf = (span: ReadableSpan) => span.parentSpanContext?.spanId;
+    expect(spansNamed('webhook.store.claim').map(parentOf)).toEqual([receiveId]);
+    expect(spansNamed('webhook.store.complete').map(parentOf)).toEqual([receiveId]);
+    expect(spansNamed('app.work').map(parentOf)).toEqual([receiveId]);
+    const everything = JSON.stringify(spanExporter.getFinishedSpans().map((span) => [span.name, span.attributes]));
+    expect(everything).not.toContain(SECRET.slice(6));
+    expect(everything).not.toContain('4242-secret-body');
+    expect(everything).not.toMatch(/v1,/);
+  });
+
+  it('marks a rejected delivery as an error span with its code, under the request span of the app', async () => {
+    const receiver = createReceiver({ secrets, telemetry: { api } });
+    const tracer = api.trace.getTracer('http');
+    const stale = await request('msg_old', { timestamp: Math.floor(Date.now() / 1000) - 3600 });
+    await tracer.startActiveSpan('POST /webhooks', async (server) => {
+      await expect(receiver.handle(stale, () => undefined)).rejects.toMatchObject({ code: 'TIMESTAMP_TOO_OLD' });
+      server.end();
+    });
+    const [receive] = spansNamed('webhook.receive');
+    expect(receive!.attributes).toMatchObject({ 'webhook.outcome': 'rejected', 'webhook.error.code': 'TIMESTAMP_TOO_OLD' });
+    expect(receive!.attributes['webhook.id']).toBeUndefined(); // never verified: not on the span
+    expect(receive!.status.code).toBe(api.SpanStatusCode.ERROR);
+    expect(receive!.kind).toBe(api.SpanKind.INTERNAL);
+    expect(receive!.parentSpanContext?.spanId).toBe(spansNamed('POST /webhooks')[0]!.spanContext().spanId);
+  });
+
+  it('reports how full the memory store is', async () => {
+    const store = memoryStore({ max: 10 });
+    const receiver = createReceiver({ secrets, telemetry: { api }, idempotency: { store } });
+    for (const id of ['msg_g1', 'msg_g2', 'msg_g3']) await receiver.handle(await request(id), () => undefined);
+    const metrics = await collect();
+    const signed = points(metrics, 'webhook.memory_store.utilization').filter((point) => point.attributes['webhook.store.key_space'] === 'signed');
+    expect(signed.map((point) => point.value)).toContain(0.3);
+  });
+
+  it('takes its instruments on first use: a receiver built before the provider still reports', async () => {
+    await early.handle(await request('msg_early'), () => undefined);
+    const metrics = await collect();
+    expect(sum(metrics, 'webhook.verified', { 'webhook.key.id': 'key-new' })).toBeGreaterThan(0);
+    expect(spansNamed('webhook.receive').some((span) => span.attributes['webhook.id'] === 'msg_early')).toBe(true);
+  });
+
+  it('through an adapter: the handler runs inside the span, and INVALID_PAYLOAD is a rejection with its code', async () => {
+    const events: OutcomeEvent[] = [];
+    const { z } = await import('zod');
+    const handler = webhookHandler({ secrets, telemetry: { api }, onOutcome: (event) => events.push(event), onRejected: () => {} }, (webhook) => {
+      webhook.json(z.object({ amount: z.number() }));
+      api.trace.getTracer('app').startActiveSpan('app.inside', (span) => span.end());
+    });
+    expect((await handler(await request('msg_a1', { body: '{"amount":5}' }))).status).toBe(204);
+    const bad = await handler(await request('msg_a2', { body: '{"amount":"five"}' }));
+    expect(bad.status).toBe(400);
+    expect(await bad.json()).toMatchObject({ error: 'INVALID_PAYLOAD' });
+    expect(events.map((event) => [event.outcome, event.status, event.code])).toEqual([
+      ['processed', 204, undefined],
+      ['rejected', 400, 'INVALID_PAYLOAD'],
+    ]);
+    const receive = spansNamed('webhook.receive').find((span) => span.attributes['webhook.id'] === 'msg_a1')!;
+    expect(spansNamed('app.inside')[0]!.parentSpanContext?.spanId).toBe(receive.spanContext().spanId);
+  });
+
+  it('refuses a telemetry option that is not the API', () => {
+    expect(() => createReceiver({ secrets, telemetry: { api: {} as never } })).toThrow(TypeError);
+    expect(() => createReceiver({ secrets, onOutcome: 'yes' as never })).toThrow(TypeError);
+  });
+});
