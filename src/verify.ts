@@ -377,11 +377,14 @@ class VerifierImpl implements Verifier {
       await LATER;
       throw error;
     }
+    if (outcome instanceof Webhook) return outcome;
     if (outcome instanceof Error) {
       await LATER;
       throw outcome;
     }
-    return outcome;
+    // Awaited rather than returned: an async function that returns a promise adopts it through
+    // two more turns (WebCrypto, 64 in flight: issue 17).
+    return await outcome;
   }
 
   async verifyRequest(request: Request): Promise<VerifiedWebhook> {
@@ -396,8 +399,9 @@ class VerifierImpl implements Verifier {
     const body = await readRequestBody(request, this.#maxBodyBytes);
     // Past an await: the caller's handler is attached, so a rejection may happen at once.
     const outcome = this.#authenticate(inspected, body);
+    if (outcome instanceof Webhook) return outcome;
     if (outcome instanceof Error) throw outcome;
-    return outcome;
+    return await outcome;
   }
 
   #inspect(headers: HeadersInput): Inspected {
@@ -492,10 +496,15 @@ class VerifierImpl implements Verifier {
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
       tried = this.#hmacMatches(first, prefix, body, signatures.v1);
       if (tried === true) return this.#hmacWebhook(id, timestamp, body, first);
-      // A forgery against one key is decided here too: no other key to try and no Ed25519 work
-      // left, so it is refused at once rather than through the search's promise turns (issue 17).
-      if (tried === false && this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0)) {
-        return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+      // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
+      // at once, and WebCrypto's answer is mapped in one step rather than through the search's
+      // promise turns (issue 17).
+      if (this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0)) {
+        if (tried === false) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+        return tried.then((matched) => {
+          if (matched) return this.#hmacWebhook(id, timestamp, body, first);
+          throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+        });
       }
     }
     return this.#search(id, timestamp, body, prefix, signatures, first, tried);
