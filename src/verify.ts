@@ -494,17 +494,23 @@ class VerifierImpl implements Verifier {
     const first = this.#preferred;
     let tried: boolean | Promise<boolean> | undefined;
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
-      tried = this.#hmacMatches(first, prefix, body, signatures.v1);
-      if (tried === true) return this.#hmacWebhook(id, timestamp, body, first);
+      const candidates = signatures.v1;
+      const computed = this.#backend.hmacBase64(this.#hmac[first]!.key, prefix, body);
       // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
       // at once, and WebCrypto's answer is mapped in one step rather than through the search's
       // promise turns (issue 17).
-      if (this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0)) {
-        if (tried === false) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
-        return tried.then((matched) => {
-          if (matched) return this.#hmacWebhook(id, timestamp, body, first);
+      const decisive = this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0);
+      if (typeof computed === 'string') {
+        if (anyMatches(candidates, computed)) return this.#hmacWebhook(id, timestamp, body, first);
+        if (decisive) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+        tried = false;
+      } else if (decisive) {
+        return computed.then((later) => {
+          if (anyMatches(candidates, later)) return this.#hmacWebhook(id, timestamp, body, first);
           throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
         });
+      } else {
+        tried = computed.then((later) => anyMatches(candidates, later));
       }
     }
     return this.#search(id, timestamp, body, prefix, signatures, first, tried);
