@@ -303,13 +303,19 @@ export function parseSignatureHeader(header: string): ParsedSignatures {
   return parsed;
 }
 
+const SETTLED = Promise.resolve();
+
 /**
- * Awaited before a rejection that would otherwise happen while `verify` is still running. A
- * promise rejected before its caller's `await` attaches a handler goes through the runtime's
- * unhandled-rejection bookkeeping (in Node: recorded, then withdrawn), which cost about as much
- * as the HMAC of a 1 KiB body (issue 17); one turn first lets the handler attach.
+ * A promise that rejects with `error` one turn from now. One rejected before its caller's `await`
+ * attaches a handler goes through the runtime's unhandled-rejection bookkeeping (in Node: recorded,
+ * then withdrawn), which cost about as much as the HMAC of a 1 KiB body (issue 17); handed back
+ * pending, it has its handler by the time it rejects.
  */
-const LATER = undefined;
+function rejectLater(error: unknown): Promise<never> {
+  return SETTLED.then(() => {
+    throw error;
+  });
+}
 
 interface TrustedHmac {
   key: HmacKey;
@@ -363,9 +369,9 @@ class VerifierImpl implements Verifier {
     });
   }
 
-  async verify(input: WebhookInput): Promise<VerifiedWebhook> {
+  verify(input: WebhookInput): Promise<VerifiedWebhook> {
     if (typeof input !== 'object' || input === null || input.headers === undefined || input.headers === null) {
-      throw new TypeError('verify needs { headers, body }');
+      return Promise.reject(new TypeError('verify needs { headers, body }'));
     }
     let outcome: Webhook | Promise<Webhook> | WebhookError;
     try {
@@ -374,17 +380,13 @@ class VerifierImpl implements Verifier {
       if (body.byteLength > this.#maxBodyBytes) throw payloadTooLarge(this.#maxBodyBytes, body.byteLength);
       outcome = this.#authenticate(inspected, body);
     } catch (error) {
-      await LATER;
-      throw error;
+      return rejectLater(error);
     }
-    if (outcome instanceof Webhook) return outcome;
-    if (outcome instanceof Error) {
-      await LATER;
-      throw outcome;
-    }
-    // Awaited rather than returned: an async function that returns a promise adopts it through
-    // two more turns (WebCrypto, 64 in flight: issue 17).
-    return await outcome;
+    if (outcome instanceof Webhook) return Promise.resolve(outcome);
+    if (outcome instanceof Error) return rejectLater(outcome);
+    // The search's (or WebCrypto's) own promise, handed back as it is: an async function would
+    // adopt it through more promise turns (64 in flight, issue 17).
+    return outcome;
   }
 
   async verifyRequest(request: Request): Promise<VerifiedWebhook> {
@@ -393,7 +395,9 @@ class VerifierImpl implements Verifier {
     try {
       inspected = this.#inspect(request.headers);
     } catch (error) {
-      await LATER;
+      // Not rejectLater: a promise returned from an async function is adopted a turn later, after
+      // it rejected unwatched. One turn here, then the throw, has the caller's handler in place.
+      await SETTLED;
       throw error;
     }
     const body = await readRequestBody(request, this.#maxBodyBytes);
@@ -476,7 +480,7 @@ class VerifierImpl implements Verifier {
    * several promise turns (a tenth of the verification at 1 KiB). Everything else (other keys,
    * several entries, Ed25519, WebCrypto's promises, a mismatch) goes on in {@link #search}, which
    * is handed the first key's outcome, so no key is hashed or compared twice. A forgery against
-   * one key comes back as its error, for the caller to reject with (see {@link LATER}).
+   * one key comes back as its error, for the caller to reject with (see {@link rejectLater}).
    */
   #authenticate(inspected: Inspected, body: Uint8Array): Webhook | Promise<Webhook> | WebhookError {
     const { id, timestampText, timestampSeconds, signatures } = inspected;
