@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every section, a Markdown report printed and written to bench/RESULTS.md.
  *
- *   npm run bench                       the full run (about ten minutes), writes bench/RESULTS.md
+ *   npm run bench                       the full run (under ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
  *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign
  *                                       (`--only <name>` is the same flag under its older name)
