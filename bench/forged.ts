@@ -88,5 +88,5 @@ export async function runForged(config: BenchConfig): Promise<SectionReport> {
     '',
     table(['size', 'forged request', 'time to refuse', '÷ forged v1'], rows),
   ].join('\n');
-  return { id: 'forged', title: '7. Forged requests', body, targets: [] };
+  return { id: 'forged', title: '8. Forged requests', body, targets: [] };
 }

@@ -94,9 +94,11 @@ interface Cell {
 export async function runHttp(config: BenchConfig): Promise<SectionReport> {
   // Five shorter runs rather than three long ones: on a shared machine the median of five shrugs
   // off a run that another process disturbed.
-  const seconds = config.quick ? 1 : 3;
+  // Two seconds a run (three before issue 17): the CPU-per-request headline settles quicker than req/s,
+  // and the whole `npm run bench` must stay under ten minutes on a loaded machine too.
+  const seconds = config.quick ? 1 : 2;
   // The smoke run only proves that every cell works: no warm-up.
-  const warmupSeconds = config.quick ? 0 : 2;
+  const warmupSeconds = config.quick ? 0 : 1;
   const reps = config.quick ? 1 : 5;
   const { secret } = newSecret();
   const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir };
@@ -183,42 +185,49 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
   let onTheFly = 0;
   for (const framework of frameworks) {
     const rps = (variant: Variant) => cellOf(framework, variant).rps;
+    const cpuOf = (variant: Variant) => cellOf(framework, variant).cpu;
     for (const variant of variantsOf(framework)) {
       const cell = cellOf(framework, variant);
       onTheFly += cell.signedOnTheFly;
       const r = summarize(cell.rps);
+      const c = summarize(cell.cpu);
       const p99 = summarize(cell.p99).median;
       rows.push([
         framework,
         VARIANT_LABELS[variant],
         `${rateText(r.median)} (${rateText(r.min)}–${rateText(r.max)})`,
         variant === 'adapter' ? '1' : ratioText(summarize(ratios(rps('adapter'), cell.rps))),
-        `${fixed(summarize(cell.cpu).median, 1)} µs`,
+        `${fixed(c.median, 1)} µs (${fixed(c.min, 1)}–${fixed(c.max, 1)})`,
+        variant === 'adapter' ? '1' : ratioText(summarize(ratios(cpuOf('adapter'), cell.cpu))),
         // autocannon records latency in whole milliseconds.
         p99 < 1 ? '< 1 ms' : `${fixed(p99, 0)} ms`,
       ]);
     }
-    const cpu = (variant: Variant) => fixed(summarize(cellOf(framework, variant).cpu).median, 1);
+    const cpu = (variant: Variant) => fixed(summarize(cpuOf(variant)).median, 1);
+    // The headline is server CPU per request, candidate over baseline within each repetition: it
+    // holds when the machine is loaded, where req/s moved 0.39–2.43 (issue 17). req/s stands beside it.
     const context = (a: Variant, b: Variant) =>
-      `${rateText(summarize(rps(a)).median)} vs ${rateText(summarize(rps(b)).median)} req/s; server CPU ${cpu(a)} vs ${cpu(b)} µs per request`;
+      `server CPU ${cpu(a)} vs ${cpu(b)} µs per request; req/s ${rateText(summarize(rps(a)).median)} vs ${rateText(summarize(rps(b)).median)}, ` +
+      `ratio ${ratioText(summarize(ratios(rps(a), rps(b))))}`;
     // Koa and NestJS are shown against their own inline check; the issue set no target for them.
     if (!TARGETED.includes(framework)) continue;
-    const overInline = summarize(ratios(rps('adapter'), rps('inline')));
+    // The req/s targets (≥ 0.9 of the inline check, ≥ 1.4× inline standardwebhooks) as CPU per request.
+    const overInline = summarize(ratios(cpuOf('adapter'), cpuOf('inline')));
     targets.push({
-      what: `adapter req/s ÷ hand-written inline check, ${framework}`,
-      target: '≥ 0.9',
+      what: `adapter server CPU per request ÷ hand-written inline check, ${framework}`,
+      target: '≤ 1.11 (req/s ≥ 0.9)',
       measured: ratioText(overInline),
       context: context('adapter', 'inline'),
-      pass: overInline.median >= 0.9,
+      pass: overInline.median <= 1 / 0.9,
     });
     if (framework !== 'express') {
-      const overStandard = summarize(ratios(rps('adapter'), rps('standardwebhooks')));
+      const overStandard = summarize(ratios(cpuOf('adapter'), cpuOf('standardwebhooks')));
       targets.push({
-        what: `adapter req/s ÷ inline \`standardwebhooks\`, ${framework}`,
-        target: '≥ 1.4',
+        what: `adapter server CPU per request ÷ inline \`standardwebhooks\`, ${framework}`,
+        target: '≤ 0.71 (req/s ≥ 1.4×)',
         measured: ratioText(overStandard),
         context: context('adapter', 'standardwebhooks'),
-        pass: overStandard.median >= 1.4,
+        pass: overStandard.median <= 1 / 1.4,
       });
     }
   }
@@ -229,12 +238,13 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
       '`webhook-id`, a valid signature; every handler gets the parsed event and answers 204 (checked: every answer was a 204 ' +
       'and every 204 a processed event). Requests per second are medians over repetitions (min–max); p99 latency is the median of the runs\' p99.',
     '',
-    table(['framework', 'variant', 'req/s', '(d) req/s ÷ this', 'server CPU per request', 'p99'], rows),
+    table(['framework', 'variant', 'req/s', '(d) req/s ÷ this', 'server CPU per request', '(d) CPU ÷ this', 'p99'], rows),
     '',
-    '"Server CPU per request" is the server process\'s CPU time (user + system) over the requests its handler processed: ' +
-      'unlike req/s it does not depend on whether the server or the load generator was the bottleneck. On two cores the ' +
-      'load generator and the server each take one, so the fastest cells (around 50 000 req/s here) measure the load ' +
-      'generator as much as the server, and their req/s ratios understate the differences in server cost.',
+    '"Server CPU per request" is the server process\'s CPU time (user + system) over the requests its handler processed, ' +
+      'and it is the headline of the targets: unlike req/s it does not depend on whether the server or the load generator ' +
+      'was the bottleneck, nor on what else the machine runs. On two cores the load generator and the server each take ' +
+      'one, so the fastest cells (around 50 000 req/s here) measure the load generator as much as the server, and their ' +
+      'req/s ratios understate the differences in server cost; under load, req/s ratios moved 0.39–2.43 between runs.',
     '',
     'How each variant reads the body: Express (a) `express.json()`, (b)/(c) `express.raw()`, (d) `webhooks()`; Fastify (a) its ' +
       'JSON parser, (b)/(c) a buffer parser for `application/json`, (d) the plugin in a scope; Hono (a) `c.req.json()`, (b) ' +

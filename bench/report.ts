@@ -42,9 +42,33 @@ export interface SectionReport {
   targets: TargetResult[];
   /** Wall time of the section, in seconds. */
   seconds?: number;
+  /** The machine's 1-minute load average, sampled while the section ran. */
+  load?: LoadSample;
 }
 
-export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'forged', 'stores'] as const;
+/** Load averages seen during a section, and the core count they are judged against. */
+export interface LoadSample {
+  min: number;
+  max: number;
+  cores: number;
+}
+
+/**
+ * A section is flagged when the 1-minute load average went above the core count while it ran:
+ * other processes then competed for the CPU with the candidates and their baselines.
+ */
+export function loadIsHigh(load: LoadSample): boolean {
+  return load.max > load.cores;
+}
+
+export function loadWarning(title: string, load: LoadSample): string {
+  return (
+    `**Warning**: the load average reached ${fixed(load.max, 1)} on ${load.cores} cores during "${title}": other processes ` +
+    'competed for the CPU, so its absolute figures are low and its ratios noisier than usual (CPU-time ratios hold best).'
+  );
+}
+
+export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 // ---------------------------------------------------------------------------------------------
@@ -137,10 +161,17 @@ export interface RunInfo {
   only: SectionId | undefined;
 }
 
+/** What `npm run bench` must stay under, all sections together (issue 17). */
+export const FULL_RUN_BUDGET_SECONDS = 600;
+
 export function renderReport(sections: readonly SectionReport[], run: RunInfo): string {
   const targets = sections.flatMap((s) => s.targets);
   const missed = targets.filter((t) => !t.pass).length;
   const kind = run.quick ? 'quick smoke run (few iterations: not a measurement)' : run.only ? `section ${run.only} only` : 'full run';
+  const warnings = sections.filter((s) => s.load !== undefined && loadIsHigh(s.load)).map((s) => `- ${loadWarning(s.title, s.load!)}`);
+  if (!run.quick && run.only === undefined && run.seconds > FULL_RUN_BUDGET_SECONDS) {
+    warnings.push(`- **Warning**: the full run took ${Math.round(run.seconds)} s, over its budget of ${FULL_RUN_BUDGET_SECONDS} s.`);
+  }
   const parts = [
     '# Benchmark results',
     '',
@@ -148,6 +179,7 @@ export function renderReport(sections: readonly SectionReport[], run: RunInfo): 
     '',
     environmentText(),
     '',
+    ...(warnings.length > 0 ? [...warnings, ''] : []),
     'Every ratio is measured within one repetition, where the candidate and its baseline ran back to back in an order ' +
       'that rotates between repetitions; the figure is the median over repetitions, with min–max in brackets. ' +
       'Absolute figures are medians too, for context only: they move with the machine, the ratios much less. ' +
@@ -162,7 +194,11 @@ export function renderReport(sections: readonly SectionReport[], run: RunInfo): 
   ];
   for (const section of sections) {
     parts.push('', `## ${section.title}`, '', section.body.trim());
-    if (section.seconds !== undefined) parts.push('', `_Section wall time: ${section.seconds.toFixed(1)} s._`);
+    if (section.seconds !== undefined) {
+      const load = section.load === undefined ? '' : `; load average (1 min) ${fixed(section.load.min, 1)}–${fixed(section.load.max, 1)} on ${section.load.cores} cores`;
+      parts.push('', `_Section wall time: ${section.seconds.toFixed(1)} s${load}._`);
+    }
+    if (section.load !== undefined && loadIsHigh(section.load)) parts.push('', loadWarning(section.title, section.load));
   }
   return `${parts.join('\n')}\n`;
 }

@@ -1,24 +1,44 @@
 /**
  * `npm run bench`: every section, a Markdown report printed and written to bench/RESULTS.md.
  *
- *   npm run bench                       the full run (about ten minutes), writes bench/RESULTS.md
+ *   npm run bench                       the full run (under ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
- *   npm run bench -- --only <section>   one section: verify, rotation, webcrypto, http, redis, memory, forged, stores
+ *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign, forged, stores
+ *                                       (`--only <name>` is the same flag under its older name)
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
+ *   npm run bench -- --readme           only regenerate README.md's benchmark table from bench/RESULTS.md
+ *                                       (a full run does it after writing bench/RESULTS.md)
+ *
+ * While a section runs, the machine's load average is sampled; a section that ran while it was
+ * above the core count is flagged in the report and on stderr (issue 17).
  */
 
 import { writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { buildPackage } from './build.ts';
 import { runForged } from './forged.ts';
+import { updateReadme } from './readme.ts';
 import { runHttp } from './http.ts';
 import { runMemory } from './memory.ts';
 import { runRedis } from './redis.ts';
-import { renderReport, ROOT, SECTION_IDS, type BenchConfig, type SectionId, type SectionReport } from './report.ts';
+import {
+  FULL_RUN_BUDGET_SECONDS,
+  loadIsHigh,
+  loadWarning,
+  renderReport,
+  ROOT,
+  SECTION_IDS,
+  type BenchConfig,
+  type LoadSample,
+  type SectionId,
+  type SectionReport,
+} from './report.ts';
 import { runRotation } from './rotation.ts';
 import { runStores } from './stores.ts';
+import { runSign } from './sign.ts';
 import { runVerify } from './verify.ts';
 import { runWebCrypto } from './webcrypto.ts';
 
@@ -29,6 +49,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   http: runHttp,
   redis: runRedis,
   memory: runMemory,
+  sign: runSign,
   forged: runForged,
   stores: runStores,
 };
@@ -37,18 +58,49 @@ function isSectionId(value: string): value is SectionId {
   return (SECTION_IDS as readonly string[]).includes(value);
 }
 
+/** Samples the 1-minute load average every few seconds until `stop()`. */
+function sampleLoad(): { stop(): LoadSample } {
+  const cores = cpus().length;
+  let min = loadavg()[0]!;
+  let max = min;
+  const take = () => {
+    const now = loadavg()[0]!;
+    min = Math.min(min, now);
+    max = Math.max(max, now);
+  };
+  const timer = setInterval(take, 2000);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      take();
+      return { min, max, cores };
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const { values } = parseArgs({
     options: {
       quick: { type: 'boolean', default: false },
+      section: { type: 'string' },
       only: { type: 'string' },
       out: { type: 'string' },
+      readme: { type: 'boolean', default: false },
     },
     strict: true,
   });
-  const only = values.only;
+  if (values.readme) {
+    updateReadme();
+    process.stderr.write('bench: README.md table regenerated from bench/RESULTS.md\n');
+    return;
+  }
+  if (values.section !== undefined && values.only !== undefined && values.section !== values.only) {
+    throw new TypeError('--section and --only are the same flag: give one');
+  }
+  const only = values.section ?? values.only;
   if (only !== undefined && !isSectionId(only)) {
-    throw new TypeError(`--only takes one of ${SECTION_IDS.join(', ')}; got ${JSON.stringify(only)}`);
+    throw new TypeError(`--section takes one of ${SECTION_IDS.join(', ')}; got ${JSON.stringify(only)}`);
   }
   const startedAt = new Date();
   const start = performance.now();
@@ -60,22 +112,34 @@ async function main(): Promise<void> {
     for (const id of only === undefined ? SECTION_IDS : [only]) {
       process.stderr.write(`bench: ${id}…\n`);
       const sectionStart = performance.now();
+      const load = sampleLoad();
       const report = await SECTIONS[id](config);
       report.seconds = (performance.now() - sectionStart) / 1000;
+      report.load = load.stop();
       process.stderr.write(`bench: ${id} done in ${report.seconds.toFixed(1)} s\n`);
+      if (loadIsHigh(report.load)) process.stderr.write(`bench: ${loadWarning(report.title, report.load).replace(/\*\*/g, '')}\n`);
       reports.push(report);
     }
   } finally {
     pkg.remove();
   }
 
-  const markdown = renderReport(reports, { startedAt, seconds: (performance.now() - start) / 1000, quick: config.quick, only });
+  const seconds = (performance.now() - start) / 1000;
+  if (!config.quick && only === undefined && seconds > FULL_RUN_BUDGET_SECONDS) {
+    process.stderr.write(`bench: the full run took ${Math.round(seconds)} s, over its budget of ${FULL_RUN_BUDGET_SECONDS} s\n`);
+  }
+  const markdown = renderReport(reports, { startedAt, seconds, quick: config.quick, only });
   process.stdout.write(markdown);
   // Only a full run replaces the committed results; a smoke or partial run writes where told.
-  const out = values.out ?? (config.quick || only !== undefined ? undefined : join(ROOT, 'bench', 'RESULTS.md'));
+  const results = join(ROOT, 'bench', 'RESULTS.md');
+  const out = values.out ?? (config.quick || only !== undefined ? undefined : results);
   if (out !== undefined) {
     writeFileSync(out, markdown);
     process.stderr.write(`bench: written to ${out}\n`);
+    if (out === results) {
+      updateReadme();
+      process.stderr.write('bench: README.md table regenerated\n');
+    }
   }
 }
 

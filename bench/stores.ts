@@ -76,7 +76,7 @@ export async function runStores(config: BenchConfig): Promise<SectionReport> {
   if (notices.length > 0) {
     const notice = `${notices.join('; ')}, so the stores section cannot run`;
     if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
-    return { id: 'stores', title: '8. Shared stores under concurrency', body: `SKIPPED: ${notice}.`, targets: [] };
+    return { id: 'stores', title: '9. Shared stores under concurrency', body: `SKIPPED: ${notice}.`, targets: [] };
   }
   const { redisStore } = config.pkg.redis;
   const { postgresStore } = config.pkg.postgres;
@@ -129,7 +129,7 @@ export async function runStores(config: BenchConfig): Promise<SectionReport> {
       '',
       table(['store', 'in flight', 'our claims/s', 'our p99 ms', 'bare/s', 'bare p99 ms', 'ours ÷ bare (throughput)'], rows),
     ].join('\n');
-    return { id: 'stores', title: '8. Shared stores under concurrency', body, targets: [] };
+    return { id: 'stores', title: '9. Shared stores under concurrency', body, targets: [] };
   } finally {
     redis.disconnect();
     await pool.end();

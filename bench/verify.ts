@@ -17,6 +17,7 @@
  */
 
 import { createHmac } from 'node:crypto';
+import type { Verifier } from '../src/verify.ts';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { handWrittenVerify, jsonBody, KiB, MiB, newSecret, signedMessage, SIZES, sizeLabel } from './fixtures.ts';
@@ -135,6 +136,14 @@ export async function runVerify(config: BenchConfig): Promise<SectionReport> {
     const context = (a: string, b: string) =>
       `${timeText(summarize(series(timings, a)).median)} vs ${timeText(summarize(series(timings, b)).median)}`;
     if (size === KiB || size === MiB) {
+      const overHand = summarize(ratios(ours, series(timings, HAND)));
+      targets.push({
+        what: `our verify ÷ hand-written check, ${sizeLabel(size)}`,
+        target: '≤ 1.05',
+        measured: ratioText(overHand),
+        context: context(OURS, HAND),
+        pass: overHand.median <= 1.05,
+      });
       const limit = size === KiB ? 1.5 : 1.05;
       targets.push({
         what: `our verify ÷ bare HMAC, ${sizeLabel(size)}`,
@@ -154,6 +163,9 @@ export async function runVerify(config: BenchConfig): Promise<SectionReport> {
     }
   }
 
+  const rejections = await runForged(config, verifier, key);
+  targets.push(rejections.target);
+
   const body = [
     'Time per verification, one secret, JSON bodies, headers as Node presents them (eight headers, lower case). ' +
       '"÷ floor" is each candidate\'s time over the bare HMAC of a pre-built `id.timestamp.body` buffer, digested to ' +
@@ -165,6 +177,90 @@ export async function runVerify(config: BenchConfig): Promise<SectionReport> {
     '`standardwebhooks` and `svix` parse the body as JSON inside `verify` (their default); ours parses only when ' +
       '`webhook.json()` is called, hence the "ours + json()" row. The hand-written check lacks what the package adds ' +
       '(malformed-header errors, rotation, `svix-*` names, typed errors).',
+    '',
+    rejections.body,
   ].join('\n');
   return { id: 'verify', title: '1. Verify, per payload size', body, targets };
+}
+
+const FORGED = 'ours, refusing a forged `v1` signature';
+const HAND_FORGED = 'hand-written check, refusing it';
+const FORGED_FLOOR = "bare HMAC of the same content, digest('base64')";
+
+/**
+ * A forged request, 1 KiB, one key: a well-formed, fresh `v1` entry that no key produced. Ours
+ * rejects with `SIGNATURE_MISMATCH` (awaited and caught, as an app does); the baseline is the
+ * bare check of the same request (the hand-written `createHmac` + `timingSafeEqual`, which
+ * returns false), the bare HMAC for context.
+ */
+async function runForged(config: BenchConfig, verifier: Verifier, key: Buffer): Promise<{ body: string; target: TargetResult }> {
+  const message = signedMessage(key, jsonBody(KiB));
+  const headers = { ...message.headers, 'webhook-signature': `v1,${Buffer.alloc(32, 0x5a).toString('base64')}` };
+  const { body, signedContent } = message;
+  const input = { headers, body };
+  const code = await verifier.verify(input).then(
+    () => 'accepted',
+    (error: unknown) => (error as { code?: string }).code,
+  );
+  if (code !== 'SIGNATURE_MISMATCH') throw new Error(`the forged fixture got ${String(code)}, not SIGNATURE_MISMATCH`);
+  if (handWrittenVerify(headers, body, key)) throw new Error('the hand-written check accepted the forged fixture');
+
+  const candidates: Candidate[] = [
+    {
+      name: FORGED,
+      async run(n) {
+        for (let i = 0; i < n; i++) {
+          try {
+            await verifier.verify(input);
+          } catch (error) {
+            sink ^= (error as { status: number }).status;
+          }
+        }
+      },
+    },
+    {
+      name: HAND_FORGED,
+      run(n) {
+        for (let i = 0; i < n; i++) sink ^= handWrittenVerify(headers, body, key) ? 1 : 2;
+      },
+    },
+    {
+      name: FORGED_FLOOR,
+      run(n) {
+        for (let i = 0; i < n; i++) sink ^= createHmac('sha256', key).update(signedContent).digest('base64').length;
+      },
+    },
+  ];
+  const timings = await timeInterleaved(candidates, {
+    reps: config.quick ? 3 : 7,
+    rounds: config.quick ? 3 : 21,
+    batchMs: 2,
+    warmupMs: config.quick ? 20 : 200,
+  });
+  const hand = series(timings, HAND_FORGED);
+  const floor = series(timings, FORGED_FLOOR);
+  const rows = candidates.map((c) => {
+    const own = series(timings, c.name);
+    return [c.name, timeSummary(summarize(own)), ratioText(summarize(ratios(own, hand))), ratioText(summarize(ratios(own, floor)))];
+  });
+  const forged = series(timings, FORGED);
+  const overHand = summarize(ratios(forged, hand));
+  const median = (name: string) => timeText(summarize(series(timings, name)).median);
+  return {
+    body: [
+      '### A forged request, 1 KiB, one key',
+      '',
+      'A fresh, well-formed `v1` entry that no key produced. Ours rejects with `SIGNATURE_MISMATCH` (awaited and caught); ' +
+        'the bare check is the hand-written `createHmac` + `timingSafeEqual` of the same request, which returns false.',
+      '',
+      table(['candidate', 'time per call', '÷ bare check', '÷ bare HMAC'], rows),
+    ].join('\n'),
+    target: {
+      what: 'forged `v1` request ÷ bare HMAC check of it, 1 KiB, one key',
+      target: '≤ 1.3',
+      measured: ratioText(overHand),
+      context: `${median(FORGED)} vs ${median(HAND_FORGED)}; ÷ bare HMAC digest ${ratioText(summarize(ratios(forged, floor)))}`,
+      pass: overHand.median <= 1.3,
+    },
+  };
 }

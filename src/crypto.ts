@@ -44,9 +44,23 @@ const PKCS8_ED25519_PREFIX = Uint8Array.from([
   0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20,
 ]);
 
-/** `prefix` (UTF-8) followed by `body`, in one buffer: what one-shot APIs (WebCrypto, Ed25519) sign. */
+/**
+ * `prefix` (UTF-8) followed by `body`, in one buffer: what one-shot APIs (WebCrypto, Ed25519) sign.
+ * One allocation, the prefix encoded straight into it.
+ */
 export function signedContent(prefix: string, body: Uint8Array): Uint8Array<ArrayBuffer> {
-  return concatBytes(utf8Encoder.encode(prefix), body);
+  const size = prefix.length + body.length;
+  let out = new Uint8Array(size);
+  const { read, written } = utf8Encoder.encodeInto(prefix, out);
+  if (read !== prefix.length || written !== prefix.length) {
+    // Not ASCII (an id may be any text): UTF-8 takes at most 3 bytes per UTF-16 unit.
+    out = new Uint8Array(prefix.length * 3 + body.length);
+    const encoded = utf8Encoder.encodeInto(prefix, out).written;
+    out.set(body, encoded);
+    return out.subarray(0, encoded + body.length);
+  }
+  out.set(body, written);
+  return out;
 }
 
 /** WebCrypto's types want an `ArrayBuffer`-backed view; every view this package makes is one. */
@@ -80,6 +94,50 @@ async function webHmacCryptoKey(key: WebHmacKey): Promise<CryptoKey> {
   return key.cryptoKey;
 }
 
+/**
+ * Buffers for the signed content of WebCrypto HMACs up to this size are reused. WebCrypto signs one
+ * buffer, so `id.timestamp.` and the body must be joined per call, and a fresh buffer per call was
+ * most of what the verifier cost beside the MAC (64 in flight, 1 KiB: issue 17). A buffer goes back
+ * to the pool only once its `sign` has settled: no runtime, however it reads its input, can see a
+ * buffer rewritten under it.
+ */
+const POOLED_CONTENT_BYTES = 4096;
+/** Enough for 64 calls in flight; beyond that, a call allocates and its buffer is dropped. */
+const CONTENT_POOL_MAX = 64;
+const contentPool: Uint8Array<ArrayBuffer>[] = [];
+
+function macBase64(mac: ArrayBuffer): string {
+  return base64Encode(new Uint8Array(mac));
+}
+
+function webHmac(cryptoKey: CryptoKey, prefix: string, body: Uint8Array): Promise<string> {
+  if (prefix.length + body.length <= POOLED_CONTENT_BYTES) {
+    const buffer = contentPool.pop() ?? new Uint8Array(POOLED_CONTENT_BYTES);
+    const { read, written } = utf8Encoder.encodeInto(prefix, buffer);
+    if (read === prefix.length && written + body.length <= POOLED_CONTENT_BYTES) {
+      buffer.set(body, written);
+      const release = () => {
+        if (contentPool.length < CONTENT_POOL_MAX) contentPool.push(buffer);
+      };
+      return subtle()
+        .sign('HMAC', cryptoKey, buffer.subarray(0, written + body.length))
+        .then(
+          (mac) => {
+            release();
+            return macBase64(mac);
+          },
+          (error: unknown) => {
+            release();
+            throw error;
+          },
+        );
+    }
+    // A prefix whose UTF-8 did not fit: the buffer was not handed out.
+    contentPool.push(buffer);
+  }
+  return subtle().sign('HMAC', cryptoKey, signedContent(prefix, body)).then(macBase64);
+}
+
 /** The WebCrypto backend, used where `node:crypto` is absent (and by tests, to cover this path). */
 export const webCryptoBackend: CryptoBackend = {
   name: 'webcrypto',
@@ -87,11 +145,12 @@ export const webCryptoBackend: CryptoBackend = {
     const key: WebHmacKey = { raw, cryptoKey: undefined, pending: undefined };
     return key;
   },
-  async hmacBase64(key, prefix, body) {
+  hmacBase64(key, prefix, body) {
     const webKey = key as WebHmacKey;
-    const cryptoKey = webKey.cryptoKey ?? (await webHmacCryptoKey(webKey));
-    const mac = await subtle().sign('HMAC', cryptoKey, signedContent(prefix, body));
-    return base64Encode(new Uint8Array(mac));
+    // Once the key is imported, one promise per call: no async wrapper around WebCrypto's own.
+    const cryptoKey = webKey.cryptoKey;
+    if (cryptoKey === undefined) return webHmacCryptoKey(webKey).then((imported) => webHmac(imported, prefix, body));
+    return webHmac(cryptoKey, prefix, body);
   },
   importEd25519PublicKey(raw) {
     const key: WebEd25519PublicKey = { raw, pending: undefined };

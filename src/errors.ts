@@ -107,3 +107,26 @@ export function isWebhookError(value: unknown): value is WebhookError {
     typeof candidate.status === 'number'
   );
 }
+
+/** `Error.stackTraceLimit` where the engine has it (V8, JavaScriptCore); the core has no Node types. */
+const ErrorWithLimit = Error as { stackTraceLimit?: number };
+
+/**
+ * A {@link WebhookError} for an expected rejection: a forged signature, a stale timestamp, a
+ * malformed header. It is built without stack frames (its `stack` is `WebhookError: <message>`):
+ * the request is what failed, not the code, and capturing frames cost more than the HMAC that
+ * decided it (issue 17: a third of a forged request). `code`, `status`, `message` and `cause` are
+ * those of any WebhookError. Programming errors (a body parser that ran first, bad options) keep
+ * `new WebhookError` / `TypeError` and their full stack. Internal: not exported from the package.
+ */
+export function rejection(code: WebhookErrorCode, message: string, options?: { cause?: unknown }): WebhookError {
+  const limit = ErrorWithLimit.stackTraceLimit;
+  // Engines without the setting (or with it made non-numeric by the app) get a normal error.
+  if (typeof limit !== 'number') return new WebhookError(code, message, options);
+  ErrorWithLimit.stackTraceLimit = 0;
+  try {
+    return new WebhookError(code, message, options);
+  } finally {
+    ErrorWithLimit.stackTraceLimit = limit;
+  }
+}

@@ -15,7 +15,16 @@ export {
   type WebhookInput,
 } from './verify.ts';
 export { DEFAULT_MAX_BODY_BYTES } from './body.ts';
-export { signWebhook, generateSecret, generateKeyPair, type SignInput, type SignedWebhook } from './sign.ts';
+export {
+  createSigner,
+  signWebhook,
+  generateSecret,
+  generateKeyPair,
+  type SignInput,
+  type SignedWebhook,
+  type Signer,
+  type SignerInput,
+} from './sign.ts';
 export {
   createReceiver,
   DEFAULT_LOCK_SECONDS,

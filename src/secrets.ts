@@ -199,11 +199,13 @@ function decodeOne(key: string, index: number, keyId: string | undefined, where:
 /** Normalises `secrets` to a non-empty array, or throws a `TypeError` saying what is wrong. */
 export function secretList<T>(secrets: T | readonly T[] | undefined, listName = 'secrets'): readonly T[] {
   if (secrets === undefined || secrets === null) {
+    const required = `${listName} is required: pass the 'whsec_…' secret the sender gave you`;
+    // The receiving side's usual cause (issue 14); a signer (`secret`) is built by the app's own code.
+    if (listName !== 'secrets') throw new TypeError(required);
     throw new TypeError(
-      `${listName} is required: pass the 'whsec_…' secret the sender gave you. It was ${String(secrets)}: usually an ` +
-        'unset environment variable, or a module-scope handler evaluated where the runtime secrets are absent (next build, ' +
-        'a bundler, a test import). Build it lazily, on first use inside the request handler: ' +
-        '`receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, handler)`',
+      `${required}. It was ${String(secrets)}: usually an unset environment variable, or a module-scope handler ` +
+        'evaluated where the runtime secrets are absent (next build, a bundler, a test import). Build it lazily, on ' +
+        'first use inside the request handler: `receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, handler)`',
     );
   }
   const list = Array.isArray(secrets) ? (secrets as readonly T[]) : [secrets as T];

@@ -7,7 +7,7 @@ import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body
 import { checkSchema, notePayloadError, parseJsonPayload, validate, validateSync, type StandardSchemaV1 } from './schema.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
 import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
-import { WebhookError } from './errors.ts';
+import { rejection, WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
 import { decodeSecretList, type SecretInput } from './secrets.ts';
 
@@ -236,7 +236,7 @@ function single(value: string | string[] | undefined, name: string, code: 'MISSI
   if (!Array.isArray(value)) return String(value);
   const distinct = [...new Set(value.map(String))];
   if (distinct.length <= 1) return distinct[0];
-  throw new WebhookError(code, `${name} appears ${value.length} times with different values; a message has exactly one`);
+  throw rejection(code, `${name} appears ${value.length} times with different values; a message has exactly one`);
 }
 
 function joined(value: string | string[] | undefined): string | undefined {
@@ -251,17 +251,17 @@ function parseTimestamp(text: string): number {
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (c < 48 || c > 57) {
-      throw new WebhookError('INVALID_TIMESTAMP', `webhook-timestamp must be Unix seconds in ASCII digits, got ${shown(text)}`);
+      throw rejection('INVALID_TIMESTAMP', `webhook-timestamp must be Unix seconds in ASCII digits, got ${shown(text)}`);
     }
     seconds = seconds * 10 + (c - 48);
   }
   if (text.length > 1 && text.charCodeAt(0) === 48) {
     // '01614265330' and '1614265330' are one number but different signed content: accept only the
     // canonical form, so no two header values name the same instant.
-    throw new WebhookError('INVALID_TIMESTAMP', `webhook-timestamp ${shown(text)} has a leading zero; Unix seconds are written without one`);
+    throw rejection('INVALID_TIMESTAMP', `webhook-timestamp ${shown(text)} has a leading zero; Unix seconds are written without one`);
   }
   if (text.length >= 13) {
-    throw new WebhookError(
+    throw rejection(
       'INVALID_TIMESTAMP',
       `webhook-timestamp ${shown(text)} has ${text.length} digits: it looks like milliseconds. ` +
         'Standard Webhooks timestamps are Unix seconds (Math.floor(Date.now() / 1000))',
@@ -283,16 +283,16 @@ function anyMatches(candidates: readonly string[], computed: string): boolean {
 
 export function parseSignatureHeader(header: string): ParsedSignatures {
   if (header.length > MAX_SIGNATURE_HEADER_LENGTH) {
-    throw new WebhookError(
+    throw rejection(
       'INVALID_SIGNATURE_HEADER',
       `webhook-signature is ${header.length} characters long; the limit is ${MAX_SIGNATURE_HEADER_LENGTH}`,
     );
   }
-  if (header.length === 0) throw new WebhookError('INVALID_SIGNATURE_HEADER', 'webhook-signature is present but empty');
+  if (header.length === 0) throw rejection('INVALID_SIGNATURE_HEADER', 'webhook-signature is present but empty');
   // One entry, the usual case outside a rotation, needs no split.
   const entries = header.indexOf(' ') === -1 ? [header] : header.split(' ');
   if (entries.length > MAX_SIGNATURE_ENTRIES) {
-    throw new WebhookError(
+    throw rejection(
       'INVALID_SIGNATURE_HEADER',
       `webhook-signature has ${entries.length} entries; the limit is ${MAX_SIGNATURE_ENTRIES}`,
     );
@@ -307,7 +307,7 @@ export function parseSignatureHeader(header: string): ParsedSignatures {
     if (entry.length === 0) {
       // The list is delimited by single spaces (Standard Webhooks 1.0.0). An empty entry means a
       // header that was altered on the way (doubled or stray spaces): refuse it rather than guess.
-      throw new WebhookError(
+      throw rejection(
         'INVALID_SIGNATURE_HEADER',
         'webhook-signature has an empty entry (two spaces in a row, or a leading or trailing space); entries are separated by one space',
       );
@@ -326,12 +326,26 @@ export function parseSignatureHeader(header: string): ParsedSignatures {
     else parsed.unknown++;
   }
   if (parsed.malformed === entries.length) {
-    throw new WebhookError(
+    throw rejection(
       'INVALID_SIGNATURE_HEADER',
       `webhook-signature has no entry of the form 'version,signature' (${plural(entries.length, 'entry', 'entries')} malformed)`,
     );
   }
   return parsed;
+}
+
+const SETTLED = Promise.resolve();
+
+/**
+ * A promise that rejects with `error` one turn from now. One rejected before its caller's `await`
+ * attaches a handler goes through the runtime's unhandled-rejection bookkeeping (in Node: recorded,
+ * then withdrawn), which cost about as much as the HMAC of a 1 KiB body (issue 17); handed back
+ * pending, it has its handler by the time it rejects.
+ */
+function rejectLater(error: unknown): Promise<never> {
+  return SETTLED.then(() => {
+    throw error;
+  });
 }
 
 interface TrustedHmac {
@@ -355,6 +369,8 @@ class VerifierImpl implements Verifier {
   readonly #maxBodyBytes: number;
   /** The HMAC key that matched last: tried first, so steady state after a rotation costs one HMAC. */
   #preferred = 0;
+  /** The mismatch message of the usual forgery (one v1 entry, nothing else), built once. */
+  #oneEntryMismatch: string | undefined;
 
   constructor(options: VerifierOptions, backend: CryptoBackend) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createVerifier needs an options object with secrets');
@@ -384,47 +400,69 @@ class VerifierImpl implements Verifier {
     }
   }
 
-  async verify(input: WebhookInput): Promise<VerifiedWebhook> {
+  verify(input: WebhookInput): Promise<VerifiedWebhook> {
     if (typeof input !== 'object' || input === null || input.headers === undefined || input.headers === null) {
-      throw new TypeError('verify needs { headers, body }');
+      return Promise.reject(new TypeError('verify needs { headers, body }'));
     }
-    const inspected = this.#inspect(input.headers);
-    const body = rawBytes(input.body);
-    if (body.byteLength > this.#maxBodyBytes) throw payloadTooLarge(this.#maxBodyBytes, body.byteLength);
-    return this.#authenticate(inspected, body);
+    let outcome: Webhook | Promise<Webhook> | WebhookError;
+    try {
+      const inspected = this.#inspect(input.headers);
+      const body = rawBytes(input.body);
+      if (body.byteLength > this.#maxBodyBytes) throw payloadTooLarge(this.#maxBodyBytes, body.byteLength);
+      outcome = this.#authenticate(inspected, body);
+    } catch (error) {
+      return rejectLater(error);
+    }
+    if (outcome instanceof Webhook) return Promise.resolve(outcome);
+    if (outcome instanceof Error) return rejectLater(outcome);
+    // The search's (or WebCrypto's) own promise, handed back as it is: an async function would
+    // adopt it through more promise turns (64 in flight, issue 17).
+    return outcome;
   }
 
   async verifyRequest(request: Request): Promise<VerifiedWebhook> {
     // Headers first: a stale or unsigned request is refused before its body is read.
-    const inspected = this.#inspect(request.headers);
+    let inspected: Inspected;
+    try {
+      inspected = this.#inspect(request.headers);
+    } catch (error) {
+      // Not rejectLater: a promise returned from an async function is adopted a turn later, after
+      // it rejected unwatched. One turn here, then the throw, has the caller's handler in place.
+      await SETTLED;
+      throw error;
+    }
     const body = await readRequestBody(request, this.#maxBodyBytes);
-    return this.#authenticate(inspected, body);
+    // Past an await: the caller's handler is attached, so a rejection may happen at once.
+    const outcome = this.#authenticate(inspected, body);
+    if (outcome instanceof Webhook) return outcome;
+    if (outcome instanceof Error) throw outcome;
+    return await outcome;
   }
 
   #inspect(headers: HeadersInput): Inspected {
     const values = webhookHeaders(headers);
     const id = single(values.id, 'webhook-id', 'MISSING_ID');
     if (id === undefined || id === '') {
-      throw new WebhookError('MISSING_ID', 'webhook-id header is missing or empty (svix-id is accepted too)');
+      throw rejection('MISSING_ID', 'webhook-id header is missing or empty (svix-id is accepted too)');
     }
     if (id.length > MAX_ID_LENGTH) {
       // Ids become idempotency keys: a cap keeps unsigned traffic (with unsigned: 'accept') from
       // filling a store with kilobyte-long keys.
-      throw new WebhookError('MISSING_ID', `webhook-id is ${id.length} characters long; the limit is ${MAX_ID_LENGTH}`);
+      throw rejection('MISSING_ID', `webhook-id is ${id.length} characters long; the limit is ${MAX_ID_LENGTH}`);
     }
     if (LONE_SURROGATE.test(id)) {
       // The id is signed as UTF-8, where every lone surrogate becomes U+FFFD: 'a\uFFFD', 'a\uD800'
       // and 'a\uDFFD' would share one signature yet be three idempotency keys, so a captured
       // message could be replayed under a new key. No HTTP header carries one (header values are
       // bytes); only a hand-built headers object can.
-      throw new WebhookError('MISSING_ID', 'webhook-id contains a lone UTF-16 surrogate, which no HTTP header can carry');
+      throw rejection('MISSING_ID', 'webhook-id contains a lone UTF-16 surrogate, which no HTTP header can carry');
     }
     const signatureHeader = joined(values.signature);
     const timestampText = single(values.timestamp, 'webhook-timestamp', 'INVALID_TIMESTAMP');
     let timestampSeconds: number | undefined;
     if (timestampText === undefined || timestampText === '') {
       if (signatureHeader !== undefined || !this.#acceptUnsigned) {
-        throw new WebhookError('MISSING_TIMESTAMP', 'webhook-timestamp header is missing or empty (svix-timestamp is accepted too)');
+        throw rejection('MISSING_TIMESTAMP', 'webhook-timestamp header is missing or empty (svix-timestamp is accepted too)');
       }
     } else {
       timestampSeconds = parseTimestamp(timestampText);
@@ -432,7 +470,7 @@ class VerifierImpl implements Verifier {
     }
     if (signatureHeader === undefined) {
       if (!this.#acceptUnsigned) {
-        throw new WebhookError(
+        throw rejection(
           'MISSING_SIGNATURE',
           `webhook-signature header is missing: the request is unsigned. Unsigned events are refused unless the receiver opts in with unsigned: 'accept'`,
         );
@@ -454,13 +492,13 @@ class VerifierImpl implements Verifier {
   #checkWindow(timestamp: number): void {
     const now = Math.floor(this.#clock() / 1000);
     if (now - timestamp > this.#tolerance) {
-      throw new WebhookError(
+      throw rejection(
         'TIMESTAMP_TOO_OLD',
         `webhook-timestamp is ${now - timestamp} s in the past; the tolerance is ${this.#tolerance} s (a replay, a late retry with an old signature, or a slow clock)`,
       );
     }
     if (timestamp - now > this.#tolerance) {
-      throw new WebhookError(
+      throw rejection(
         'TIMESTAMP_TOO_NEW',
         `webhook-timestamp is ${timestamp - now} s in the future; the tolerance is ${this.#tolerance} s (check the sender's and this machine's clocks)`,
       );
@@ -472,9 +510,10 @@ class VerifierImpl implements Verifier {
    * HMAC node:crypto computes synchronously. An async function here would cost every request
    * several promise turns (a tenth of the verification at 1 KiB). Everything else (other keys,
    * several entries, Ed25519, WebCrypto's promises, a mismatch) goes on in {@link #search}, which
-   * is handed the first key's outcome, so no key is hashed or compared twice.
+   * is handed the first key's outcome, so no key is hashed or compared twice. A forgery against
+   * one key comes back as its error, for the caller to reject with (see {@link rejectLater}).
    */
-  #authenticate(inspected: Inspected, body: Uint8Array): Webhook | Promise<Webhook> {
+  #authenticate(inspected: Inspected, body: Uint8Array): Webhook | Promise<Webhook> | WebhookError {
     const { id, timestampText, timestampSeconds, signatures } = inspected;
     const timestamp = new Date(timestampSeconds === undefined ? this.#clock() : timestampSeconds * 1000);
     if (signatures === undefined || timestampText === undefined) {
@@ -484,8 +523,24 @@ class VerifierImpl implements Verifier {
     const first = this.#preferred;
     let tried: boolean | Promise<boolean> | undefined;
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
-      tried = this.#hmacMatches(first, prefix, body, signatures.v1);
-      if (tried === true) return this.#hmacWebhook(id, timestamp, body, first);
+      const candidates = signatures.v1;
+      const computed = this.#backend.hmacBase64(this.#hmac[first]!.key, prefix, body);
+      // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
+      // at once, and WebCrypto's answer is mapped in one step rather than through the search's
+      // promise turns (issue 17).
+      const decisive = this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0);
+      if (typeof computed === 'string') {
+        if (anyMatches(candidates, computed)) return this.#hmacWebhook(id, timestamp, body, first);
+        if (decisive) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+        tried = false;
+      } else if (decisive) {
+        return computed.then((later) => {
+          if (anyMatches(candidates, later)) return this.#hmacWebhook(id, timestamp, body, first);
+          throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+        });
+      } else {
+        tried = computed.then((later) => anyMatches(candidates, later));
+      }
     }
     return this.#search(id, timestamp, body, prefix, signatures, first, tried);
   }
@@ -540,7 +595,7 @@ class VerifierImpl implements Verifier {
       }
     }
 
-    throw new WebhookError('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+    throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
   }
 
   /** The webhook signed by the HMAC key in `slot`, which is tried first from now on. */
@@ -560,6 +615,13 @@ class VerifierImpl implements Verifier {
   }
 
   #mismatchMessage(s: ParsedSignatures): string {
+    if (s.v1.length === 1 && s.v1a.length === 0 && s.unknown === 0 && s.malformed === 0) {
+      return (this.#oneEntryMismatch ??= this.#buildMismatchMessage(s));
+    }
+    return this.#buildMismatchMessage(s);
+  }
+
+  #buildMismatchMessage(s: ParsedSignatures): string {
     const parts = [`${plural(s.v1.length, 'v1 entry', 'v1 entries')} tried against ${plural(this.#hmac.length, 'HMAC secret', 'HMAC secrets')}`];
     if (s.v1a.length > 0 || this.#ed25519.length > 0) {
       const bound = Math.max(MAX_V1A_ENTRIES, this.#ed25519.length);

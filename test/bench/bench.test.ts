@@ -72,18 +72,21 @@ describe('npm run bench -- --quick', () => {
       const targets = tableAfter(report, targetsHeading![0]);
       const what = targets.map((row) => row[0]);
       const expected = [
+        'our verify ÷ hand-written check, 1 KiB',
         'our verify ÷ bare HMAC, 1 KiB',
         '`standardwebhooks` verify ÷ ours, 1 KiB',
+        'forged `v1` request ÷ bare HMAC check of it, 1 KiB, one key',
         'three secrets, match last, steady state ÷ one secret (1 KiB)',
         'forced WebCrypto verify ÷ bare `crypto.subtle` sign, sequential (1 KiB)',
         'forced WebCrypto verify ÷ bare `crypto.subtle` sign, 64 in flight (1 KiB)',
-        'adapter req/s ÷ hand-written inline check, express',
+        'adapter server CPU per request ÷ hand-written inline check, express',
         ...['fastify', 'hono', 'node:http'].flatMap((framework) => [
-          `adapter req/s ÷ hand-written inline check, ${framework}`,
-          `adapter req/s ÷ inline \`standardwebhooks\`, ${framework}`,
+          `adapter server CPU per request ÷ hand-written inline check, ${framework}`,
+          `adapter server CPU per request ÷ inline \`standardwebhooks\`, ${framework}`,
         ]),
         ...(redisPresent ? ['Redis round trips per claim (steady state; ioredis and node-redis)'] : []),
         'memory store heap after 50,000 ids, bound 10,000 (quick run)',
+        'reusable signer ÷ bare `createHmac`, 1 KiB',
       ];
       expect(what).toEqual(expected);
       for (const row of targets) {
@@ -106,6 +109,11 @@ describe('npm run bench -- --quick', () => {
           'svix',
         ].map((candidate) => ['1 KiB', candidate]),
       );
+      expect(tableAfter(report, '### A forged request, 1 KiB, one key').map((row) => row[0])).toEqual([
+        'ours, refusing a forged `v1` signature',
+        'hand-written check, refusing it',
+        "bare HMAC of the same content, digest('base64')",
+      ]);
       expect(tableAfter(report, '## 2. Rotation')).toHaveLength(4);
       expect(tableAfter(report, '## 3. WebCrypto path')).toHaveLength(6);
 
@@ -117,7 +125,12 @@ describe('npm run bench -- --quick', () => {
           ...['koa', 'nestjs-express', 'nestjs-fastify'].flatMap((framework) => ['(b)', '(d)'].map((v) => `${framework} ${v}`)),
         ],
       );
-      for (const row of http) expect(row[2]).toMatch(/^[\d,]+ \(/);
+      for (const row of http) {
+        expect(row[2]).toMatch(/^[\d,]+ \(/);
+        // Server CPU per request, with its spread, and its ratio to the adapter's.
+        expect(row[4]).toMatch(/^\d+\.\d µs \(/);
+        expect(row[5]).toMatch(/^(1|\d+\.\d\d \()/);
+      }
 
       if (redisPresent) {
         expect(report).toContain('| ioredis | claim, steady state (20 claims) | 1.00 | 20 EVALSHA |');
@@ -129,10 +142,17 @@ describe('npm run bench -- --quick', () => {
       const memory = tableAfter(report, '## 6. Memory');
       expect(memory.map((row) => row[0])).toEqual(['0', '10,000', '20,000', '50,000']);
 
-      const forged = tableAfter(report, '## 7. Forged requests');
+      expect(tableAfter(report, '## 7. Signing').map((row) => row[0])).toEqual([
+        'createSigner(secret), then sign()',
+        'signWebhook({ secret, … })',
+        'bare createHmac',
+      ]);
+      // Every section says how long it took and what the machine's load was meanwhile.
+      expect(report.match(/^_Section wall time: [\d.]+ s; load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(9);
+      const forged = tableAfter(report, '## 8. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
       if (redisPresent && (findPostgresBin() !== undefined || process.env.DATABASE_URL)) {
-        const stores = tableAfter(report, '## 8. Shared stores under concurrency');
+        const stores = tableAfter(report, '## 9. Shared stores under concurrency');
         expect(stores.map((row) => `${row[0]} ${row[1]}`)).toEqual(
           ['Redis (ioredis)', 'Postgres (pg)', 'Postgres (postgres.js)'].flatMap((store) => ['1', '16', '128'].map((width) => `${store} ${width}`)),
         );
@@ -144,10 +164,21 @@ describe('npm run bench -- --quick', () => {
     TIME_LIMIT_MS + 10_000,
   );
 
-  it('refuses an unknown section by name', { timeout: TIME_LIMIT_MS }, async () => {
-    const result = await runBench(['--only', 'nonsense']);
-    expect(result.code).toBe(1);
-    expect(result.stdout).toBe('');
-    expect(result.stderr).toContain('--only takes one of verify, rotation, webcrypto, http, redis, memory, forged, stores; got "nonsense"');
-  });
+  it('refuses an unknown section by name', async () => {
+    for (const flag of ['--section', '--only']) {
+      const result = await runBench([flag, 'nonsense']);
+      expect(result.code).toBe(1);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toContain('--section takes one of verify, rotation, webcrypto, http, redis, memory, sign, forged, stores; got "nonsense"');
+    }
+  }, 60_000);
+
+  it('--section runs that part alone', async () => {
+    const result = await runBench(['--quick', '--section', 'sign']);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stdout).toContain('quick smoke run');
+    expect(result.stdout.match(/^## \d\. .+$/gm)).toEqual(['## 7. Signing']);
+    const targets = tableAfter(result.stdout, /^## Targets \(\d+ of \d+ met\)$/m.exec(result.stdout)![0]);
+    expect(targets.map((row) => row[0])).toEqual(['reusable signer ÷ bare `createHmac`, 1 KiB']);
+  }, TIME_LIMIT_MS);
 });

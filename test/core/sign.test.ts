@@ -5,8 +5,19 @@
 
 import { createPrivateKey, createPublicKey, verify as nodeVerify } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { generateKeyPair, generateMessageId, generateSecret, signWebhook, signWebhookWith, type SignInput } from '../../src/sign.ts';
-import { createVerifierWith } from '../../src/verify.ts';
+import {
+  createSigner,
+  createSignerWith,
+  generateKeyPair,
+  generateMessageId,
+  generateSecret,
+  signWebhook,
+  signWebhookWith,
+  type SignerInput,
+  type SignInput,
+} from '../../src/sign.ts';
+import { createVerifier, createVerifierWith } from '../../src/verify.ts';
+import * as pkg from '../../src/index.ts';
 import { BACKENDS, VECTOR, expectNoSecretInMessages, hmacEntry, newSecret, recordMessage, track } from './support.ts';
 
 const T = Number(VECTOR.timestamp);
@@ -84,7 +95,7 @@ describe.each(BACKENDS)('signWebhookWith on %s', (_name, backend) => {
     const sign = (input: unknown) => signWebhookWith(input as SignInput, backend);
     await rejectsWith(sign(null), TypeError, 'signWebhook needs { secret, body }');
     await rejectsWith(sign({ secret: [], body: 'x' }), TypeError, 'secret is empty: pass at least one secret');
-    await rejectsWith(sign({ body: 'x' }), TypeError, "secret is required: pass the 'whsec_…' secret the sender gave you. It was undefined: usually an unset environment variable, or a module-scope handler evaluated where the runtime secrets are absent (next build, a bundler, a test import). Build it lazily, on first use inside the request handler: `receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, handler)`");
+    await rejectsWith(sign({ body: 'x' }), TypeError, "secret is required: pass the 'whsec_…' secret the sender gave you");
     await rejectsWith(
       sign({ secret: [secret, publicKey], body: 'x' }),
       TypeError,
@@ -121,6 +132,95 @@ describe('signWebhook', () => {
     const [a, b] = await Promise.all(BACKENDS.map(([, backend]) => signWebhookWith({ secret, body: 'x', id: 'msg_1', timestamp: T }, backend)));
     expect((await signWebhook({ secret, body: 'x', id: 'msg_1', timestamp: T })).signature).toBe(a!.signature);
     expect(a!.signature).toBe(b!.signature);
+  });
+});
+
+describe.each(BACKENDS)('createSignerWith on %s', (_name, backend) => {
+  it('signs the spec vector exactly, as signWebhook does', async () => {
+    const signer = createSignerWith(VECTOR.secret, backend);
+    const input = { id: VECTOR.id, timestamp: T, body: VECTOR.body };
+    const signed = await signer.sign(input);
+    expect(signed.signature).toBe(VECTOR.signature);
+    expect(signed).toEqual(await signWebhookWith({ ...input, secret: VECTOR.secret }, backend));
+  });
+
+  it('gives the same output as signWebhook for v1, v1a and a rotation list, call after call', async () => {
+    const { secretKey, publicKey } = await generateKeyPair();
+    track(secretKey);
+    const secrets = [newSecret(), { key: secretKey, keyId: 'ed' }, newSecret(24)];
+    const signer = createSignerWith(secrets, backend);
+    for (const [n, body] of ['{"a":1}', new TextEncoder().encode('Grüße'), ''].entries()) {
+      const input = { body, id: `msg_${n}`, timestamp: new Date((T + n) * 1000) };
+      const signed = await signer.sign(input);
+      expect(signed).toEqual(await signWebhookWith({ ...input, secret: secrets }, backend));
+      const entries = signed.signature.split(' ');
+      expect(entries.map((entry) => entry.slice(0, entry.indexOf(',')))).toEqual(['v1', 'v1a', 'v1']);
+      expect(entries[0]).toBe(hmacEntry(secrets[0] as string, `msg_${n}`, String(T + n), body));
+      // A receiver holding only the public key accepts the v1a entry; one holding the last secret, the v1.
+      const now = () => (T + n) * 1000;
+      const byPublicKey = await createVerifierWith({ secrets: publicKey, now }, backend).verify({ headers: signed.headers, body });
+      expect(byPublicKey.scheme).toBe('v1a');
+      const byLast = await createVerifierWith({ secrets: secrets[2] as string, now }, backend).verify({ headers: signed.headers, body });
+      expect(byLast.scheme).toBe('v1');
+    }
+  });
+
+  it('defaults the id and the timestamp per call', async () => {
+    const secret = newSecret();
+    const signer = createSignerWith(secret, backend);
+    const before = Math.floor(Date.now() / 1000);
+    const [a, b] = [await signer.sign({ body: 'x' }), await signer.sign({ body: 'x' })];
+    expect(a.id).toMatch(/^msg_[0-9A-Za-z]{27}$/);
+    expect(a.id).not.toBe(b.id);
+    expect(a.timestamp).toBeGreaterThanOrEqual(before);
+    expect(a.timestamp).toBeLessThanOrEqual(Math.floor(Date.now() / 1000));
+    expect(a.signature).toBe(hmacEntry(secret, a.id, String(a.timestamp), 'x'));
+  });
+});
+
+describe('createSigner', () => {
+  it('is exported from the package and signs what createVerifier accepts', async () => {
+    expect(pkg.createSigner).toBe(createSigner);
+    const secret = newSecret();
+    const signed = await pkg.createSigner(secret).sign({ body: '{"type":"ping"}' });
+    const webhook = await createVerifier({ secrets: secret }).verify({ headers: signed.headers, body: '{"type":"ping"}' });
+    expect(webhook.id).toBe(signed.id);
+  });
+
+  it('refuses bad secrets at construction, synchronously, without showing them', async () => {
+    const secret = newSecret();
+    const { publicKey } = await generateKeyPair();
+    const cases: [unknown, typeof TypeError | typeof RangeError, string][] = [
+      [undefined, TypeError, "secret is required: pass the 'whsec_…' secret the sender gave you"],
+      [[], TypeError, 'secret is empty: pass at least one secret'],
+      [[secret, publicKey], TypeError, "secret[1] is an Ed25519 public key ('whpk_…'), which cannot sign; sign with the matching 'whsk_…' secret key"],
+      [`${secret}\n`, TypeError, 'secret[0] contains whitespace (often a trailing newline from a file or an environment variable); trim it'],
+      [`v1,${secret}`, TypeError, "secret[0] looks like a signature entry ('v1,…'), not a secret; pass the secret itself ('whsec_…')"],
+    ];
+    for (const [input, type, message] of cases) {
+      let caught: unknown;
+      try {
+        createSigner(input as string);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(type);
+      expect((caught as Error).message).toBe(message);
+      recordMessage(message);
+    }
+  });
+
+  it('rejects a bad id, timestamp or body per call with TypeError or RangeError', async () => {
+    const signer = createSigner(newSecret());
+    const sign = (input: unknown) => signer.sign(input as SignerInput);
+    await rejectsWith(sign(null), TypeError, 'sign needs { body }');
+    await rejectsWith(sign({ body: 'x', id: '' }), TypeError, 'id must be a non-empty string');
+    await rejectsWith(sign({ body: 'x', id: 42 }), TypeError, 'id must be a non-empty string');
+    await rejectsWith(sign({ body: 'x', timestamp: 1.5 }), RangeError, 'timestamp must be whole Unix seconds (or a Date)');
+    await rejectsWith(sign({ body: 'x', timestamp: new Date(Number.NaN) }), RangeError, 'timestamp is an invalid Date');
+    await rejectsWith(sign({ body: { type: 'ping' } }), TypeError, 'webhook body must be a string, a Uint8Array (or Buffer) or an ArrayBuffer');
+    // The signer still works after refusing.
+    expect((await sign({ body: 'x', id: 'msg_1', timestamp: T })).id).toBe('msg_1');
   });
 });
 

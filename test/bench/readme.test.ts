@@ -1,0 +1,58 @@
+/** The README's benchmark table, generated from bench/RESULTS.md (bench/readme.ts). */
+
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { README_END, README_START, readmeTable, withReadmeTable } from '../../bench/readme.ts';
+
+const root = resolve(import.meta.dirname, '../..');
+
+const RESULTS = `# Benchmark results
+
+Written by \`npm run bench\`: full run, started 2026-11-24 03:00 UTC, wall time 420 s.
+
+## Targets (1 of 2 met)
+
+| what | target | measured | from |  |
+| --- | --- | --- | --- | --- |
+| forged \`v1\` request ÷ bare HMAC check of it, 1 KiB, one key | ≤ 1.3 | 1.26 (1.20–1.31) | 3.3 µs vs 2.6 µs | pass |
+| a row with a \\| pipe | ≥ 0.9 | 0.80 (0.70–0.90) | x | **MISS** |
+
+## 1. Verify, per payload size
+`;
+
+describe('readmeTable', () => {
+  it('lists every target with its measured figure, target and verdict', () => {
+    expect(readmeTable(RESULTS)).toBe(
+      [
+        '1 of 2 targets met (full run, 2026-11-24 03:00 UTC):',
+        '',
+        '| what | measured | target |  |',
+        '| --- | --- | --- | --- |',
+        '| forged `v1` request ÷ bare HMAC check of it, 1 KiB, one key | 1.26 (1.20–1.31) | ≤ 1.3 | met |',
+        '| a row with a \\| pipe | 0.80 (0.70–0.90) | ≥ 0.9 | missed |',
+      ].join('\n'),
+    );
+  });
+
+  it('refuses results without a targets table', () => {
+    expect(() => readmeTable('# Benchmark results\n')).toThrow('bench/RESULTS.md has no "## Targets" table');
+  });
+});
+
+describe('withReadmeTable', () => {
+  it('replaces only the text between the markers', () => {
+    const readme = `# x\n\nbefore\n${README_START}\nold table\n${README_END}\nafter\n`;
+    expect(withReadmeTable(readme, RESULTS)).toBe(`# x\n\nbefore\n${README_START}\n${readmeTable(RESULTS)}\n${README_END}\nafter\n`);
+  });
+
+  it('refuses a README without the markers', () => {
+    expect(() => withReadmeTable('# x\n', RESULTS)).toThrow('README.md lacks the markers');
+  });
+
+  it('the committed README holds the table of the committed results', () => {
+    const readme = readFileSync(resolve(root, 'README.md'), 'utf8');
+    const results = readFileSync(resolve(root, 'bench/RESULTS.md'), 'utf8');
+    expect(withReadmeTable(readme, results)).toBe(readme);
+  });
+});
