@@ -61,13 +61,15 @@ export class NodeLineError extends Error {
 
 function checkMajor(major: number): void {
   // Node 18 is the oldest line the binary packages and npm's --prefix layout are known to work for.
-  if (!Number.isInteger(major) || major < 18 || major > 99) throw new RangeError(`a Node line is a major version from 18 up; got ${String(major)}`);
+  if (!Number.isInteger(major) || major < 18 || major > 99) throw new RangeError(`a Node line is a major version from 18 to 99; got ${String(major)}`);
 }
 
 function execText(command: string, args: string[], timeoutMs: number): Promise<{ ok: boolean; stdout: string; stderr: string }> {
   return new Promise((resolvePromise) => {
-    // npm is a .cmd script on Windows, which Node only spawns through a shell.
+    // npm is a .cmd script on Windows, which Node only spawns through a shell, and a shell splits
+    // unquoted paths with spaces.
     const shell = process.platform === 'win32' && command === 'npm';
+    if (shell) args = args.map((arg) => (/[\s"]/.test(arg) ? `"${arg.replace(/"/g, '\\"')}"` : arg));
     execFile(command, args, { cwd: root, encoding: 'utf8', timeout: timeoutMs, shell, maxBuffer: 4 * 1024 * 1024 }, (error, stdout, stderr) => {
       resolvePromise({ ok: error === null, stdout, stderr: stderr || (error?.message ?? '') });
     });
@@ -124,14 +126,17 @@ export async function ensureNode(major: number, { refresh = false, log = (_line:
     if (version === undefined || majorOf(version) !== major) {
       throw new NodeLineError(`${pkg.name}@${major} installed a binary that ${version === undefined ? 'does not run here' : `reports v${version}`}, not Node ${major}`);
     }
+    // Another process may have moved its copy in meanwhile, and be running it: use that one
+    // rather than delete it (a refresh replaces it on purpose).
+    const other = refresh ? undefined : await reportedVersion(path);
+    if (other !== undefined && majorOf(other) === major) return { major, version: other, path, installed: false };
     rmSync(dir, { recursive: true, force: true });
     try {
       renameSync(staging, dir);
     } catch (error) {
-      // Another process moved its copy in first: use that one.
-      const other = await reportedVersion(path);
-      if (other === undefined || majorOf(other) !== major) throw error;
-      return { major, version: other, path, installed: false };
+      const winner = await reportedVersion(path);
+      if (winner === undefined || majorOf(winner) !== major) throw error;
+      return { major, version: winner, path, installed: false };
     }
     return { major, version, path, installed: true };
   } finally {
