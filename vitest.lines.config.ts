@@ -10,10 +10,14 @@ import base from './vitest.config.ts';
 export const LINE_SMOKE = [
   // The core on both crypto paths: node:crypto (found through process.getBuiltinModule) and WebCrypto.
   'test/core/**/*.test.ts',
-  // The receiver and the stores: memory, and Redis through ioredis and node-redis.
+  // The receiver and the stores: memory, and Redis through ioredis, node-redis and @upstash/redis
+  // (over fetch). The Durable Object store runs in workerd, not on the line: it runs once.
   'test/receiver/idempotency.test.ts',
   'test/receiver/options.test.ts',
-  'test/stores/**/*.test.ts',
+  'test/stores/contract.test.ts',
+  'test/stores/memory.test.ts',
+  'test/stores/redis.test.ts',
+  'test/stores/upstash.test.ts',
   // Every adapter over real HTTP on 127.0.0.1 (node:http, undici's Request/Response, a client that leaves).
   'test/adapters/**/*.test.ts',
   // The command line, and the testing kit's receiver (node:http through process.getBuiltinModule).
