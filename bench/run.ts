@@ -11,6 +11,10 @@
  *
  * While a section runs, the machine's load average is sampled; a section that ran while it was
  * above the core count is flagged in the report and on stderr (issue 17).
+ *   npm run bench -- --node <major>     run on that Node line (22, 24, 26, …): its binary is installed from npm
+ *                                       on first use and cached (test/support/node-lines.ts); the report
+ *                                       names the Node it ran on, as always. Running with that Node first
+ *                                       on the PATH does the same.
  */
 
 import { writeFileSync } from 'node:fs';
@@ -18,6 +22,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
+import { ensureNode, runWith } from '../test/support/node-lines.ts';
 import { buildPackage } from './build.ts';
 import { runForged } from './forged.ts';
 import { updateReadme } from './readme.ts';
@@ -87,9 +92,14 @@ async function main(): Promise<void> {
       only: { type: 'string' },
       out: { type: 'string' },
       readme: { type: 'boolean', default: false },
+      node: { type: 'string' },
     },
     strict: true,
   });
+  if (values.node !== undefined) {
+    process.exitCode = await onLine(values.node, process.argv.slice(2));
+    return;
+  }
   if (values.readme) {
     updateReadme();
     process.stderr.write('bench: README.md table regenerated from bench/RESULTS.md\n');
@@ -143,8 +153,26 @@ async function main(): Promise<void> {
   }
 }
 
+/**
+ * Runs this same command under Node `line` (issue 18: the reference library gains more from newer
+ * V8 than this package does, so the margins differ by line), without `--node`: the child's report
+ * records the Node it ran on.
+ */
+async function onLine(line: string, args: string[]): Promise<number> {
+  const major = Number(line);
+  if (!/^\d+$/.test(line)) throw new TypeError(`--node takes a major version such as 24; got ${JSON.stringify(line)}`);
+  const binary = await ensureNode(major, { log: (text) => process.stderr.write(`bench: ${text}\n`) });
+  process.stderr.write(`bench: running on Node v${binary.version} (${binary.path})\n`);
+  const rest: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--node') i++;
+    else if (!args[i]!.startsWith('--node=')) rest.push(args[i]!);
+  }
+  return runWith(binary.path, ['--import', 'tsx', join('bench', 'run.ts'), ...rest]);
+}
+
 main().then(
-  () => process.exit(0),
+  () => process.exit(process.exitCode ?? 0),
   (error: unknown) => {
     console.error(error);
     process.exit(1);

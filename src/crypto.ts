@@ -6,9 +6,10 @@
  * thread pool (about 50 µs a call whatever the size). Everywhere else (Cloudflare Workers without
  * the Node compatibility flag, Vercel Edge, browsers) it goes through `crypto.subtle`.
  *
- * `node:crypto` is reached through `process.getBuiltinModule` (Node 20.16+), never through an
- * `import`, so bundlers for edge runtimes see no Node built-in and this file compiles without
- * Node types. On older Node 20 releases the WebCrypto path is used: correct, but slower.
+ * `node:crypto` is reached through `process.getBuiltinModule` (Node 22.3+ and 20.16+), never
+ * through an `import`, so bundlers for edge runtimes see no Node built-in and this file compiles
+ * without Node types. On Node 22.0 to 22.2 (and older 20.x) the WebCrypto path is used: correct,
+ * but slower.
  */
 
 import { base64Decode, base64Encode, concatBytes, utf8Encoder } from './encoding.ts';

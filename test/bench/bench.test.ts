@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { findPostgresBin } from '../support/postgres-server.ts';
+import { ensureNode, NodeLineError } from '../support/node-lines.ts';
 import { findRedisServer, isCI } from '../support/redis-server.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -181,4 +182,31 @@ describe('npm run bench -- --quick', () => {
     const targets = tableAfter(result.stdout, /^## Targets \(\d+ of \d+ met\)$/m.exec(result.stdout)![0]);
     expect(targets.map((row) => row[0])).toEqual(['reusable signer ÷ bare `createHmac`, 1 KiB']);
   }, TIME_LIMIT_MS);
+});
+
+describe('npm run bench -- --node <major>', () => {
+  it('runs on that Node line, and the report names it', async (context) => {
+    try {
+      await ensureNode(24);
+    } catch (error) {
+      // Offline with no cached binary: as with redis-server, a notice here and a failure under CI.
+      if (error instanceof NodeLineError && !isCI()) {
+        console.warn(`NOTICE: ${error.message}; the --node bench test is SKIPPED`);
+        context.skip();
+      }
+      throw error;
+    }
+    const result = await runBench(['--node', '24', '--quick', '--only', 'rotation']);
+    expect(result.code, result.stderr).toBe(0);
+    expect(result.stderr).toMatch(/^bench: running on Node v24\.\d+\.\d+ /m);
+    expect(result.stdout).toMatch(/^- Runtime: Node v24\.\d+\.\d+ \(V8 /m);
+    expect(result.stdout).toContain('## 2. Rotation');
+  }, TIME_LIMIT_MS + 10_000);
+
+  it('refuses a line that is not a major version', async () => {
+    const result = await runBench(['--node', 'latest']);
+    expect(result.code).toBe(1);
+    expect(result.stdout).toBe('');
+    expect(result.stderr).toContain('--node takes a major version such as 24; got "latest"');
+  });
 });

@@ -1,7 +1,7 @@
 /**
- * The two crypto paths: node:crypto is the default on Node 20.16+, and node:crypto and WebCrypto
- * sign identically and reach the same verdict (accept or the same code, the same keyIndex) on the
- * same random inputs.
+ * The two crypto paths: node:crypto is the default on Node 20.16+ and 22.3+, and node:crypto and
+ * WebCrypto sign identically and reach the same verdict (accept or the same code, the same
+ * keyIndex) on the same random inputs.
  */
 
 import { createHmac } from 'node:crypto';
@@ -14,20 +14,24 @@ import { expectNoSecretInMessages, settle, track, type Outcome } from './support
 
 afterAll(() => expectNoSecretInMessages());
 
-function atLeast(version: string, major: number, minor: number): boolean {
-  const [a = 0, b = 0] = version.split('.').map(Number);
-  return a > major || (a === major && b >= minor);
+/** Whether this Node has `process.getBuiltinModule`: added in 22.3 and backported to 20.16. */
+function hasGetBuiltinModule(version: string): boolean {
+  const [major = 0, minor = 0] = version.split('.').map(Number);
+  if (major === 20) return minor >= 16;
+  if (major === 22) return minor >= 3;
+  return major > 22;
 }
 
 describe('backend selection', () => {
-  it('uses node:crypto by default on Node 20.16 and later', () => {
+  it('uses node:crypto by default where process.getBuiltinModule exists (Node 20.16+, 22.3+)', () => {
     expect(process.versions.node).toMatch(/^\d+\.\d+\.\d+/);
-    expect(defaultBackend.name).toBe(atLeast(process.versions.node, 20, 16) ? 'node' : 'webcrypto');
+    expect(hasGetBuiltinModule(process.versions.node)).toBe(typeof process.getBuiltinModule === 'function');
+    expect(defaultBackend.name).toBe(hasGetBuiltinModule(process.versions.node) ? 'node' : 'webcrypto');
     expect(webCryptoBackend.name).toBe('webcrypto');
   });
 
-  it('this machine exercises both paths (Node 20.16+)', () => {
-    expect(atLeast(process.versions.node, 20, 16)).toBe(true);
+  it('this Node exercises both paths (Node 20.16+, 22.3+)', () => {
+    expect(hasGetBuiltinModule(process.versions.node)).toBe(true);
     expect(defaultBackend).not.toBe(webCryptoBackend);
   });
 

@@ -13,6 +13,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generateSecret, signWebhook } from 'webhook-receiver';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { checks, expected, json, mismatch } from './expected.ts';
 import { assertBuilt, bin, bundleWorker, createProject, reportOf, run, startServer, versionOf, type Project, type RuntimeName } from './harness.ts';
 import { smoke, type Reply, type SmokeReport } from './smoke.ts';
 
@@ -37,46 +38,6 @@ function cwd(): string {
   if (!project) throw new Error('the runtime project was not created');
   return project.dir;
 }
-
-const mismatch = { error: 'SIGNATURE_MISMATCH', message: expect.stringMatching(/^no signature matched: /) };
-const json = (status: number, body: unknown): Reply => ({ status, contentType: 'application/json', body });
-
-/** What the suite must observe on every runtime. */
-const expected = {
-  core: {
-    vector: { id: 'msg_p5jXN8AQM9LWM0D4loKWxJek', scheme: 'v1', keyIndex: 0, json: { test: 2432232314 } },
-    vectorTampered: 'SIGNATURE_MISMATCH',
-    v1: { id: 'msg_smoke_v1', scheme: 'v1', signature: ['v1'], text: '{"type":"invoice.paid","data":{"id":"in_1"}}' },
-    v1a: { id: 'msg_smoke_v1a', scheme: 'v1a', keyId: 'ed25519-key', signature: ['v1a'] },
-    v1aTampered: 'SIGNATURE_MISMATCH',
-    v1AndV1a: { entries: ['v1', 'v1a'], byPublicKey: 'v1a', bySecret: 'v1' },
-    rotation: { duringRotation: 'next', previousOnly: 'prev', retiredOnly: 'SIGNATURE_MISMATCH' },
-    staleTimestamp: 'TIMESTAMP_TOO_OLD',
-    futureTimestamp: 'TIMESTAMP_TOO_NEW',
-    millisecondTimestamp: 'INVALID_TIMESTAMP',
-    missingSignature: 'MISSING_SIGNATURE',
-    unsignedAccepted: { signed: false, scheme: null },
-    receiver: { outcomes: ['processed', 'duplicate'], runs: 1 },
-  },
-  hono: {
-    valid: json(200, { id: 'msg_hono_1', keyId: 'hono-key', type: 'invoice.paid' }),
-    duplicate: json(200, { duplicate: true }),
-    tampered: json(401, mismatch),
-    unsigned: json(401, { error: 'MISSING_SIGNATURE', message: expect.stringContaining('webhook-signature header is missing') }),
-    concurrent: { handlerRuns: 1, processed: 1 },
-    handlerRuns: 2,
-  },
-  fetch: {
-    v1a: json(200, { id: 'msg_fetch_1', scheme: 'v1a', keyId: 'ed25519-key' }),
-    duplicate: json(200, { duplicate: true }),
-    v1: json(200, { id: 'msg_fetch_2', scheme: 'v1', keyId: 'hmac-key' }),
-    noContent: { status: 204, contentType: null, body: '' },
-    tampered: json(401, mismatch),
-    handlerRuns: 3,
-  },
-};
-
-const checks = (report: SmokeReport): Pick<SmokeReport, 'core' | 'hono' | 'fetch'> => ({ core: report.core, hono: report.hono, fetch: report.fetch });
 
 /** The same suite on Node, from source: the baseline every runtime must match word for word. */
 let baseline: Pick<SmokeReport, 'core' | 'hono' | 'fetch'> | undefined;

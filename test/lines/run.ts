@@ -1,0 +1,90 @@
+/**
+ * `npm run test:lines` (the last step of `npm test`): the smoke subset (vitest.lines.config.ts) on
+ * each Node line users run, 22, 24 and 26 (issue 18), one after the other, with vitest itself
+ * running under that line's binary so that its workers, and every child process a test starts
+ * with `process.execPath`, are that line too. The binaries come from npm on first use and are
+ * then reused (test/support/node-lines.ts); the machine's own Node stays the one on the PATH.
+ *
+ *   npm run test:lines                     every line
+ *   npm run test:lines -- --lines 24,26    some lines
+ *   npm run test:lines -- --refresh        reinstall each line's newest release first
+ *   npm run test:lines -- -- <vitest args> passed to each vitest run (e.g. a file filter)
+ *
+ * A line that cannot be installed (no registry, no binary package for this platform) is skipped
+ * with a notice, except under CI, where that is a failure.
+ */
+
+import { createRequire } from 'node:module';
+import { dirname, join, relative, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { isCI } from '../support/redis-server.ts';
+import { ensureNode, NODE_LINES, NodeLineError, runWith, type NodeBinary } from '../support/node-lines.ts';
+
+const root = resolve(import.meta.dirname, '../..');
+const vitest = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs');
+
+function parseLines(text: string | undefined): number[] {
+  if (text === undefined) return [...NODE_LINES];
+  const lines = text.split(',').map((part) => Number(part.trim()));
+  if (lines.length === 0 || lines.some((major) => !Number.isInteger(major))) {
+    throw new TypeError(`--lines takes major versions separated by commas, e.g. 22,24,26; got ${JSON.stringify(text)}`);
+  }
+  return lines;
+}
+
+async function main(): Promise<number> {
+  const { values, positionals } = parseArgs({
+    options: { lines: { type: 'string' }, refresh: { type: 'boolean', default: false } },
+    allowPositionals: true,
+    strict: true,
+  });
+  const lines = parseLines(values.lines);
+  const log = (text: string) => console.log(`node-lines: ${text}`);
+
+  // Installs run side by side (each is one download); the test runs do not, they share two cores.
+  const started = performance.now();
+  const ready = await Promise.all(
+    lines.map(async (major): Promise<NodeBinary | NodeLineError> => {
+      try {
+        return await ensureNode(major, { refresh: values.refresh, log });
+      } catch (error) {
+        if (error instanceof NodeLineError) return error;
+        throw error;
+      }
+    }),
+  );
+  const missing = ready.filter((entry): entry is NodeLineError => entry instanceof NodeLineError);
+  for (const error of missing) console.warn(`\n  NOTICE: ${error.message}; that line's smoke run is SKIPPED.\n`);
+  if (missing.length > 0 && isCI()) {
+    console.error('node-lines: CI is set, so a line that cannot be tested is a failure.');
+    return 1;
+  }
+  const binaries = ready.filter((entry): entry is NodeBinary => !(entry instanceof NodeLineError));
+  for (const binary of binaries) {
+    log(`Node ${binary.major}: v${binary.version} at ${relative(root, binary.path)} (${binary.installed ? 'installed now' : 'cached'})`);
+  }
+  const setupSeconds = (performance.now() - started) / 1000;
+
+  const results: { version: string; code: number; seconds: number }[] = [];
+  for (const binary of binaries) {
+    console.log(`\nnode-lines: the smoke subset on Node v${binary.version} (${relative(root, binary.path)})\n`);
+    const runStarted = performance.now();
+    const code = await runWith(binary.path, [vitest, 'run', '--config', 'vitest.lines.config.ts', ...positionals]);
+    results.push({ version: binary.version, code, seconds: (performance.now() - runStarted) / 1000 });
+  }
+
+  console.log(`\nnode-lines: binaries ready in ${setupSeconds.toFixed(1)} s`);
+  for (const { version, code, seconds } of results) {
+    console.log(`node-lines: Node v${version}: ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds.toFixed(1)} s`);
+  }
+  for (const error of missing) console.log(`node-lines: SKIPPED: ${error.message}`);
+  return results.every((result) => result.code === 0) ? 0 : 1;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error instanceof Error ? error.message : error);
+    process.exit(2);
+  },
+);

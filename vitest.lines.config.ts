@@ -1,0 +1,37 @@
+import { defineConfig } from 'vitest/config';
+import base from './vitest.config.ts';
+
+/**
+ * The smoke subset that `npm test` also runs on each of Node 22, 24 and 26 (test/lines/run.ts,
+ * issue 18): the suites whose outcome depends on the Node that runs them. Type checks, package
+ * lint, chaos, fuzzing, limits, examples, bench and the edge runtimes run once, on the machine's
+ * own Node, in the full suite.
+ */
+export const LINE_SMOKE = [
+  // The core on both crypto paths: node:crypto (found through process.getBuiltinModule) and WebCrypto.
+  'test/core/**/*.test.ts',
+  // The receiver and the stores: memory, and Redis through ioredis, node-redis and @upstash/redis
+  // (over fetch). The Durable Object store runs in workerd, not on the line: it runs once.
+  'test/receiver/idempotency.test.ts',
+  'test/receiver/options.test.ts',
+  'test/receiver/exactly-once.test.ts',
+  'test/stores/contract.test.ts',
+  'test/stores/memory.test.ts',
+  'test/stores/redis.test.ts',
+  'test/stores/upstash.test.ts',
+  // Every adapter over real HTTP on 127.0.0.1 (node:http, undici's Request/Response, a client that leaves).
+  'test/adapters/**/*.test.ts',
+  // The command line, and the testing kit's receiver (node:http through process.getBuiltinModule).
+  'test/cli/**/*.test.ts',
+  'test/testing/receiver.test.ts',
+  'test/testing/request.test.ts',
+  // The built package imported from ESM and CommonJS, and what differs by line.
+  'test/lines/built-package.test.ts',
+  'test/lines/platform.test.ts',
+];
+
+export default defineConfig({
+  ...base,
+  // Same resolution, timeouts, workers and shared redis-server as the full suite; fewer files.
+  test: { ...base.test, include: LINE_SMOKE },
+});
