@@ -71,51 +71,61 @@ export interface MemoryStore extends IdempotencyStore {
   usage(): MemoryStoreUsage;
 }
 
-interface Lock {
-  token: string;
-  until: number;
-}
-
-interface Done {
+/** A live claim (its owner's token, until when its lock holds) or a completion (its token, until when it is remembered). */
+interface Entry {
   token: string;
   until: number;
 }
 
 /**
  * One key class's entries. Live claims and completed ids are kept in two maps, each in insertion
- * order: completions and claims of one endpoint share one TTL and one lock length, so the first
- * entry of each map is (nearly always) the first to expire, and finding room is a look at the
- * front rather than a scan.
+ * order: completions of one endpoint share one TTL, so the first completion is the first to
+ * expire, and finding room is usually a look at the front rather than a scan.
  */
 class Space {
-  readonly claims = new Map<string, Lock>();
-  readonly done = new Map<string, Done>();
+  readonly claims = new Map<string, Entry>();
+  readonly done = new Map<string, Entry>();
+  /**
+   * A time before which no claim's lock runs out (a lower bound on the earliest `until`): while
+   * the clock is below it, a full store of live claims is known without a scan, so a store that
+   * is full under load does not pay a pass over every claim per request.
+   */
+  #claimsLiveUntil = 0;
   constructor(readonly max: number) {}
 
+  /** Records a claim's lock, keeping the lower bound true (locks may differ in length). */
+  hold(key: string, entry: Entry): void {
+    this.claims.set(key, entry);
+    if (entry.until < this.#claimsLiveUntil) this.#claimsLiveUntil = entry.until;
+  }
+
   /**
-   * Room for one more entry: drop expired completions, then expired claims, then the oldest
-   * completion (the bound forgets it early: documented), but never a claim whose lock still
-   * holds. `false` when every entry is a live claim.
+   * Room for one more entry, freeing the least valuable one: an expired completion, then an
+   * expired claim, then the oldest completion still remembered (the bound forgets it early:
+   * documented), but never a claim whose lock still holds. `false` when every entry is a live
+   * claim.
    */
   makeRoom(time: number): boolean {
     if (this.claims.size + this.done.size < this.max) return true;
-    for (const [key, entry] of this.claims) {
-      // Only the front: a lock renewed later stands further on, but its neighbours came after it.
-      if (entry.until > time) break;
-      this.claims.delete(key);
+    const first = this.done.entries().next();
+    if (!first.done && first.value[1].until <= time) {
+      this.done.delete(first.value[0]);
       return true;
     }
-    for (const key of this.done.keys()) {
-      this.done.delete(key);
-      return true;
-    }
-    // The front claim is live but a later one may have been released early or expired sooner
-    // (a shorter lock): one bounded pass finds it before refusing.
-    for (const [key, entry] of this.claims) {
-      if (entry.until <= time) {
-        this.claims.delete(key);
-        return true;
+    if (time >= this.#claimsLiveUntil) {
+      let earliest = Number.POSITIVE_INFINITY;
+      for (const [key, entry] of this.claims) {
+        if (entry.until <= time) {
+          this.claims.delete(key);
+          return true;
+        }
+        if (entry.until < earliest) earliest = entry.until;
       }
+      this.#claimsLiveUntil = earliest;
+    }
+    if (!first.done) {
+      this.done.delete(first.value[0]);
+      return true;
     }
     return false;
   }
@@ -154,7 +164,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const spaceOf = (key: string): Space => (isUnsignedKey(key) ? unsigned : signed);
 
   /** The key's live claim, when `token` holds it. */
-  const held = (space: Space, key: string, token: string, time: number): Lock | undefined => {
+  const held = (space: Space, key: string, token: string, time: number): Entry | undefined => {
     const lock = space.claims.get(key);
     return lock !== undefined && lock.token === token && lock.until > time ? lock : undefined;
   };
@@ -182,7 +192,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         );
       }
       const token = newToken();
-      space.claims.set(key, { token, until: time + lockMs });
+      space.hold(key, { token, until: time + lockMs });
       return { status: 'acquired', token };
     },
     complete(key, token, ttlMs) {

@@ -1,6 +1,6 @@
 /**
- * What only the memory store does: its bound (`max`, least recently used first), its injectable
- * clock, its synchronous operations (what the receiver calls) and its option checks. The shared
+ * What only the memory store does: its bound (`max`: expired entries first, then the oldest
+ * completed id, never a live claim), its injectable clock, its synchronous operations (what the receiver calls) and its option checks. The shared
  * behaviour is in contract.test.ts.
  */
 
@@ -48,6 +48,36 @@ describe('memoryStore', () => {
     now += 10_000;
     expect((await store.claim('d:s:f', 10_000)).status).toBe('acquired');
     expect(store.usage().signed).toEqual({ claims: 2, completed: 0, max: 2 });
+  });
+
+  it('at its bound frees an expired claim before it forgets a completed id still remembered', async () => {
+    let now = 0;
+    const store = memoryStore({ max: 3, now: () => now });
+    token(await store.claim('d:s:a', 60_000));
+    token(await store.claim('d:s:b', 1_000));
+    expect(await store.complete('d:s:c', token(await store.claim('d:s:c', 60_000)), 60_000)).toBe(true);
+    now = 2_000; // b's lock ran out; a is live; c is remembered
+    expect((await store.claim('d:s:d', 60_000)).status).toBe('acquired');
+    expect(await store.claim('d:s:c', 60_000)).toEqual({ status: 'completed' });
+    expect(store.usage().signed).toEqual({ claims: 2, completed: 1, max: 3 });
+  });
+
+  it('full of live claims, refuses without rescanning until a lock can have run out, then admits', async () => {
+    let now = 0;
+    const store = memoryStore({ max: 2, now: () => now });
+    token(await store.claim('d:s:a', 5_000));
+    token(await store.claim('d:s:b', 1_000));
+    await expect(store.claim('d:s:c', 1_000)).rejects.toMatchObject({ reason: 'full' });
+    now = 999;
+    await expect(store.claim('d:s:c', 1_000)).rejects.toMatchObject({ reason: 'full' });
+    now = 1_000; // b's lock runs out exactly now
+    const c = token(await store.claim('d:s:c', 1_000));
+    // A shorter lock taken later lowers the bound: its expiry is seen at once.
+    expect(await store.release('d:s:c', c)).toBe(true);
+    token(await store.claim('d:s:e', 10));
+    await expect(store.claim('d:s:f', 1_000)).rejects.toMatchObject({ reason: 'full' });
+    now = 1_010;
+    expect((await store.claim('d:s:f', 1_000)).status).toBe('acquired');
   });
 
   it('keeps unsigned ids in a space of their own: a flood of them evicts no signed id', async () => {
