@@ -9,7 +9,7 @@ import { isWebhookError, type WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { createReceiver, observerOf, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
-import { noteAnswer, traceOf } from './telemetry.ts';
+import { noteAnswer, traceOf, type Observer } from './telemetry.ts';
 
 /**
  * A framework-neutral response: adapters copy it onto their own response object.
@@ -208,9 +208,12 @@ export class Delivery {
   /** `maxBodyBytes`, for adapters that read the body themselves. */
   readonly limit: number;
   readonly #report: (error: WebhookError, context: RejectionContext, logger?: WebhookLogger) => void;
+  /** Looked up once here rather than on every request. */
+  readonly #observer: Observer | undefined;
 
   constructor(options: AdapterOptions) {
     this.receiver = createReceiver(options);
+    this.#observer = observerOf(this.receiver);
     this.#report = rejectionReporter(options);
     this.limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   }
@@ -222,7 +225,7 @@ export class Delivery {
   refuse(error: unknown, method: string, url: string, headers: HeadersInput, logger?: WebhookLogger): WebhookResponse {
     if (!isWebhookError(error)) throw error;
     const context = rejectionContext(method, url, headers);
-    observerOf(this.receiver)?.refused(error, context.webhookId);
+    this.#observer?.refused(error, context.webhookId);
     this.#report(error, context, logger);
     return errorResponse(error);
   }
@@ -256,7 +259,7 @@ export class Delivery {
    */
   within<R>(claim: Claim, fn: () => R): R {
     const trace = traceOf(claim);
-    return trace === undefined ? fn() : observerOf(this.receiver)!.within(trace, fn);
+    return trace === undefined ? fn() : this.#observer!.within(trace, fn);
   }
 
   /**
@@ -268,8 +271,7 @@ export class Delivery {
   async run<R>(claim: Claim, handler: () => R | Promise<R>, statusOf: (result: R) => number, waitUntil?: WaitUntil): Promise<R> {
     let result: R;
     try {
-      const trace = traceOf(claim);
-      result = await (trace === undefined ? handler() : observerOf(this.receiver)!.within(trace, handler));
+      result = await this.within(claim, handler);
     } catch (error) {
       noteAnswer(claim, undefined, error);
       await claim.release();

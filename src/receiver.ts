@@ -533,14 +533,14 @@ class ReceiverImpl implements Receiver {
     const key = this.#key(webhook);
     let result: ClaimResult;
     try {
+      const sync = this.#sync;
+      // Untraced (the usual case), the memory store's answer is taken without a promise or a closure.
       result = checkedClaim(
-        trace === undefined
-          ? this.#sync !== undefined
-            ? this.#sync.claim(key, this.#lockMs)
-            : await store.claim(key, this.#lockMs)
-          : this.#sync !== undefined
-            ? this.#observer.store(trace, 'claim', () => this.#sync!.claim(key, this.#lockMs))
-            : await this.#observer.store(trace, 'claim', () => store.claim(key, this.#lockMs)),
+        trace !== undefined
+          ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, this.#lockMs) : store.claim(key, this.#lockMs)))
+          : sync !== undefined
+            ? sync.claim(key, this.#lockMs)
+            : await store.claim(key, this.#lockMs),
       );
     } catch (error) {
       // An answer outside the contract fails closed whatever onStoreError says: the store may
@@ -747,12 +747,8 @@ class ReceiverImpl implements Receiver {
     const sync = this.#sync;
     if (sync === undefined) return this.#settleAsync(stage, held);
     try {
-      const owned =
-        trace === undefined
-          ? stage === 'complete'
-            ? sync.complete(held.key, held.token, held.ttlMs)
-            : sync.release(held.key, held.token)
-          : this.#observer.store(trace, stage, () => (stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token)));
+      // A closure only when traced: the untraced memory-store path allocates nothing here.
+      const owned = trace === undefined ? settleSync(sync, stage, held) : this.#observer.store(trace, stage, () => settleSync(sync, stage, held));
       if (!owned) this.#reportExpired(stage, held.webhookId);
     } catch (error) {
       this.#settleFailed(error, stage, held);
@@ -827,6 +823,10 @@ class ReceiverImpl implements Receiver {
       // A throwing logger must not turn a processed webhook into a failure.
     }
   }
+}
+
+function settleSync(sync: SyncOperations, stage: 'complete' | 'release', held: Held): boolean {
+  return stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token);
 }
 
 function sleep(ms: number): Promise<void> {
