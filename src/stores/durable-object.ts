@@ -16,7 +16,7 @@
  * in Node (for types, tests and bundlers) and needs no special export condition.
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, withTimeout } from './internal.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, wholeMs, withTimeout } from './internal.ts';
 import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { StoreError, type StoreErrorReason } from './types.ts';
@@ -107,8 +107,6 @@ type Reply = { status: 'acquired' } | { status: 'processing'; retryAfterMs: numb
 // The object is reached through its stub, never over the network: the host is only a label.
 const ENDPOINT = 'https://webhook-claims.invalid/';
 
-/** Whole milliseconds, at least 1, as the other stores round them. */
-const wholeMs = (ms: number): number => Math.max(1, Math.ceil(ms));
 
 /**
  * An idempotency store on Cloudflare Durable Objects, shared by every isolate and location of a
@@ -151,9 +149,9 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     );
   }
   if (typeof options !== 'object' || options === null) throw new TypeError('durableObjectStore options must be an object');
-  const { prefix = '', timeoutMs = DEFAULT_DURABLE_OBJECT_TIMEOUT_MS } = options;
+  const { prefix = '' } = options;
   if (typeof prefix !== 'string') throw new TypeError('durableObjectStore prefix must be a string');
-  checkTimeoutOption('durableObject', timeoutMs, DEFAULT_DURABLE_OBJECT_TIMEOUT_MS);
+  const timeoutMs = checkTimeoutOption('durableObject', options.timeoutMs, DEFAULT_DURABLE_OBJECT_TIMEOUT_MS);
 
   const send = (name: string, operation: Operation): Promise<Reply> =>
     withTimeout(

@@ -137,13 +137,21 @@ export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, store: st
   });
 }
 
-/** Checks a store's `timeoutMs` option. */
+/** The longest timer a runtime honours (2^31 - 1 ms); a longer one fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** A store's `timeoutMs` option, checked (its default when absent). */
 export function checkTimeoutOption(store: string, timeoutMs: unknown, fallback: number): number {
   if (timeoutMs === undefined) return fallback;
-  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0) {
-    throw new RangeError(`${store}Store timeoutMs must be a positive, finite number of milliseconds (default ${fallback})`);
+  if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
+    throw new RangeError(`${store}Store timeoutMs must be a positive number of milliseconds up to ${MAX_TIMER_MS} (default ${fallback})`);
   }
   return timeoutMs;
+}
+
+/** Whole milliseconds, at least 1: what Redis's PX and the other stores' expiries take. */
+export function wholeMs(ms: number): number {
+  return Math.max(1, Math.ceil(ms));
 }
 
 /** How a value is named in an error: its kind, never its contents. */

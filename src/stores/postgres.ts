@@ -546,11 +546,11 @@ function flag(row: Row | undefined, column: string, operation: string): boolean 
  */
 export function postgresStore<C extends PostgresClientLike>(options: PostgresStoreOptions<C>): PostgresStore<TransactionOf<C>> {
   if (typeof options !== 'object' || options === null) throw new TypeError('postgresStore needs an options object: postgresStore({ client })');
-  const { client, table = DEFAULT_POSTGRES_TABLE, timeoutMs = DEFAULT_POSTGRES_TIMEOUT_MS, autoCleanup = true } = options;
+  const { client, table = DEFAULT_POSTGRES_TABLE, autoCleanup = true } = options;
   if ((typeof client !== 'object' && typeof client !== 'function') || client === null) {
     throw new TypeError(`postgresStore client must be a pg Pool or Client, or a postgres.js sql, got ${describeValue(client)}`);
   }
-  checkTimeoutOption('postgres', timeoutMs, DEFAULT_POSTGRES_TIMEOUT_MS);
+  const timeoutMs = checkTimeoutOption('postgres', options.timeoutMs, DEFAULT_POSTGRES_TIMEOUT_MS);
   let driver: Driver;
   if (isPostgresJs(client)) driver = postgresJsDriver(client);
   else if (typeof (client as Partial<PgClientLike>).query === 'function') driver = pgDriver(client as PgClientLike, timeoutMs);

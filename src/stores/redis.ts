@@ -12,7 +12,7 @@
  * token's own when it is retried, rather than reported as a takeover.
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, toHex, withTimeout } from './internal.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, toHex, wholeMs, withTimeout } from './internal.ts';
 import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { StoreError, type StoreErrorReason } from './types.ts';
@@ -275,9 +275,6 @@ function integerReply(reply: unknown, operation: string): number {
   return value;
 }
 
-/** Whole milliseconds for PX, at least 1 (a fraction would be refused by Redis). */
-const wholeMs = (ms: number): string => String(Math.max(1, Math.ceil(ms)));
-
 /**
  * An idempotency store in Redis (or Valkey, or a Redis Cluster), shared by every instance of an
  * app: a `webhook-id` is processed once however many machines receive it.
@@ -329,12 +326,12 @@ const wholeMs = (ms: number): string => String(Math.max(1, Math.ceil(ms)));
  */
 export function redisStore(options: RedisStoreOptions): RedisStore {
   if (typeof options !== 'object' || options === null) throw new TypeError('redisStore needs an options object: redisStore({ client })');
-  const { client, prefix = DEFAULT_REDIS_PREFIX, timeoutMs = DEFAULT_REDIS_TIMEOUT_MS } = options;
+  const { client, prefix = DEFAULT_REDIS_PREFIX } = options;
   if (typeof client !== 'object' || client === null) {
     throw new TypeError(`redisStore client must be a connected ioredis or redis (node-redis) client, got ${describeValue(client)}`);
   }
   if (typeof prefix !== 'string') throw new TypeError('redisStore prefix must be a string');
-  checkTimeoutOption('redis', timeoutMs, DEFAULT_REDIS_TIMEOUT_MS);
+  const timeoutMs = checkTimeoutOption('redis', options.timeoutMs, DEFAULT_REDIS_TIMEOUT_MS);
 
   const scripts = scriptClientFor(client);
 
@@ -350,7 +347,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     }
   };
 
-  const send = async (operation: string, s: Script, key: string, args: string[]): Promise<unknown> => {
+  // A plain function: its callers are async, so a `not_ready` thrown here still rejects theirs.
+  const send = (operation: string, s: Script, key: string, args: string[]): Promise<unknown> => {
     ready(operation);
     return withTimeout(runScript(scripts, s, prefix + key, args), timeoutMs, 'redis', operation);
   };
@@ -360,7 +358,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       const token = newToken();
-      const reply = integerReply(await send('claim', CLAIM_SCRIPT, key, [token, wholeMs(lockMs)]), 'claim');
+      const reply = integerReply(await send('claim', CLAIM_SCRIPT, key, [token, String(wholeMs(lockMs))]), 'claim');
       if (reply === 0) return { status: 'acquired', token };
       if (reply === -1) return { status: 'completed' };
       if (reply > 0) return { status: 'processing', retryAfterMs: reply };
@@ -369,7 +367,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     },
     async complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
-      return integerReply(await send('complete', COMPLETE_SCRIPT, key, [token, wholeMs(ttlMs)]), 'complete') === 1;
+      return integerReply(await send('complete', COMPLETE_SCRIPT, key, [token, String(wholeMs(ttlMs))]), 'complete') === 1;
     },
     async release(key, token) {
       checkRelease(key, token);
@@ -377,7 +375,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     },
     async extend(key, token, lockMs) {
       checkExtend(key, token, lockMs);
-      return integerReply(await send('extend', EXTEND_SCRIPT, key, [token, wholeMs(lockMs)]), 'extend') === 1;
+      return integerReply(await send('extend', EXTEND_SCRIPT, key, [token, String(wholeMs(lockMs))]), 'extend') === 1;
     },
     async ping() {
       ready('ping');

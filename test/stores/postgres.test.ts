@@ -51,7 +51,7 @@ describe('postgresStore options and types', () => {
     expect(() => postgresStore({ client: pool, table: 'billing.Claims_2' })).not.toThrow();
     for (const timeoutMs of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, '100' as never]) {
       expect(() => postgresStore({ client: pool, timeoutMs })).toThrow(
-        new RangeError('postgresStore timeoutMs must be a positive, finite number of milliseconds (default 2000)'),
+        new RangeError('postgresStore timeoutMs must be a positive number of milliseconds up to 2147483647 (default 2000)'),
       );
     }
     expect(() => postgresStore({ client: pool, autoCleanup: 'yes' as never })).toThrow(new TypeError('postgresStore autoCleanup must be a boolean'));

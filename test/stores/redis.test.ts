@@ -75,11 +75,13 @@ describe('redisStore options', () => {
 
   it('checks prefix and timeoutMs', () => {
     expect(() => redisStore({ client, prefix: 5 as never })).toThrow(new TypeError('redisStore prefix must be a string'));
-    for (const timeoutMs of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, '100' as never]) {
+    // 2^31 ms and above: a runtime's timer would fire at once, failing every operation.
+    for (const timeoutMs of [0, -5, Number.NaN, Number.POSITIVE_INFINITY, '100' as never, 2 ** 31, 3e9]) {
       expect(() => redisStore({ client, timeoutMs })).toThrow(
-        new RangeError('redisStore timeoutMs must be a positive, finite number of milliseconds (default 2000)'),
+        new RangeError('redisStore timeoutMs must be a positive number of milliseconds up to 2147483647 (default 2000)'),
       );
     }
+    expect(() => redisStore({ client, timeoutMs: 2 ** 31 - 1 })).not.toThrow();
     expect(DEFAULT_REDIS_TIMEOUT_MS).toBe(2000);
     expect(() => redisStore({ client, prefix: '', timeoutMs: 1 })).not.toThrow();
   });
