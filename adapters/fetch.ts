@@ -130,15 +130,12 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
     const early = delivery.admit(claim, signalAborted(request));
     if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
-    const waitUntil = configured ?? platformWaitUntil(platform);
     try {
-      return await delivery.run(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, waitUntil);
+      return await delivery.run(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, () => configured ?? platformWaitUntil(platform));
     } catch (error) {
       // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)): the claim is
       // released, and the sender is told why in the envelope. Anything else goes to the platform.
-      const refusal = delivery.handlerRefusal(error);
-      if (refusal === undefined) throw error;
-      return respond(refusal);
+      return respond(delivery.refusalOf(error));
     }
   };
 }

@@ -9,7 +9,7 @@
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, declaredLength, decodeBody, type ContentCoding } from '../src/body.ts';
-import { WebhookError } from '../src/errors.ts';
+import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
@@ -211,13 +211,11 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
     // throw it lets through (no onError in a sub-app, for instance) releases in run() and goes on.
     // A route that refused the payload (INVALID_PAYLOAD from webhook.json(schema)) is answered in
     // the envelope once its claim was released; any other error stays app.onError's answer.
-    const statusOf = (): number => (c.error === undefined ? c.res.status : (delivery.handlerRefusal(c.error)?.status ?? 500));
+    const statusOf = (): number => (c.error === undefined ? c.res.status : isWebhookError(c.error) && c.error.status < 500 ? c.error.status : 500);
     try {
-      await delivery.run(claimed, next, statusOf, executionWaitUntil(c));
+      await delivery.run(claimed, next, statusOf, () => executionWaitUntil(c));
     } catch (error) {
-      const refusal = delivery.handlerRefusal(error);
-      if (refusal === undefined) throw error;
-      return respond(refusal);
+      return respond(delivery.refusalOf(error));
     }
     const refusal = c.error === undefined ? undefined : delivery.handlerRefusal(c.error);
     if (refusal !== undefined) c.res = respond(refusal);

@@ -240,6 +240,17 @@ export class Delivery {
   }
 
   /**
+   * A handler's error as the answer it deserves, once its claim was released: a refusal of the
+   * payload becomes its envelope ({@link Delivery.handlerRefusal}); any other error is rethrown
+   * for the platform to answer (and log) as its own failure.
+   */
+  refusalOf(error: unknown): WebhookResponse {
+    const refusal = this.handlerRefusal(error);
+    if (refusal === undefined) throw error;
+    return refusal;
+  }
+
+  /**
    * What happens to a claimed delivery before its handler: an answer that ends it here, or
    * {@link CLIENT_GONE} (the claim was released: nobody will read an answer, and the sender
    * retries), or `undefined`: run the handler.
@@ -265,10 +276,11 @@ export class Delivery {
   /**
    * Runs a handler the adapter calls itself and settles the claim by its result: `statusOf` its
    * answer (2xx completes, anything else releases), a throw releases and propagates. Background
-   * work left after the completion goes to `waitUntil`, or is awaited where there is none, so a
-   * runtime that stops once the answer is sent does not lose it.
+   * work left after the completion goes to the platform's `waitUntil` (`waitUntilOf` is asked
+   * only then: finding it can cost, as Hono's `executionCtx` throws off Workers), or is awaited
+   * where there is none, so a runtime that stops once the answer is sent does not lose it.
    */
-  async run<R>(claim: Claim, handler: () => R | Promise<R>, statusOf: (result: R) => number, waitUntil?: WaitUntil): Promise<R> {
+  async run<R>(claim: Claim, handler: () => R | Promise<R>, statusOf: (result: R) => number, waitUntilOf?: () => WaitUntil | undefined): Promise<R> {
     let result: R;
     try {
       result = await this.within(claim, handler);
@@ -280,6 +292,7 @@ export class Delivery {
     await settleClaim(claim, statusOf(result));
     const pending = claim.pending();
     if (pending !== undefined) {
+      const waitUntil = waitUntilOf?.();
       if (waitUntil !== undefined) waitUntil(pending);
       else await pending;
     }

@@ -32,6 +32,7 @@ export {
   DEFAULT_TTL_SECONDS,
   DEFAULT_UNSIGNED_TTL_SECONDS,
   type Claim,
+  type ClaimOptions,
   type CloseOptions,
   type HandleOptions,
   type WebhookContext,

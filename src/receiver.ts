@@ -12,7 +12,7 @@ import { WebhookError } from './errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from './logger.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type OutcomeEvent, type TelemetryOptions, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
-import { syncOperations, type SyncOperations } from './stores/internal.ts';
+import { isCompletedByStore, syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './stores/types.ts';
 import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 
@@ -200,6 +200,24 @@ export interface HandleOptions {
 }
 
 /**
+ * Options of {@link Receiver.claim}.
+ *
+ * @example
+ * ```ts
+ * // AWS Lambda: no lock outlives the invocation that holds it.
+ * const claim = await receiver.claim(input, { deadline: Date.now() + context.getRemainingTimeInMillis() });
+ * ```
+ */
+export interface ClaimOptions {
+  /**
+   * Epoch milliseconds past which this claim's holder cannot run (a platform's time limit): the
+   * lock is taken, and renewed, for no longer than the time left until then, so a retry after a
+   * frozen or killed invocation is not blocked for the whole `lockSeconds`.
+   */
+  deadline?: number;
+}
+
+/**
  * Options of {@link Receiver.close}.
  *
  * @example
@@ -237,7 +255,7 @@ export interface Receiver {
     options?: HandleOptions,
   ): Promise<ReceiveResult<T>>;
   /** Verify and claim, for adapters whose handler runs later. */
-  claim(input: WebhookInput | Request): Promise<Claim>;
+  claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim>;
   /**
    * Resolves when the store answers (a readiness check); rejects with `STORE_UNAVAILABLE`
    * otherwise. Resolves at once without deduplication or with a store that has no `ping`.
@@ -424,6 +442,8 @@ class Held implements ClaimHandle {
     readonly lockMs: number,
     readonly webhookId: string,
     time: number,
+    /** {@link ClaimOptions.deadline}: renewals never reach past it. */
+    readonly deadline: number | undefined,
   ) {
     this.context = new Context(this);
     this.lockEnds = time + lockMs;
@@ -503,10 +523,14 @@ class ReceiverImpl implements Receiver {
     if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
   }
 
-  claim(input: WebhookInput | Request): Promise<Claim> {
+  claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim> {
+    const deadline = options?.deadline;
+    if (deadline !== undefined && (typeof deadline !== 'number' || !Number.isFinite(deadline))) {
+      return Promise.reject(new TypeError('claim deadline must be a finite number of epoch milliseconds'));
+    }
     const trace = this.#observer.start();
-    if (trace === undefined) return this.#claim(input, undefined);
-    return this.#claim(input, trace).then(
+    if (trace === undefined) return this.#claim(input, undefined, deadline);
+    return this.#claim(input, trace, deadline).then(
       (claim) => {
         attachTrace(claim, trace);
         if (claim.outcome === 'acquired') this.#observer.acquired(trace);
@@ -520,7 +544,7 @@ class ReceiverImpl implements Receiver {
     );
   }
 
-  async #claim(input: WebhookInput | Request, trace: Trace | undefined): Promise<Claim> {
+  async #claim(input: WebhookInput | Request, trace: Trace | undefined, deadline: number | undefined): Promise<Claim> {
     const webhook = isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input);
     if (trace !== undefined) this.#observer.verified(trace, webhook, this.#now());
     const store = this.#store;
@@ -531,16 +555,17 @@ class ReceiverImpl implements Receiver {
     // and unsigned deliveries live in key spaces of their own, so an unsigned request with a
     // guessed id can never claim (or answer as a duplicate) the signed event of that id.
     const key = this.#key(webhook);
+    const lockMs = deadline === undefined ? this.#lockMs : Math.max(1, Math.min(this.#lockMs, deadline - this.#now()));
     let result: ClaimResult;
     try {
       const sync = this.#sync;
       // Untraced (the usual case), the memory store's answer is taken without a promise or a closure.
       result = checkedClaim(
         trace !== undefined
-          ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, this.#lockMs) : store.claim(key, this.#lockMs)))
+          ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, lockMs) : store.claim(key, lockMs)))
           : sync !== undefined
-            ? sync.claim(key, this.#lockMs)
-            : await store.claim(key, this.#lockMs),
+            ? sync.claim(key, lockMs)
+            : await store.claim(key, lockMs),
       );
     } catch (error) {
       // An answer outside the contract fails closed whatever onStoreError says: the store may
@@ -563,7 +588,7 @@ class ReceiverImpl implements Receiver {
       return { ...this.#early('in_progress', webhook), retryAfterSeconds };
     }
 
-    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, this.#lockMs, webhook.id, this.#now());
+    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, this.#now(), deadline);
     held.trace = trace;
     if (this.#renews) this.#hold(held);
     let settled: Promise<void> | undefined;
@@ -709,16 +734,22 @@ class ReceiverImpl implements Receiver {
   }
 
   async #renew(held: Held, time: number): Promise<void> {
+    // Up to the holder's deadline at most: past it the platform has stopped the handler.
+    const lockMs = held.deadline === undefined ? held.lockMs : held.deadline - time;
+    if (lockMs <= 0) {
+      held.over = true;
+      this.#held.delete(held);
+      return;
+    }
     held.renewing = true;
     try {
       const sync = this.#sync;
-      const owned: unknown = await this.#observer.store(held.trace, 'extend', () =>
-        sync !== undefined ? sync.extend(held.key, held.token, held.lockMs) : held.store.extend!(held.key, held.token, held.lockMs),
-      );
+      const extend = () => (sync !== undefined ? sync.extend(held.key, held.token, lockMs) : held.store.extend!(held.key, held.token, lockMs));
+      const owned: unknown = held.trace === undefined ? await extend() : await this.#observer.store(held.trace, 'extend', extend);
       if (typeof owned !== 'boolean') throw badReply('extend', owned);
       if (held.over) return;
       if (owned) {
-        held.lockEnds = time + held.lockMs;
+        held.lockEnds = time + lockMs;
         held.renewAt = time + held.lockMs / 3;
       } else {
         this.#lost(held, new Error('the claim was lost while its handler ran (its lock expired and another delivery may have taken the id over)'));
@@ -744,6 +775,11 @@ class ReceiverImpl implements Receiver {
     held.over = true;
     this.#held.delete(held);
     const trace = held.trace;
+    if (stage === 'complete' && isCompletedByStore(held)) {
+      // Committed with the handler's side effect, in its transaction: nothing left to send.
+      if (trace !== undefined) this.#observer.settled(trace, true);
+      return DONE;
+    }
     const sync = this.#sync;
     if (sync === undefined) return this.#settleAsync(stage, held);
     try {

@@ -4,7 +4,7 @@
  * exported from the package.
  */
 
-import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 /**
  * The operations of a store that answers at once (the memory store), without the promises. The
@@ -161,4 +161,20 @@ export function describeValue(value: unknown): string {
   const constructorName = (value as { constructor?: { name?: unknown } }).constructor?.name;
   if (typeof constructorName !== 'string' || constructorName === '' || constructorName === 'Object') return 'an object';
   return `${/^[AEIOU]/.test(constructorName) ? 'an' : 'a'} ${constructorName}`;
+}
+
+/** Claims a store completed inside the app's own transaction (the Postgres store's `transaction`). */
+const completedByStore = new WeakSet<ClaimHandle>();
+
+/**
+ * Records that `handle`'s claim was completed by its store, together with the handler's side
+ * effect: the receiver's own completion afterwards then sends nothing (one round trip saved).
+ */
+export function noteCompletedByStore(handle: ClaimHandle): void {
+  completedByStore.add(handle);
+}
+
+/** `true` when {@link noteCompletedByStore} recorded `handle`. */
+export function isCompletedByStore(handle: ClaimHandle): boolean {
+  return completedByStore.has(handle);
 }

@@ -329,3 +329,32 @@ describe('exactly once: construction and shutdown', () => {
     await expect(receiver.close({ timeoutMs: -1 })).rejects.toThrow(RangeError);
   });
 });
+
+describe('exactly once: a claim bounded by its holder\'s deadline', () => {
+  it('takes and renews the lock for no longer than the time left (Lambda), and checks the deadline', async () => {
+    const now = Date.now();
+    const inner = memoryStore({ now: () => now });
+    const locks: [string, number][] = [];
+    const store: IdempotencyStore = {
+      claim: (key, lockMs) => (locks.push(['claim', lockMs]), inner.claim(key, lockMs)),
+      complete: (key, token, ttlMs) => inner.complete(key, token, ttlMs),
+      release: (key, token) => inner.release(key, token),
+      extend: (key, token, lockMs) => (locks.push(['extend', lockMs]), inner.extend(key, token, lockMs)),
+    };
+    const receiver = createReceiver({ secrets: SECRET, now: () => now, idempotency: { store } });
+    const bounded = await receiver.claim(await delivery('msg_lambda'), { deadline: now + 4_000 });
+    expect(bounded.outcome).toBe('acquired');
+    expect(bounded.context.claim?.lockMs).toBe(4_000);
+    const unbounded = await receiver.claim(await delivery('msg_server'));
+    expect(locks).toEqual([
+      ['claim', 4_000],
+      ['claim', 30_000],
+    ]);
+    await unbounded.complete();
+    await bounded.complete();
+    await expect(receiver.claim(await delivery('msg_bad'), { deadline: Number.NaN })).rejects.toThrow(
+      new TypeError('claim deadline must be a finite number of epoch milliseconds'),
+    );
+    await receiver.close({ timeoutMs: 0 });
+  });
+});
