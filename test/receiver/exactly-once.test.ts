@@ -331,7 +331,7 @@ describe('exactly once: construction and shutdown', () => {
 });
 
 describe('exactly once: a claim bounded by its holder\'s deadline', () => {
-  it('takes and renews the lock for no longer than the time left (Lambda), and checks the deadline', async () => {
+  it('takes the lock for no longer than the time left (Lambda), and checks the deadline', async () => {
     const now = Date.now();
     const inner = memoryStore({ now: () => now });
     const locks: [string, number][] = [];
