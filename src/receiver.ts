@@ -691,11 +691,10 @@ class ReceiverImpl implements Receiver {
   #unclaimedRun(webhook: VerifiedWebhook, trace: Trace | undefined): Claim {
     const context = new Context(undefined);
     this.#unclaimed.add(context);
-    let finished = false;
     const finish = (completed: boolean): Promise<void> => {
       this.#unclaimed.delete(context);
-      if (trace !== undefined && !finished) this.#observer.settled(trace, completed);
-      finished = true;
+      // Settles once: the record ignores a second ending.
+      if (trace !== undefined) this.#observer.settled(trace, completed);
       return DONE;
     };
     return { outcome: 'acquired', webhook, context, complete: () => finish(true), release: () => finish(false), pending: nothingPending };
@@ -796,9 +795,10 @@ class ReceiverImpl implements Receiver {
 
   async #settleAsync(stage: 'complete' | 'release', held: Held): Promise<void> {
     try {
-      const owned: unknown = await this.#observer.store(held.trace, stage, () =>
-        stage === 'complete' ? held.store.complete(held.key, held.token, held.ttlMs) : held.store.release(held.key, held.token),
-      );
+      const trace = held.trace;
+      // Untraced (the usual case): the store is called without a closure around it.
+      const owned: unknown =
+        trace === undefined ? await settleAsync(stage, held) : await this.#observer.store(trace, stage, () => settleAsync(stage, held));
       if (typeof owned !== 'boolean') {
         this.#report(badReply(stage, owned), stage, held.webhookId, false);
         return;
@@ -829,7 +829,8 @@ class ReceiverImpl implements Receiver {
     for (let attempts = 1; ; attempts++) {
       await sleep(delay);
       try {
-        const owned: unknown = await held.store.complete(held.key, held.token, held.ttlMs);
+        // Timed like the first attempt: retries during an outage belong in the store's latency.
+        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => held.store.complete(held.key, held.token, held.ttlMs));
         if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held.webhookId, false);
         // The store's contract makes a completion idempotent for its own token, so a first attempt
         // that timed out but landed late answers true here, not "taken over".
@@ -859,6 +860,10 @@ class ReceiverImpl implements Receiver {
       // A throwing logger must not turn a processed webhook into a failure.
     }
   }
+}
+
+function settleAsync(stage: 'complete' | 'release', held: Held): Promise<boolean> {
+  return stage === 'complete' ? held.store.complete(held.key, held.token, held.ttlMs) : held.store.release(held.key, held.token);
 }
 
 function settleSync(sync: SyncOperations, stage: 'complete' | 'release', held: Held): boolean {

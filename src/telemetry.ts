@@ -17,6 +17,7 @@
 import { isWebhookError, type WebhookErrorCode } from './errors.ts';
 import { webhookHeaders } from './headers.ts';
 import { payloadErrorOf } from './schema.ts';
+import type { MemoryStore } from './stores/memory.ts';
 import type { IdempotencyStore } from './stores/types.ts';
 import type { VerifiedWebhook, WebhookInput } from './verify.ts';
 
@@ -57,6 +58,8 @@ export const TELEMETRY_NAMES = {
     store: 'webhook.store',
     operation: 'webhook.store.operation',
     keySpace: 'webhook.store.key_space',
+    /** Tells apart the memory stores of one process (1, 2, …), so two receivers' gauges do not mix. */
+    storeInstance: 'webhook.store.instance',
     skewDirection: 'webhook.clock_skew.direction',
   },
 } as const;
@@ -197,6 +200,14 @@ const SKEW_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
 /** The trace of each claim object, so adapters can nest their handler's work and tell the status. */
 const traces = new WeakMap<object, Trace>();
+/**
+ * How many observers (telemetry or `onOutcome`) this process has: with none, the per-request
+ * hooks below return before any look-up, so an unobserved delivery pays one comparison.
+ */
+let observing = 0;
+/** A small number per memory store whose fullness is reported (see `storeInstance`). */
+const storeInstances = new WeakMap<object, number>();
+let storeInstanceCount = 0;
 
 /** Monotonic where there is one (every runtime this package supports has `performance`). */
 const clock: () => number = typeof performance === 'object' && typeof performance.now === 'function' ? () => performance.now() : Date.now;
@@ -230,7 +241,10 @@ function checkTelemetry(telemetry: unknown): OpenTelemetryApi | undefined {
     api === null ||
     typeof api.metrics?.getMeter !== 'function' ||
     typeof api.trace?.getTracer !== 'function' ||
-    typeof api.context?.with !== 'function'
+    typeof api.trace.getSpan !== 'function' ||
+    typeof api.trace.setSpan !== 'function' ||
+    typeof api.context?.with !== 'function' ||
+    typeof api.context.active !== 'function'
   ) {
     throw new TypeError(`telemetry must be { api } with the app's @opentelemetry/api module (import * as api from '@opentelemetry/api')`);
   }
@@ -249,6 +263,8 @@ export class Observer {
   #instruments: Instruments | undefined;
   /** Errors already counted by the receiver, so an adapter's `refuse` does not count them twice. */
   readonly #counted = new WeakSet<object>();
+  /** One attributes object per store operation, made once. */
+  readonly #operationAttributes = new Map<string, Attributes>();
 
   constructor(options: { telemetry?: TelemetryOptions; onOutcome?: (event: OutcomeEvent) => void }, store: IdempotencyStore | undefined) {
     this.#api = checkTelemetry(options.telemetry);
@@ -256,6 +272,12 @@ export class Observer {
     this.#onOutcome = options.onOutcome;
     this.#store = store;
     this.#storeName = storeName(store);
+    if (this.active) observing++;
+  }
+
+  /** Telemetry or `onOutcome` is on: deliveries are recorded. */
+  get active(): boolean {
+    return this.#api !== undefined || this.#onOutcome !== undefined;
   }
 
   /** Taken on first use (see the module's comment). */
@@ -285,9 +307,11 @@ export class Observer {
       }),
       tracer: api.trace.getTracer(NAMES.scope),
     };
-    const store = this.#store as { usage?: () => { signed: { claims: number; completed: number; max: number }; unsigned: { claims: number; completed: number; max: number } } } | undefined;
-    if (typeof store?.usage === 'function') {
+    const store = this.#store as Partial<Pick<MemoryStore, 'usage'>> | undefined;
+    if (store !== undefined && typeof store.usage === 'function') {
       const usage = store.usage.bind(store);
+      let instance = storeInstances.get(store);
+      if (instance === undefined) storeInstances.set(store, (instance = ++storeInstanceCount));
       meter
         .createObservableGauge(m.memoryStoreUtilization, {
           description: 'How full the memory store is (entries over its bound); at 1 with only live claims it answers 503',
@@ -295,8 +319,8 @@ export class Observer {
         })
         .addCallback((result) => {
           const now = usage();
-          result.observe((now.signed.claims + now.signed.completed) / now.signed.max, { [A.keySpace]: 'signed' });
-          result.observe((now.unsigned.claims + now.unsigned.completed) / now.unsigned.max, { [A.keySpace]: 'unsigned' });
+          result.observe((now.signed.claims + now.signed.completed) / now.signed.max, { [A.keySpace]: 'signed', [A.storeInstance]: instance });
+          result.observe((now.unsigned.claims + now.unsigned.completed) / now.unsigned.max, { [A.keySpace]: 'unsigned', [A.storeInstance]: instance });
         });
     }
     return instruments;
@@ -359,7 +383,8 @@ export class Observer {
   /** Times one store operation (and makes it a child span), sync or async. */
   store<T>(trace: Trace | undefined, operation: string, call: () => T): T {
     if (trace === undefined || trace.span === undefined) return call();
-    const attributes = { [A.store]: this.#storeName, [A.operation]: operation };
+    let attributes = this.#operationAttributes.get(operation);
+    if (attributes === undefined) this.#operationAttributes.set(operation, (attributes = { [A.store]: this.#storeName, [A.operation]: operation }));
     // No tracer provider (or a sampler that dropped the delivery): no child span, no context
     // switch, only the latency histogram.
     const span = trace.span.isRecording()
@@ -496,7 +521,7 @@ export function attachTrace(claim: object, trace: Trace | undefined): void {
 
 /** The delivery's record of a claim, when it is observed (internal). */
 export function traceOf(claim: object): Trace | undefined {
-  return traces.get(claim);
+  return observing === 0 ? undefined : traces.get(claim);
 }
 
 /**
@@ -504,6 +529,7 @@ export function traceOf(claim: object): Trace | undefined {
  * claim is settled (internal: the adapters' shared flow calls it).
  */
 export function noteAnswer(claim: object, status: number | undefined, error?: unknown): void {
+  if (observing === 0) return;
   const trace = traces.get(claim);
   if (trace === undefined) return;
   if (status !== undefined) trace.status = status;

@@ -7,7 +7,7 @@
 import * as api from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
@@ -51,19 +51,20 @@ async function request(id: string, { secret = SECRET, body = '{"type":"invoice.p
   return new Request('http://127.0.0.1/webhooks', { method: 'POST', headers: signed.headers, body });
 }
 
-async function collect(): Promise<ResourceMetrics> {
+/** The metrics so far; `undefined` before anything was recorded (the exporter then has nothing). */
+async function collect(): Promise<ResourceMetrics | undefined> {
   metricExporter.reset();
   await reader.forceFlush();
   const all = metricExporter.getMetrics();
-  return all[all.length - 1]!;
+  return all[all.length - 1];
 }
 
-function points(metrics: ResourceMetrics, name: string): { attributes: Record<string, unknown>; value: unknown }[] {
-  const found = metrics.scopeMetrics.flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === name);
+function points(metrics: ResourceMetrics | undefined, name: string): { attributes: Record<string, unknown>; value: unknown }[] {
+  const found = (metrics?.scopeMetrics ?? []).flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === name);
   return found.flatMap((metric) => metric.dataPoints.map((point) => ({ attributes: point.attributes as Record<string, unknown>, value: point.value })));
 }
 
-function sum(metrics: ResourceMetrics, name: string, attributes: Record<string, unknown>): number {
+function sum(metrics: ResourceMetrics | undefined, name: string, attributes: Record<string, unknown>): number {
   return points(metrics, name)
     .filter((point) => Object.entries(attributes).every(([key, value]) => point.attributes[key] === value))
     .reduce((total, point) => total + (point.value as number), 0);
@@ -78,6 +79,7 @@ describe('OpenTelemetry through the real SDK', () => {
     const events: OutcomeEvent[] = [];
     const options: ReceiverOptions = { secrets, telemetry: { api }, onOutcome: (event) => events.push(event) };
     const receiver = createReceiver(options);
+    const before = await collect();
     await receiver.handle(await request('msg_t1'), () => undefined);
     await receiver.handle(await request('msg_t1'), () => undefined); // duplicate
     await receiver.handle(await request('msg_t2', { secret: OLD_SECRET }), () => undefined);
@@ -87,20 +89,27 @@ describe('OpenTelemetry through the real SDK', () => {
     await expect(receiver.handle(forged, () => undefined)).rejects.toMatchObject({ code: 'SIGNATURE_MISMATCH' });
 
     const metrics = await collect();
-    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'processed' })).toBeGreaterThanOrEqual(2);
-    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'duplicate' })).toBeGreaterThanOrEqual(1);
-    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'failed' })).toBeGreaterThanOrEqual(1);
-    expect(sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'rejected', 'webhook.error.code': 'SIGNATURE_MISMATCH' })).toBeGreaterThanOrEqual(1);
+    // Counters are cumulative over the file: exactly what these five deliveries added.
+    const added = (name: string, attributes: Record<string, unknown>) => sum(metrics, name, attributes) - sum(before, name, attributes);
+    expect(added('webhook.deliveries', { 'webhook.outcome': 'processed' })).toBe(2);
+    expect(added('webhook.deliveries', { 'webhook.outcome': 'duplicate' })).toBe(1);
+    expect(added('webhook.deliveries', { 'webhook.outcome': 'failed' })).toBe(1);
+    expect(added('webhook.deliveries', { 'webhook.outcome': 'rejected', 'webhook.error.code': 'SIGNATURE_MISMATCH' })).toBe(1);
     // The old key still signs traffic: not ready to retire.
-    expect(sum(metrics, 'webhook.verified', { 'webhook.key.id': 'key-old', 'webhook.signature.version': 'v1' })).toBeGreaterThanOrEqual(1);
-    expect(sum(metrics, 'webhook.verified', { 'webhook.key.id': 'key-new', 'webhook.signature.version': 'v1' })).toBeGreaterThanOrEqual(3);
+    expect(added('webhook.verified', { 'webhook.key.id': 'key-old', 'webhook.signature.version': 'v1' })).toBe(1);
+    expect(added('webhook.verified', { 'webhook.key.id': 'key-new', 'webhook.signature.version': 'v1' })).toBe(3);
     const storeOps = points(metrics, 'webhook.store.duration');
     expect(storeOps.map((point) => `${point.attributes['webhook.store']} ${point.attributes['webhook.store.operation']}`)).toEqual(
       expect.arrayContaining(['memory claim', 'memory complete', 'memory release']),
     );
-    expect(points(metrics, 'webhook.handler.duration').length).toBeGreaterThan(0);
+    const handlerRuns = (m: ResourceMetrics | undefined, outcome: string) =>
+      points(m, 'webhook.handler.duration')
+        .filter((point) => point.attributes['webhook.outcome'] === outcome)
+        .reduce((total, point) => total + (point.value as { count: number }).count, 0);
+    expect(handlerRuns(metrics, 'processed') - handlerRuns(before, 'processed')).toBe(2);
+    expect(handlerRuns(metrics, 'failed') - handlerRuns(before, 'failed')).toBe(1);
     // No metric attribute carries an id.
-    for (const metric of metrics.scopeMetrics.flatMap((scope) => scope.metrics)) {
+    for (const metric of (metrics?.scopeMetrics ?? []).flatMap((scope) => scope.metrics)) {
       for (const point of metric.dataPoints) expect(JSON.stringify(point.attributes)).not.toMatch(/msg_/);
     }
 
@@ -142,6 +151,7 @@ describe('OpenTelemetry through the real SDK', () => {
       'webhook.key.id': 'key-new',
       'webhook.signature.version': 'v1',
       'webhook.signed': true,
+      'webhook.response.status': 200,
     });
     expect(receive!.kind).toBe(api.SpanKind.SERVER);
     const receiveId = receive!.spanContext().spanId;
@@ -180,6 +190,16 @@ describe('OpenTelemetry through the real SDK', () => {
     expect(signed.map((point) => point.value)).toContain(0.3);
   });
 
+  it('keeps two memory stores of one process apart in the fullness gauge', async () => {
+    const first = createReceiver({ secrets, telemetry: { api }, idempotency: { store: memoryStore({ max: 4 }) } });
+    const second = createReceiver({ secrets, telemetry: { api }, idempotency: { store: memoryStore({ max: 8 }) } });
+    await first.handle(await request('msg_gauge_1'), () => undefined);
+    await second.handle(await request('msg_gauge_2'), () => undefined);
+    const signed = points(await collect(), 'webhook.memory_store.utilization').filter((point) => point.attributes['webhook.store.key_space'] === 'signed');
+    const instances = new Map(signed.map((point) => [point.attributes['webhook.store.instance'], point.value]));
+    expect([...instances.values()]).toEqual(expect.arrayContaining([0.25, 0.125]));
+  });
+
   it('takes its instruments on first use: a receiver built before the provider still reports', async () => {
     await early.handle(await request('msg_early'), () => undefined);
     const metrics = await collect();
@@ -206,7 +226,55 @@ describe('OpenTelemetry through the real SDK', () => {
     expect(spansNamed('app.inside')[0]!.parentSpanContext?.spanId).toBe(receive.spanContext().spanId);
   });
 
+  it('counts a refusal once, whether the receiver or only the adapter saw it', async () => {
+    const events: OutcomeEvent[] = [];
+    const handler = webhookHandler({ secrets, telemetry: { api }, onOutcome: (event) => events.push(event), onRejected: () => {} }, () => undefined);
+    const forged = await request('msg_forged_once');
+    forged.headers.set('webhook-signature', 'v1,' + btoa('y'.repeat(32)));
+    expect((await handler(forged)).status).toBe(401);
+    const consumed = await request('msg_read_before');
+    await consumed.text(); // the body is gone: refused by the adapter's read, before the receiver
+    expect((await handler(consumed)).status).toBe(500);
+    expect(events.map((event) => [event.outcome, event.code])).toEqual([
+      ['rejected', 'SIGNATURE_MISMATCH'],
+      ['rejected', 'BODY_UNAVAILABLE'],
+    ]);
+  });
+
+  it('times lease renewals as store operations (extend)', async () => {
+    const inner = memoryStore();
+    let extended!: () => void;
+    const renewal = new Promise<void>((resolve) => (extended = resolve));
+    const store = { ...inner, name: 'memory', extend: (key: string, token: string, lockMs: number) => (extended(), inner.extend(key, token, lockMs)) };
+    const receiver = createReceiver({ secrets, telemetry: { api }, idempotency: { store, lockSeconds: 0.3 } });
+    const before = await collect();
+    // The handler runs until the receiver has renewed its claim once.
+    await receiver.handle(await request('msg_renewed'), () => renewal);
+    const extendCount = (m: ResourceMetrics | undefined) =>
+      points(m, 'webhook.store.duration')
+        .filter((point) => point.attributes['webhook.store.operation'] === 'extend')
+        .reduce((total, point) => total + (point.value as { count: number }).count, 0);
+    expect(extendCount(await collect()) - extendCount(before)).toBeGreaterThanOrEqual(1);
+    await receiver.close({ timeoutMs: 0 });
+  });
+
+  it('with a sampler that drops the delivery: no spans, no child spans, the store still timed', async () => {
+    const dropping = new BasicTracerProvider({ sampler: new AlwaysOffSampler(), spanProcessors: [new SimpleSpanProcessor(spanExporter)] });
+    const offApi = { ...api, trace: { ...api.trace, getTracer: (name: string) => dropping.getTracer(name) } } as typeof api;
+    const receiver = createReceiver({ secrets, telemetry: { api: offApi } });
+    const claims = (m: ResourceMetrics | undefined) =>
+      points(m, 'webhook.store.duration')
+        .filter((point) => point.attributes['webhook.store.operation'] === 'claim')
+        .reduce((total, point) => total + (point.value as { count: number }).count, 0);
+    const before = await collect();
+    await receiver.handle(await request('msg_dropped'), () => undefined);
+    expect(spanExporter.getFinishedSpans()).toEqual([]);
+    expect(claims(await collect()) - claims(before)).toBe(1);
+    await dropping.shutdown();
+  });
+
   it('refuses a telemetry option that is not the API', () => {
+    expect(() => createReceiver({ secrets, telemetry: { api: { ...api, context: { with: api.context.with } } as never } })).toThrow(TypeError);
     expect(() => createReceiver({ secrets, telemetry: { api: {} as never } })).toThrow(TypeError);
     expect(() => createReceiver({ secrets, onOutcome: 'yes' as never })).toThrow(TypeError);
   });
