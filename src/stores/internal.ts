@@ -140,11 +140,15 @@ export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, store: st
 /** The longest timer a runtime honours (2^31 - 1 ms); a longer one fires at once. */
 const MAX_TIMER_MS = 2_147_483_647;
 
-/** A store's `timeoutMs` option, checked (its default when absent). */
+/**
+ * A store's `timeoutMs` option, checked (its default when absent). `store` is the store's name
+ * (`durable-object`); the error names its factory (`durableObjectStore`).
+ */
 export function checkTimeoutOption(store: string, timeoutMs: unknown, fallback: number): number {
   if (timeoutMs === undefined) return fallback;
   if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
-    throw new RangeError(`${store}Store timeoutMs must be a positive number of milliseconds up to ${MAX_TIMER_MS} (default ${fallback})`);
+    const factory = `${store.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase())}Store`;
+    throw new RangeError(`${factory} timeoutMs must be a positive number of milliseconds up to ${MAX_TIMER_MS} (default ${fallback})`);
   }
   return timeoutMs;
 }
