@@ -42,10 +42,10 @@ export function syncOperations(store: IdempotencyStore): SyncOperations | undefi
 /** '00' to 'ff': one look-up per byte. */
 const HEX_PAIRS = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
 
-/** Lower-case hex of `bytes`. */
-export function toHex(bytes: Uint8Array): string {
+/** Lower-case hex of `bytes` (of `bytes[start..end)` when given). */
+export function toHex(bytes: Uint8Array, start = 0, end = bytes.length): string {
   let hex = '';
-  for (let i = 0; i < bytes.length; i++) hex += HEX_PAIRS[bytes[i]!]!;
+  for (let i = start; i < end; i++) hex += HEX_PAIRS[bytes[i]!]!;
   return hex;
 }
 
@@ -55,8 +55,10 @@ export function newToken(): string {
     globalThis.crypto.getRandomValues(tokenBytes);
     tokenOffset = 0;
   }
+  const start = tokenOffset;
   tokenOffset += 16;
-  return toHex(tokenBytes.subarray(tokenOffset - 16, tokenOffset));
+  // Read in place: no subarray view per token.
+  return toHex(tokenBytes, start, tokenOffset);
 }
 
 // Random bytes for tokens, drawn 4 KiB at a time: one getRandomValues call costs Node about as
