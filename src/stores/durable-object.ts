@@ -83,6 +83,9 @@ export interface DurableObjectStore extends IdempotencyStore {
   ping(): Promise<void>;
 }
 
+/** The store's name: its `name` (telemetry), its `StoreError`s' `store`, its messages. */
+const STORE = 'durable-object';
+
 /**
  * 5000 ms: the default per-operation timeout of {@link durableObjectStore}.
  *
@@ -151,7 +154,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
   if (typeof options !== 'object' || options === null) throw new TypeError('durableObjectStore options must be an object');
   const { prefix = '' } = options;
   if (typeof prefix !== 'string') throw new TypeError('durableObjectStore prefix must be a string');
-  const timeoutMs = checkTimeoutOption('durableObject', options.timeoutMs, DEFAULT_DURABLE_OBJECT_TIMEOUT_MS);
+  const timeoutMs = checkTimeoutOption(STORE, options.timeoutMs, DEFAULT_DURABLE_OBJECT_TIMEOUT_MS);
 
   const send = (name: string, operation: Operation): Promise<Reply> =>
     withTimeout(
@@ -164,22 +167,23 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
         });
         if (!response.ok) {
           const detail = (await response.text()).slice(0, 200);
-          throw new StoreError('durable-object', 'bad_reply', `durable object store: ${operation.op} answered HTTP ${response.status}: ${detail}`);
+          throw new StoreError(STORE, 'bad_reply', `${STORE} store: ${operation.op} answered HTTP ${response.status}: ${detail}`);
         }
         return (await response.json()) as Reply;
       })(),
       timeoutMs,
-      'durable-object',
+      STORE,
       operation.op,
     );
 
   const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' }>): Promise<boolean> => {
     const reply = await send(operation.key, operation);
     if (typeof reply === 'object' && reply !== null && 'ok' in reply && typeof reply.ok === 'boolean') return reply.ok;
-    throw new StoreError('durable-object', 'bad_reply', `durable object store: unexpected reply to ${operation.op}: ${describeValue(reply)}`);
+    throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ${operation.op}: ${describeValue(reply)}`);
   };
 
   return {
+    name: STORE,
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       const token = newToken();
@@ -191,7 +195,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
         const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
         return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
       }
-      throw new StoreError('durable-object', 'bad_reply', `durable object store: unexpected reply to claim: ${describeValue(reply)}`);
+      throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to claim: ${describeValue(reply)}`);
     },
     async complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
@@ -209,7 +213,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
       // An object of its own (no key has an empty namespace), which never writes storage.
       const reply = await send(':ping', { op: 'ping' });
       if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
-        throw new StoreError('durable-object', 'bad_reply', `durable object store: unexpected reply to ping: ${describeValue(reply)}`);
+        throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ping: ${describeValue(reply)}`);
       }
     },
   };

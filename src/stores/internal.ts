@@ -42,10 +42,10 @@ export function syncOperations(store: IdempotencyStore): SyncOperations | undefi
 /** '00' to 'ff': one look-up per byte. */
 const HEX_PAIRS = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
 
-/** Lower-case hex of `bytes`. */
-export function toHex(bytes: Uint8Array): string {
+/** Lower-case hex of `bytes` (of `bytes[start..end)` when given). */
+export function toHex(bytes: Uint8Array, start = 0, end = bytes.length): string {
   let hex = '';
-  for (let i = 0; i < bytes.length; i++) hex += HEX_PAIRS[bytes[i]!]!;
+  for (let i = start; i < end; i++) hex += HEX_PAIRS[bytes[i]!]!;
   return hex;
 }
 
@@ -55,8 +55,10 @@ export function newToken(): string {
     globalThis.crypto.getRandomValues(tokenBytes);
     tokenOffset = 0;
   }
+  const start = tokenOffset;
   tokenOffset += 16;
-  return toHex(tokenBytes.subarray(tokenOffset - 16, tokenOffset));
+  // Read in place: no subarray view per token.
+  return toHex(tokenBytes, start, tokenOffset);
 }
 
 // Random bytes for tokens, drawn 4 KiB at a time: one getRandomValues call costs Node about as
@@ -140,11 +142,15 @@ export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, store: st
 /** The longest timer a runtime honours (2^31 - 1 ms); a longer one fires at once. */
 const MAX_TIMER_MS = 2_147_483_647;
 
-/** A store's `timeoutMs` option, checked (its default when absent). */
+/**
+ * A store's `timeoutMs` option, checked (its default when absent). `store` is the store's name
+ * (`durable-object`); the error names its factory (`durableObjectStore`).
+ */
 export function checkTimeoutOption(store: string, timeoutMs: unknown, fallback: number): number {
   if (timeoutMs === undefined) return fallback;
   if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs <= 0 || timeoutMs > MAX_TIMER_MS) {
-    throw new RangeError(`${store}Store timeoutMs must be a positive number of milliseconds up to ${MAX_TIMER_MS} (default ${fallback})`);
+    const factory = `${store.replace(/-([a-z])/g, (_, letter: string) => letter.toUpperCase())}Store`;
+    throw new RangeError(`${factory} timeoutMs must be a positive number of milliseconds up to ${MAX_TIMER_MS} (default ${fallback})`);
   }
   return timeoutMs;
 }

@@ -15,7 +15,7 @@
  * shape. Neither is imported.
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, withTimeout } from './internal.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, noteCompletedByStore, withTimeout } from './internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
@@ -384,9 +384,11 @@ function statements(t: string): Statements {
 SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
   (SELECT completed FROM seen) AS completed,
   (SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 FROM seen) AS left_ms`,
-    // Complete: while the token holds a live lock; again for a row this token completed already.
+    // Complete: while the token holds a live lock; again for a row this token completed already,
+    // while that completion lasts (once its TTL ran out the id is forgotten, even before clean-up
+    // deletes the row, as in every other store).
     complete: `UPDATE ${t} SET completed = true, expires_at = CASE WHEN completed THEN expires_at ELSE ${ms('$3')} END
-WHERE key = $1 AND token = $2 AND (completed OR expires_at > clock_timestamp())
+WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()
 RETURNING 1`,
     // In a transaction: only a live lock, never a completed row, so a second transaction for one
     // claim rolls back instead of committing a second effect.
@@ -407,13 +409,20 @@ RETURNING 1`,
 
 type Row = Record<string, unknown>;
 
+/** One statement inside a transaction, bounded by the store's timeout; `operation` names it in a timeout. */
+type TransactionRun = (text: string, values: unknown[], operation: string) => Promise<Row[]>;
+
 /** One client library, seen through what the store sends. */
 interface Driver {
-  readonly kind: 'pg' | 'postgres.js';
   /** One statement, one round trip. */
   run(text: string, values: unknown[]): Promise<Row[]>;
-  /** `fn` inside BEGIN … COMMIT; its rejection rolls back. */
-  transaction<T>(fn: (run: (text: string, values: unknown[]) => Promise<Row[]>, tx: unknown) => Promise<T>): Promise<T>;
+  /**
+   * `fn` inside BEGIN … COMMIT; its rejection rolls back. Every wait on the server (connect,
+   * BEGIN, the store's statements, COMMIT) is bounded by the store's timeout here, inside the
+   * driver, so a dead server rejects with `StoreError` `timeout` instead of hanging; the app's own
+   * statements in `fn` are the app's to bound.
+   */
+  transaction<T>(fn: (run: TransactionRun, tx: unknown) => Promise<T>): Promise<T>;
 }
 
 function isPostgresJs(client: object): client is PostgresJsSqlLike {
@@ -432,22 +441,33 @@ function rowsOf(reply: unknown, operation: string): Row[] {
   return rows as Row[];
 }
 
+function timeoutError(operation: string, timeoutMs: number): StoreError {
+  return new StoreError('postgres', 'timeout', `postgres store: no answer to ${operation} within ${timeoutMs} ms`);
+}
+
 function pgDriver(client: PgClientLike, timeoutMs: number): Driver {
   const pool = isPgPool(client) ? client : undefined;
   return {
-    kind: 'pg',
     run: async (text, values) => rowsOf(await client.query(text, values), 'query'),
-    async transaction<T>(fn: (run: (text: string, values: unknown[]) => Promise<Row[]>, tx: unknown) => Promise<T>): Promise<T> {
+    async transaction<T>(fn: (run: TransactionRun, tx: unknown) => Promise<T>): Promise<T> {
       if (pool === undefined) {
         throw new TypeError(
           'postgresStore transaction() needs a pg Pool (or a postgres.js sql): on a single Client, every other statement would join the transaction',
         );
       }
-      const connection = await withTimeout(pool.connect(), timeoutMs, 'postgres', 'transaction (connect)');
+      const connecting = pool.connect();
+      let connection: PgPoolClientLike;
+      try {
+        connection = await withTimeout(connecting, timeoutMs, 'postgres', 'transaction (connect)');
+      } catch (error) {
+        // A connection that arrives after the timeout goes back to the pool, not astray.
+        if (error instanceof StoreError) connecting.then((late) => late.release(), () => {});
+        throw error;
+      }
       // A connection whose statement timed out may still be inside the transaction: destroy it
       // rather than hand it back to the pool.
       let broken: Error | undefined;
-      const run = async (text: string, values: unknown[], operation = 'transaction'): Promise<Row[]> => {
+      const run: TransactionRun = async (text, values, operation) => {
         try {
           return rowsOf(await withTimeout(connection.query(text, values), timeoutMs, 'postgres', operation), operation);
         } catch (error) {
@@ -481,16 +501,56 @@ function pgDriver(client: PgClientLike, timeoutMs: number): Driver {
   };
 }
 
-function postgresJsDriver(sql: PostgresJsSqlLike): Driver {
+function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
   const runOn = (target: PostgresJsTransactionLike) => async (text: string, values: unknown[]) =>
     rowsOf(await target.unsafe(text, values as never[]), 'query');
   return {
-    kind: 'postgres.js',
     run: runOn(sql),
-    async transaction<T>(fn: (run: (text: string, values: unknown[]) => Promise<Row[]>, tx: unknown) => Promise<T>): Promise<T> {
-      // Boxed: postgres.js awaits every element of an array that the callback returns.
-      const box = (await sql.begin('read write', async (tx) => ({ value: await fn(runOn(tx), tx) }))) as { value: T };
-      return box.value;
+    transaction<T>(fn: (run: TransactionRun, tx: unknown) => Promise<T>): Promise<T> {
+      // `sql.begin` connects, sends BEGIN, runs the callback and sends COMMIT (or ROLLBACK) with
+      // no bound of its own: a timer runs while it waits on the server (before the callback, and
+      // from the callback's end to the commit), and each statement of the store is bounded too.
+      // The first timeout rejects at once; postgres.js then rolls back (or drops the connection)
+      // on its own time.
+      return new Promise<T>((resolve, reject) => {
+        let over = false;
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const settle = (outcome: () => void) => {
+          clearTimeout(timer);
+          if (over) return;
+          over = true;
+          outcome();
+        };
+        const fail = (error: unknown) => settle(() => reject(error));
+        const waitFor = (operation: string) => {
+          clearTimeout(timer);
+          timer = setTimeout(() => fail(timeoutError(operation, timeoutMs)), timeoutMs);
+        };
+        waitFor('transaction (BEGIN)');
+        sql
+          .begin('read write', async (tx) => {
+            clearTimeout(timer);
+            // Begun after the store gave up: roll back without running the app's callback.
+            if (over) throw timeoutError('transaction (BEGIN)', timeoutMs);
+            const run: TransactionRun = async (text, values, operation) => {
+              try {
+                return await withTimeout(runOn(tx)(text, values), timeoutMs, 'postgres', operation);
+              } catch (error) {
+                if (error instanceof StoreError) fail(error);
+                throw error;
+              }
+            };
+            const value = await fn(run, tx);
+            if (over) throw timeoutError('transaction', timeoutMs);
+            waitFor('transaction (COMMIT)');
+            // Boxed: postgres.js awaits every element of an array that the callback returns.
+            return { value };
+          })
+          .then(
+            (box) => settle(() => resolve((box as { value: T }).value)),
+            (error: unknown) => fail(error),
+          );
+      });
     },
   };
 }
@@ -547,13 +607,10 @@ function flag(row: Row | undefined, column: string, operation: string): boolean 
 export function postgresStore<C extends PostgresClientLike>(options: PostgresStoreOptions<C>): PostgresStore<TransactionOf<C>> {
   if (typeof options !== 'object' || options === null) throw new TypeError('postgresStore needs an options object: postgresStore({ client })');
   const { client, table = DEFAULT_POSTGRES_TABLE, autoCleanup = true } = options;
-  if ((typeof client !== 'object' && typeof client !== 'function') || client === null) {
-    throw new TypeError(`postgresStore client must be a pg Pool or Client, or a postgres.js sql, got ${describeValue(client)}`);
-  }
   const timeoutMs = checkTimeoutOption('postgres', options.timeoutMs, DEFAULT_POSTGRES_TIMEOUT_MS);
   let driver: Driver;
-  if (isPostgresJs(client)) driver = postgresJsDriver(client);
-  else if (typeof (client as Partial<PgClientLike>).query === 'function') driver = pgDriver(client as PgClientLike, timeoutMs);
+  if (isPostgresJs(client)) driver = postgresJsDriver(client, timeoutMs);
+  else if (typeof (client as Partial<PgClientLike> | null | undefined)?.query === 'function') driver = pgDriver(client as PgClientLike, timeoutMs);
   else {
     throw new TypeError(
       `postgresStore client must be a pg Pool or Client, or a postgres.js sql: ${describeValue(client)} has neither query() (pg) nor unsafe() and begin() (postgres.js)`,
@@ -569,6 +626,7 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
   let claims = 0;
 
   const store: PostgresStore<TransactionOf<C>> = {
+    name: 'postgres',
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       checkText(key);
@@ -644,16 +702,20 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
         checkComplete(claim.key, claim.token, claim.ttlMs);
       }
       const signal = context.signal;
-      return driver.transaction(async (run, tx) => {
-        const value = await fn(tx as TransactionOf<C>);
+      const value = await driver.transaction(async (run, tx) => {
+        const result = await fn(tx as TransactionOf<C>);
         // The receiver gave up on this delivery (for example its lease was lost): never commit.
         signal?.throwIfAborted();
         if (claim !== undefined) {
-          const rows = await withTimeout(run(sql.completeInTransaction, [claim.key, claim.token, claim.ttlMs]), timeoutMs, 'postgres', 'transaction (complete)');
+          const rows = await run(sql.completeInTransaction, [claim.key, claim.token, claim.ttlMs], 'transaction (complete)');
           if (rows.length !== 1) throw new ClaimLostError(claim.key);
         }
-        return value;
+        return result;
       });
+      // Committed together with the side effect: the receiver's own completion would only send
+      // the same thing again (one round trip saved per delivery).
+      if (claim !== undefined) noteCompletedByStore(claim);
+      return value;
     },
   };
   return store;

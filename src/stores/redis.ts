@@ -102,8 +102,8 @@ export type RedisClientLike = IORedisClientLike | NodeRedisClientLike | UpstashR
  */
 export interface RedisStoreOptions {
   /**
-   * A client the app created and connected (`ioredis` or `redis`). The store never connects,
-   * configures or closes it. See {@link redisStore} for settings that make outages fail fast.
+   * A client the app created and connected (`ioredis` or `redis`), or an `@upstash/redis` client
+   * (HTTP, nothing to connect). The store never connects, configures or closes it. See {@link redisStore} for settings that make outages fail fast.
    */
   client: RedisClientLike;
   /** Put before every key, so several apps can share one Redis. Default `'webhook-receiver:'`. */
@@ -243,13 +243,14 @@ function upstashScripts(client: UpstashRedisClientLike): ScriptClient {
 
 /** The client's library, told by shape: `evalSha` is node-redis, `evalsha` Upstash (with `createScript`) or ioredis. */
 function scriptClientFor(client: RedisClientLike): ScriptClient {
-  const candidate = client as Partial<IORedisClientLike> & Partial<NodeRedisClientLike> & Partial<UpstashRedisClientLike>;
-  const ioredisStatus = typeof candidate.status === 'string';
-  if (typeof candidate.evalsha === 'function' && typeof candidate.createScript === 'function' && !ioredisStatus && typeof candidate.eval === 'function') {
+  // Anything else (undefined, a URL string) ends in the TypeError below, which names what it got.
+  const candidate = client as (Partial<IORedisClientLike> & Partial<NodeRedisClientLike> & Partial<UpstashRedisClientLike>) | null | undefined;
+  const ioredisStatus = typeof candidate?.status === 'string';
+  if (typeof candidate?.evalsha === 'function' && typeof candidate.createScript === 'function' && !ioredisStatus && typeof candidate.eval === 'function') {
     return upstashScripts(client as UpstashRedisClientLike);
   }
-  if (typeof candidate.evalsha === 'function' && typeof candidate.eval === 'function') return ioredisScripts(client as IORedisClientLike);
-  if (typeof candidate.evalSha === 'function' && typeof candidate.eval === 'function') return nodeRedisScripts(client as NodeRedisClientLike);
+  if (typeof candidate?.evalsha === 'function' && typeof candidate.eval === 'function') return ioredisScripts(client as IORedisClientLike);
+  if (typeof candidate?.evalSha === 'function' && typeof candidate.eval === 'function') return nodeRedisScripts(client as NodeRedisClientLike);
   throw new TypeError(
     `redisStore client must be a connected ioredis, redis (node-redis) or @upstash/redis client: ${describeValue(client)} has neither evalsha() (ioredis, Upstash) nor evalSha() (node-redis)`,
   );
@@ -327,13 +328,9 @@ function integerReply(reply: unknown, operation: string): number {
 export function redisStore(options: RedisStoreOptions): RedisStore {
   if (typeof options !== 'object' || options === null) throw new TypeError('redisStore needs an options object: redisStore({ client })');
   const { client, prefix = DEFAULT_REDIS_PREFIX } = options;
-  if (typeof client !== 'object' || client === null) {
-    throw new TypeError(`redisStore client must be a connected ioredis or redis (node-redis) client, got ${describeValue(client)}`);
-  }
+  const scripts = scriptClientFor(client);
   if (typeof prefix !== 'string') throw new TypeError('redisStore prefix must be a string');
   const timeoutMs = checkTimeoutOption('redis', options.timeoutMs, DEFAULT_REDIS_TIMEOUT_MS);
-
-  const scripts = scriptClientFor(client);
 
   // Fail fast only once the client has been seen connected: before that (an app that just
   // created its client) commands wait in the client's queue, bounded by the timeout.

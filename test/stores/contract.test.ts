@@ -6,7 +6,6 @@
  * kit inside workerd (test/stores/durable-object.test.ts).
  */
 
-import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,6 +16,7 @@ import { checkStore, type StoreConformanceReport, type StoreRule } from '../../s
 import { openBackend, type StoreBackend } from '../support/stores.ts';
 import { connectPostgres, POSTGRES_KINDS, sharedPostgresUrl } from '../support/postgres.ts';
 import { sharedRedisUrl, type ClientKind } from '../support/redis.ts';
+import { freePort } from '../support/redis-server.ts';
 
 /** The project's stores issue 128-bit tokens in lower-case hex. */
 const tokenPattern = /^[0-9a-f]{32}$/;
@@ -45,17 +45,9 @@ const EVERY_RULE: StoreRule[] = [
 ];
 const without = (...rules: StoreRule[]) => EVERY_RULE.filter((rule) => !rules.includes(rule));
 
-/** A loopback port nothing listens on (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 describe('store contract: memoryStore', () => {
   it('keeps every rule on the kit’s clock', async () => {
+    expect(memoryStore().name).toBe('memory');
     const report = await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual', tokenPattern });
     expect(outcomes(report, 'passed')).toEqual(without('shared', 'unreachable'));
     expect(outcomes(report, 'skipped')).toEqual(['shared', 'unreachable']);
@@ -82,7 +74,7 @@ describe.each<ClientKind>(['ioredis', 'node-redis'])('store contract: redisStore
 
   /** The store on a client that cannot reach its server: nothing listens on the port. */
   const unreachable = async () => {
-    const url = `redis://127.0.0.1:${await closedPort()}`;
+    const url = `redis://127.0.0.1:${await freePort()}`;
     if (kind === 'ioredis') {
       const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => 50 });
       client.on('error', () => {});
@@ -96,6 +88,9 @@ describe.each<ClientKind>(['ioredis', 'node-redis'])('store contract: redisStore
   };
 
   it.skipIf(!available)('keeps every rule on a real redis-server: instances share it, an unreachable server rejects', async () => {
+    // Each open() is a new store on the shared client: two app instances, one Redis.
+    expect(backend!.open('contract')).not.toBe(backend!.open('contract'));
+    expect(backend!.open('contract').name).toBe('redis');
     const report = await checkStore(() => backend!.open('contract'), { shared: true, unreachable, tokenPattern });
     expect(outcomes(report, 'passed')).toEqual(EVERY_RULE);
   });
@@ -116,12 +111,15 @@ describe.each(POSTGRES_KINDS)('store contract: postgresStore via %s', (kind) => 
 
   /** The store on a client whose server is gone: nothing listens on the port. */
   const unreachable = async () => {
-    const connection = connectPostgres(kind, `postgres://postgres@127.0.0.1:${await closedPort()}/postgres`, 1);
+    const connection = connectPostgres(kind, `postgres://postgres@127.0.0.1:${await freePort()}/postgres`, 1);
     closers.push(() => connection.close().catch(() => undefined));
     return postgresStore({ client: connection.client, timeoutMs: 500 });
   };
 
   it.skipIf(!available)('keeps every rule on a real PostgreSQL: instances share it, an unreachable server rejects', async () => {
+    // Each open() is a new store on the same table: two app instances, one database.
+    expect(backend!.open('contract')).not.toBe(backend!.open('contract'));
+    expect(backend!.open('contract').name).toBe('postgres');
     const report = await checkStore(() => backend!.open('contract'), { shared: true, unreachable, tokenPattern });
     expect(outcomes(report, 'passed')).toEqual(EVERY_RULE);
   });

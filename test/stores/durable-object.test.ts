@@ -1,7 +1,8 @@
 /**
  * The Durable Object store in workerd, through Miniflare (offline): the conformance kit inside
  * workerd on the SQLite and key-value backends, concurrent duplicates through the real receiver,
- * a claim that survives its object's restart and Miniflare's, and the alarm that clears storage.
+ * a claim that survives its object's restart and Miniflare's, and the alarm that clears storage
+ * (on both backends).
  * The Worker under test is test/stores/durable-object.worker.ts, bundled here with esbuild.
  */
 
@@ -69,8 +70,8 @@ async function call<T>(path: string, init?: Init): Promise<T> {
   return JSON.parse(text) as T;
 }
 
-const operation = <T>(name: string, body: { key: string; token?: string; ms?: number }) =>
-  call<T>(`/store/${name}`, { method: 'POST', body: JSON.stringify(body) });
+const operation = <T>(name: string, body: { key: string; token?: string; ms?: number }, binding = 'WEBHOOK_CLAIMS') =>
+  call<T>(`/store/${name}?binding=${binding}`, { method: 'POST', body: JSON.stringify(body) });
 
 const owner = (result: ClaimResult): string => {
   if (result.status !== 'acquired') throw new Error(`expected acquired, got ${result.status}`);
@@ -79,7 +80,8 @@ const owner = (result: ClaimResult): string => {
 
 describe('durableObjectStore in workerd', () => {
   it.each(['WEBHOOK_CLAIMS', 'WEBHOOK_CLAIMS_KV'])('keeps every rule of the store contract (checkStore inside workerd, %s)', async (binding) => {
-    const result = await call<{ report: StoreConformanceReport; failed?: string }>(`/check?binding=${binding}`, { method: 'POST' });
+    const result = await call<{ name: string; report: StoreConformanceReport; failed?: string }>(`/check?binding=${binding}`, { method: 'POST' });
+    expect(result.name).toBe('durable-object');
     expect(result.failed).toBeUndefined();
     expect(result.report.rules.filter((rule) => rule.outcome !== 'passed')).toEqual([]);
     expect(result.report.passed).toBe(17);
@@ -133,11 +135,12 @@ describe('durableObjectStore in workerd', () => {
     expect(await operation<ClaimResult>('claim', { key: held, ms: 60_000 })).toEqual({ status: 'completed' });
   }, 60_000);
 
-  it('clears an expired completion’s storage by alarm, without any further request to its key', async () => {
-    const key = `alarm:s:${Date.now()}`;
-    const token = owner(await operation<ClaimResult>('claim', { key, ms: 60_000 }));
-    expect(await operation<boolean>('complete', { key, token, ms: 300 })).toBe(true);
-    const peek = () => call<{ tables: string[]; rows: unknown[] }>(`/object/peek?key=${encodeURIComponent(key)}`, { method: 'POST' });
+  // The key-value backend sweeps by listing its storage (no SQL): the same alarm, another path.
+  it.each(['WEBHOOK_CLAIMS', 'WEBHOOK_CLAIMS_KV'])('clears an expired completion’s storage by alarm, without any further request to its key (%s)', async (binding) => {
+    const key = `alarm:s:${binding}:${Date.now()}`;
+    const token = owner(await operation<ClaimResult>('claim', { key, ms: 60_000 }, binding));
+    expect(await operation<boolean>('complete', { key, token, ms: 300 }, binding)).toBe(true);
+    const peek = () => call<{ tables: string[]; rows: unknown[] }>(`/object/peek?key=${encodeURIComponent(key)}&binding=${binding}`, { method: 'POST' });
     expect((await peek()).rows).toEqual([{ key, done: 1, expires_at: expect.any(Number) }]);
     // Wait on the alarm (bounded): the record, then the object's whole storage, goes.
     let seen = await peek();
@@ -147,6 +150,6 @@ describe('durableObjectStore in workerd', () => {
     }
     expect(seen).toEqual({ tables: [], rows: [] });
     // The object works again afterwards.
-    expect((await operation<ClaimResult>('claim', { key, ms: 60_000 })).status).toBe('acquired');
+    expect((await operation<ClaimResult>('claim', { key, ms: 60_000 }, binding)).status).toBe('acquired');
   });
 });

@@ -7,8 +7,8 @@
  * - POST /check?binding=NAME runs `checkStore` against the store on that binding and answers its report;
  * - POST /webhooks runs the receiver, whose handler counts its runs in the RUNS object;
  * - GET /runs?id=… answers how many times the handler ran for an id;
- * - POST /store/<operation> runs one store operation ({ key, token, ms }) and answers its result;
- * - POST /object/<abort|peek>?key=… restarts the key's object, or reads what it stores.
+ * - POST /store/<operation>[?binding=NAME] runs one store operation ({ key, token, ms }) and answers its result;
+ * - POST /object/<abort|peek>?key=…[&binding=NAME] restarts the key's object, or reads what it stores.
  */
 
 import { createReceiver } from '../../src/receiver.ts';
@@ -53,8 +53,18 @@ export class TestClaims extends WebhookClaims {
   }
 }
 
-/** The key-value backend: the same class, bound without SQLite. */
-export class KeyValueClaims extends WebhookClaims {}
+/**
+ * The key-value backend: the same class, bound without SQLite, with the same peek. Its storage
+ * shows as one table, `kv`, while it holds anything, and its records as the SQLite rows look.
+ */
+export class KeyValueClaims extends WebhookClaims {
+  override async fetch(request: Request): Promise<Response> {
+    if (new URL(request.url).pathname !== '/peek') return super.fetch(request);
+    const entries = [...(await this.ctx.storage.list())] as [string, { done: boolean; until: number }][];
+    const rows = entries.map(([key, record]) => ({ key, done: record.done ? 1 : 0, expires_at: record.until }));
+    return Response.json({ tables: entries.length === 0 ? [] : ['kv'], rows });
+  }
+}
 
 /** Never answers. */
 export class Unresponsive {
@@ -78,17 +88,21 @@ export class Runs {
 
 const stub = (namespace: Namespace, name: string) => namespace.get(namespace.idFromName(name));
 
-async function check(env: Env, binding: string): Promise<Response> {
-  const namespace = binding === 'WEBHOOK_CLAIMS_KV' ? env.WEBHOOK_CLAIMS_KV : env.WEBHOOK_CLAIMS;
+/** The store's object on the SQLite backend, or on the key-value one (`?binding=WEBHOOK_CLAIMS_KV`). */
+const claimsOf = (env: Env, url: URL): Namespace => (url.searchParams.get('binding') === 'WEBHOOK_CLAIMS_KV' ? env.WEBHOOK_CLAIMS_KV : env.WEBHOOK_CLAIMS);
+
+async function check(env: Env, url: URL): Promise<Response> {
+  const namespace = claimsOf(env, url);
+  const name = durableObjectStore(namespace).name;
   try {
     const report = await checkStore(() => durableObjectStore(namespace), {
       shared: true,
       tokenPattern: /^[0-9a-f]{32}$/,
       unreachable: () => durableObjectStore(env.UNRESPONSIVE, { timeoutMs: 300 }),
     });
-    return Response.json({ report });
+    return Response.json({ name, report });
   } catch (error) {
-    if (error instanceof StoreConformanceError) return Response.json({ failed: error.message, report: error.report });
+    if (error instanceof StoreConformanceError) return Response.json({ name, failed: error.message, report: error.report });
     throw error;
   }
 }
@@ -105,8 +119,8 @@ async function webhooks(request: Request, env: Env): Promise<Response> {
   return Response.json(result.outcome === 'processed' ? { outcome: result.outcome, run: result.value } : { outcome: result.outcome });
 }
 
-async function storeOperation(operation: string, request: Request, env: Env): Promise<Response> {
-  const store: IdempotencyStore = durableObjectStore(env.WEBHOOK_CLAIMS);
+async function storeOperation(operation: string, request: Request, env: Env, url: URL): Promise<Response> {
+  const store: IdempotencyStore = durableObjectStore(claimsOf(env, url));
   const { key, token, ms } = (await request.json()) as { key: string; token: string; ms: number };
   if (operation === 'claim') return Response.json(await store.claim(key, ms));
   if (operation === 'complete') return Response.json(await store.complete(key, token, ms));
@@ -119,13 +133,13 @@ export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
     const [, route, operation] = url.pathname.split('/');
-    if (route === 'check') return check(env, url.searchParams.get('binding') ?? 'WEBHOOK_CLAIMS');
+    if (route === 'check') return check(env, url);
     if (route === 'webhooks') return webhooks(request, env);
     if (route === 'runs') return stub(env.RUNS, url.searchParams.get('id')!).fetch(new Request('https://runs/'));
-    if (route === 'store') return storeOperation(operation!, request, env);
+    if (route === 'store') return storeOperation(operation!, request, env, url);
     if (route === 'object') {
       try {
-        return await stub(env.WEBHOOK_CLAIMS, url.searchParams.get('key')!).fetch(new Request(`https://object/${operation}`, { method: 'POST' }));
+        return await stub(claimsOf(env, url), url.searchParams.get('key')!).fetch(new Request(`https://object/${operation}`, { method: 'POST' }));
       } catch (error) {
         return Response.json({ error: String(error) }, { status: 502 });
       }

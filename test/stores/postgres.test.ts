@@ -21,6 +21,8 @@ import {
   type PostgresStore,
   type TransactionOf,
 } from '../../src/stores/postgres.ts';
+import { createReceiver } from '../../src/receiver.ts';
+import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { ClaimHandle } from '../../src/stores/types.ts';
 import { connectPostgres, POSTGRES_KINDS, sharedPostgresUrl, startCountingProxy, uniqueTable, type PostgresClient, type PostgresKind } from '../support/postgres.ts';
 import { sleep, token } from '../support/stores.ts';
@@ -38,7 +40,12 @@ describe('postgresStore options and types', () => {
 
   it('needs an options object with a pg or postgres.js client', () => {
     expect(() => postgresStore(undefined as never)).toThrow(new TypeError('postgresStore needs an options object: postgresStore({ client })'));
-    expect(() => postgresStore({} as never)).toThrow(new TypeError('postgresStore client must be a pg Pool or Client, or a postgres.js sql, got undefined'));
+    expect(() => postgresStore({} as never)).toThrow(
+      new TypeError('postgresStore client must be a pg Pool or Client, or a postgres.js sql: undefined has neither query() (pg) nor unsafe() and begin() (postgres.js)'),
+    );
+    expect(() => postgresStore({ client: 'postgres://localhost' } as never)).toThrow(
+      new TypeError('postgresStore client must be a pg Pool or Client, or a postgres.js sql: string has neither query() (pg) nor unsafe() and begin() (postgres.js)'),
+    );
     expect(() => postgresStore({ client: new Map() as never })).toThrow(
       new TypeError('postgresStore client must be a pg Pool or Client, or a postgres.js sql: a Map has neither query() (pg) nor unsafe() and begin() (postgres.js)'),
     );
@@ -98,6 +105,25 @@ describe('postgresStore options and types', () => {
         expect(error).toMatchObject({ store: 'postgres', reason: 'timeout', message: 'postgres store: no answer to claim within 150 ms' });
         expect(Date.now() - started).toBeLessThan(5000);
         await expect(store.ping()).rejects.toMatchObject({ reason: 'timeout' });
+      }
+      // A transaction too: connecting and BEGIN are bounded inside the driver's transaction (pg's
+      // pool.connect, postgres.js' sql.begin), and the app's callback never runs.
+      for (const [client, waitingOn] of [
+        [deafPool, 'transaction (connect)'],
+        [deafSql, 'transaction (BEGIN)'],
+      ] as const) {
+        const store = postgresStore({ client, timeoutMs: 150 });
+        let ran = false;
+        const started = Date.now();
+        const error = await store
+          .transaction({}, () => {
+            ran = true;
+          })
+          .catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(StoreError);
+        expect(error).toMatchObject({ store: 'postgres', reason: 'timeout', message: `postgres store: no answer to ${waitingOn} within 150 ms` });
+        expect(Date.now() - started).toBeLessThan(5000);
+        expect(ran).toBe(false);
       }
     } finally {
       for (const socket of sockets) socket.destroy();
@@ -229,6 +255,27 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
       const txOwner = token(await store.claim('default:s:msg_2', 10_000));
       await count('transaction', () => store.transaction({ claim: handle(store, 'default:s:msg_2', txOwner) }, async () => {}));
       expect(counts.transaction).toBe(3);
+
+      // A delivery through the receiver whose handler uses a transaction: the claim, then the
+      // transaction's three; the claim is completed in the transaction, so the receiver sends
+      // nothing after it.
+      const secret = generateSecret();
+      const receiver = createReceiver({ secrets: secret, idempotency: { store } });
+      const body = '{"type":"invoice.paid"}';
+      const signed = await signWebhook({ secret, body, id: 'msg_3' });
+      const request = () => new Request('http://127.0.0.1/webhooks', { method: 'POST', headers: signed.headers, body });
+      let committed = 0;
+      await count('delivery', async () => {
+        const result = await receiver.handle(request(), async (_webhook, context) => {
+          await store.transaction(context, async () => {});
+          committed = proxy.roundTrips;
+        });
+        expect(result.outcome).toBe('processed');
+      });
+      expect({ delivery: counts.delivery, afterCommit: proxy.roundTrips - committed }).toEqual({ delivery: 4, afterCommit: 0 });
+      // The claim was completed all the same: a retry is a duplicate (one round trip).
+      await count('retry', async () => expect((await receiver.handle(request(), () => {})).outcome).toBe('duplicate'));
+      expect(counts.retry).toBe(1);
     } finally {
       await counted.close();
       await proxy.close();

@@ -46,10 +46,10 @@ describe('redisStore options', () => {
   it('needs an options object with a client', () => {
     expect(() => redisStore(undefined as never)).toThrow(new TypeError('redisStore needs an options object: redisStore({ client })'));
     expect(() => redisStore({} as never)).toThrow(
-      new TypeError('redisStore client must be a connected ioredis or redis (node-redis) client, got undefined'),
+      new TypeError('redisStore client must be a connected ioredis, redis (node-redis) or @upstash/redis client: undefined has neither evalsha() (ioredis, Upstash) nor evalSha() (node-redis)'),
     );
     expect(() => redisStore({ client: 'redis://127.0.0.1:6379' } as never)).toThrow(
-      new TypeError('redisStore client must be a connected ioredis or redis (node-redis) client, got string'),
+      new TypeError('redisStore client must be a connected ioredis, redis (node-redis) or @upstash/redis client: string has neither evalsha() (ioredis, Upstash) nor evalSha() (node-redis)'),
     );
   });
 

@@ -7,7 +7,6 @@
  * (its script cache, limits, and latency).
  */
 
-import { createServer as createNetServer } from 'node:net';
 import { createServer, type Server } from 'node:http';
 import { Redis as Upstash } from '@upstash/redis';
 import type { Redis as IORedis } from 'ioredis';
@@ -15,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore, type RedisClientLike, type UpstashRedisClientLike } from '../../src/stores/redis.ts';
 import { checkStore } from '../../src/testing/check-store.ts';
 import { connectIORedis, sharedRedisUrl, uniquePrefix } from '../support/redis.ts';
+import { freePort } from '../support/redis-server.ts';
 
 const available = sharedRedisUrl !== null;
 let bridge: Server;
@@ -72,21 +72,25 @@ afterAll(async () => {
 
 const upstash = (base: string) => new Upstash({ url: base, token: 'test-token', retry: false, enableTelemetry: false });
 
-/** A loopback port nothing listens on (bound, then closed). */
-async function closedPort(): Promise<number> {
-  const server = createNetServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
-
 describe('redisStore with an @upstash/redis client', () => {
-  it('accepts the client by type (no TS2322), and tells it from ioredis by shape', () => {
+  it('accepts the client by type (no TS2322), and tells it from ioredis by shape', async () => {
     const client: UpstashRedisClientLike = upstash('http://127.0.0.1:1');
     const asUnion: RedisClientLike = upstash('http://127.0.0.1:1');
     expect(typeof redisStore({ client: upstash('http://127.0.0.1:1') }).claim).toBe('function');
     expect([typeof client.evalsha, typeof asUnion]).toEqual(['function', 'object']);
+    // The Upstash path: keys and arguments as two arrays. The ioredis path, which has `evalsha`
+    // too, would pass (sha, 1, key, ...args) and Upstash would send a malformed command. (Without
+    // auto-pipelining, whose proxy would not see the method replaced.)
+    const direct: UpstashRedisClientLike = new Upstash({ url: 'http://127.0.0.1:1', token: 'test-token', retry: false, enableTelemetry: false, enableAutoPipelining: false });
+    const calls: unknown[][] = [];
+    const evalsha = direct.evalsha.bind(direct);
+    direct.evalsha = (...args: Parameters<UpstashRedisClientLike['evalsha']>) => {
+      calls.push(args);
+      return evalsha(...args);
+    };
+    // Nothing listens on port 1: the claim rejects, after the store chose how to call.
+    await expect(redisStore({ client: direct, prefix: 'p:', timeoutMs: 2000 }).claim('ns:s:msg_1', 1000)).rejects.toThrow();
+    expect(calls).toEqual([[expect.stringMatching(/^[0-9a-f]{40}$/), ['p:ns:s:msg_1'], [expect.stringMatching(/^[0-9a-f]{32}$/), '1000']]]);
   });
 
   it.skipIf(!available)('keeps every rule of the store contract over its REST protocol, on a real redis-server', async () => {
@@ -94,7 +98,7 @@ describe('redisStore with an @upstash/redis client', () => {
     const report = await checkStore(() => redisStore({ client: upstash(url), prefix }), {
       shared: true,
       tokenPattern: /^[0-9a-f]{32}$/,
-      unreachable: async () => redisStore({ client: upstash(`http://127.0.0.1:${await closedPort()}`), timeoutMs: 500 }),
+      unreachable: async () => redisStore({ client: upstash(`http://127.0.0.1:${await freePort()}`), timeoutMs: 500 }),
     });
     expect(report.failed).toBe(0);
     expect(report.passed).toBe(17);

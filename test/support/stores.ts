@@ -29,18 +29,19 @@ export const STORE_KINDS: { kind: StoreKind; available: boolean }[] = [
   { kind: 'node-redis', available: sharedRedisUrl !== null },
 ];
 
-/** The Postgres store kinds (they need a server), for the store contract. */
-export const POSTGRES_STORE_KINDS: { kind: StoreKind; available: boolean }[] = [
-  { kind: 'pg', available: sharedPostgresUrl !== null },
-  { kind: 'postgres.js', available: sharedPostgresUrl !== null },
-];
-
-/** Stores of one kind; for Redis, on one connection and a prefix of their own. */
+/**
+ * Stores of one kind; for Redis, on one connection and a prefix of their own; for Postgres, on one
+ * pool and a table of their own.
+ */
 export interface StoreBackend {
   readonly kind: StoreKind;
   /** The Redis connection the stores use (undefined for memory). */
   readonly client: TestClient | undefined;
-  /** A store; two calls with the same `space` share state (two app instances, one Redis). */
+  /**
+   * A store; two calls with the same `space` share state (two app instances, one Redis). For
+   * Redis and Postgres every call makes a new store object on the shared backend, as another app
+   * instance would; the memory store has no backend to share, so a space is one store.
+   */
   open(space: string, options?: Omit<RedisStoreOptions, 'client' | 'prefix'>): IdempotencyStore;
   /** The Redis key prefix of `space` (undefined for memory), for a second client to share it. */
   prefix(space: string): string | undefined;
@@ -84,34 +85,38 @@ export async function openBackend(kind: StoreKind, url = sharedRedisUrl): Promis
   };
 }
 
-
-/** Postgres stores: one table per space, created on first use (`open` is synchronous). */
+/**
+ * Postgres stores: one table per space, created on first use (`open` is synchronous); each `open`
+ * is a new store on that table, as another app instance would make.
+ */
 async function openPostgresBackend(kind: PostgresKind): Promise<StoreBackend> {
   if (sharedPostgresUrl === null) throw new Error('no PostgreSQL for this test');
   const connection = connectPostgres(kind, sharedPostgresUrl);
   const base = uniqueTable(kind);
-  const spaces = new Map<string, IdempotencyStore>();
+  /** Each table's setup, run once. */
+  const setups = new Map<string, Promise<void>>();
   const tables: string[] = [];
   return {
     kind,
     client: undefined,
     open(space, options) {
-      let store = spaces.get(space);
-      if (store) return store;
       const table = `${base}_${space}`.toLowerCase();
-      tables.push(table);
+      let ready = setups.get(table);
+      if (ready === undefined) {
+        tables.push(table);
+        setups.set(table, (ready = postgresStore({ client: connection.client, table }).setup()));
+      }
       const real = postgresStore({ ...options, client: connection.client, table });
-      const ready = real.setup();
+      const made = ready;
       // Every operation waits for the table; the store itself is the real one.
-      store = {
-        claim: async (key, lockMs) => (await ready, real.claim(key, lockMs)),
-        complete: async (key, token, ttlMs) => (await ready, real.complete(key, token, ttlMs)),
-        release: async (key, token) => (await ready, real.release(key, token)),
-        extend: async (key, token, lockMs) => (await ready, real.extend(key, token, lockMs)),
+      return {
+        name: real.name,
+        claim: async (key, lockMs) => (await made, real.claim(key, lockMs)),
+        complete: async (key, token, ttlMs) => (await made, real.complete(key, token, ttlMs)),
+        release: async (key, token) => (await made, real.release(key, token)),
+        extend: async (key, token, lockMs) => (await made, real.extend(key, token, lockMs)),
         ping: () => real.ping(),
       };
-      spaces.set(space, store);
-      return store;
     },
     prefix: () => undefined,
     keys: async () => undefined,
