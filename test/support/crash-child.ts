@@ -8,18 +8,17 @@
  * The parent sends `{ seq, headers, body }` over IPC and gets `{ seq, outcome }` or
  * `{ seq, error }` back.
  *
- * The receiver of this branch calls handlers with the webhook alone, so the handler's context is
- * built here from the store's own claim result (recorded by a thin wrapper around `claim`), in the
- * shape of the receiver's `WebhookContext`.
+ * The transactional handler passes the receiver's own `WebhookContext` to `store.transaction`, as
+ * an app does.
  */
 
 import pg from 'pg';
 import postgres from 'postgres';
 import { Redis } from 'ioredis';
-import { createReceiver } from '../../src/receiver.ts';
+import { createReceiver, type WebhookContext } from '../../src/receiver.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
-import type { ClaimHandle, IdempotencyStore } from '../../src/stores/types.ts';
+import type { IdempotencyStore } from '../../src/stores/types.ts';
 
 import type { ChildReply, ChildRequest, CrashStoreKind, KillPoint } from './crash-protocol.ts';
 
@@ -49,8 +48,7 @@ async function main(): Promise<void> {
   pool.on('error', () => {});
 
   let store: IdempotencyStore;
-  let handler: (key: string, id: string) => Promise<void>;
-  const tokens = new Map<string, string>();
+  let handler: (id: string, context: WebhookContext) => Promise<void>;
 
   if (kind === 'redis') {
     const redis = new Redis(env.CRASH_REDIS_URL!, { lazyConnect: true });
@@ -66,7 +64,7 @@ async function main(): Promise<void> {
         return done;
       },
     };
-    handler = async (_key, id) => {
+    handler = async (id) => {
       point('before-effect');
       const insert = pool.query(`INSERT INTO "${effects}" (id) VALUES ($1)`, [id]);
       if (killPoint === 'during-effect') setImmediate(() => point('during-effect'));
@@ -109,20 +107,9 @@ async function main(): Promise<void> {
       });
     }
     const pgStore = postgresStore({ client: client as pg.Pool, table, autoCleanup: false });
-    const recorded: IdempotencyStore = {
-      ...pgStore,
-      async claim(key, ms) {
-        const result = await pgStore.claim(key, ms);
-        if (result.status === 'acquired') tokens.set(key, result.token);
-        return result;
-      },
-    };
-    store = recorded;
-    handler = async (key, id) => {
-      const token = tokens.get(key);
-      if (token === undefined) throw new Error(`no claim recorded for ${key}`);
-      const claim: ClaimHandle = { store: pgStore, key, token, ttlMs, lockMs };
-      await pgStore.transaction({ signal: new AbortController().signal, claim }, async (tx) => {
+    store = pgStore;
+    handler = async (id, context) => {
+      await pgStore.transaction(context, async (tx) => {
         point('before-effect');
         const text = `INSERT INTO "${effects}" (id) VALUES ($1)`;
         const insert = kind === 'pg' ? (tx as pg.PoolClient).query(text, [id]) : (tx as unknown as postgres.TransactionSql).unsafe(text, [id]);
@@ -138,12 +125,7 @@ async function main(): Promise<void> {
 
   process.on('message', (message: ChildRequest) => {
     receiver
-      .handle({ headers: message.headers, body: message.body }, async (webhook) => {
-        // This branch's receiver keys are `${namespace}:${id}`; the signed-keyspace form is
-        // `${namespace}:s:${id}`. Either way, the claim recorded for this id.
-        const key = tokens.has(`default:s:${webhook.id}`) ? `default:s:${webhook.id}` : `default:${webhook.id}`;
-        await handler(key, webhook.id);
-      })
+      .handle({ headers: message.headers, body: message.body }, (webhook, context) => handler(webhook.id, context))
       .then(
         (result) => send({ seq: message.seq, outcome: result.outcome }),
         (error: unknown) => send({ seq: message.seq, error: describe(error) }),
