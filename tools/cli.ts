@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
- * The `webhook-receiver` command: make secrets, sign a request, verify a captured one, and run a
- * local receiver that shows every delivery as it arrives. Secrets come from `--secret` or from
+ * The `webhook-receiver` command: make secrets, sign a request, verify a captured one, run a
+ * local receiver that shows every delivery as it arrives, and check a live endpoint against the
+ * standard (issue 16). Secrets come from `--secret` or from
  * `WEBHOOK_SECRET` (comma-separated), so they can stay out of shell history; none is ever printed,
  * except by `generate-secret`, whose output is the point.
  *
@@ -16,9 +17,9 @@ import { errorResponse } from '../src/http.ts';
 import type { SecretInput } from '../src/secrets.ts';
 import { generateKeyPair, generateSecret, signWebhook } from '../src/sign.ts';
 import { WebhookAssertionError, assertSignedWebhook, explainVerificationFailure } from '../src/testing/assert.ts';
+import { CHECK_CASES, checkEndpoint, formatCheckReport, isJsonText, shellQuote, type CheckCaseId } from '../src/testing/check.ts';
 import { keyLabel } from '../src/testing/diagnose.ts';
 import { bodyText, describeBody } from '../src/testing/recorded.ts';
-import { checkCommand } from './check-command.ts';
 import { startWebhookServer, type Answer, type IncomingDelivery } from './test-receiver.ts';
 
 /** Misuse: a clear message and exit code 2. */
@@ -28,7 +29,7 @@ class UsageError extends Error {
   }
 }
 
-const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen'] as const;
+const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen', 'check'] as const;
 type Command = (typeof COMMANDS)[number];
 
 const SECRET_HELP = `  --secret S          a trusted secret ('whsec_…', base64, or 'whpk_…' to verify v1a); repeat it
@@ -97,6 +98,34 @@ ${SECRET_HELP}
   --port P            the port (default: a free one; the URL is printed on start)
   --forward URL       send verified deliveries on to URL (your app) and answer with its status
   --help              show this help`,
+  check: `Usage: webhook-receiver check URL [--secret S]... [--json] [--tolerance S] [--unsigned accept]
+                             [--body-file FILE] [--print-curl] [--only CASES] [--skip CASES]
+                             [--timeout S] [--concurrency N] [--yes]
+
+Sends a battery of deliveries to a live endpoint (valid, rotated, forged, stale, replayed) and
+prints, for each case, what a conforming receiver answers, what came back, and a verdict.
+Every delivery carries a webhook-id starting msg_check_; the valid ones run the endpoint's
+real handler. The URL must not carry credentials (user:password@).
+
+Options:
+${SECRET_HELP.replace('a trusted secret', "the endpoint's signing secret").replace(" or 'whpk_…' to verify v1a", " or 'whsk_…' for v1a").replace('for several.', 'for several, current first, to test rotation.')}
+  --json              print the report as JSON (with each case's curl command only with --print-curl)
+  --tolerance S       the endpoint's timestamp tolerance in seconds (default 300): the stale
+                      cases step 60 s past it
+  --unsigned accept   the endpoint is meant to accept unsigned deliveries
+  --body-file FILE    send this file (your app's own event) as the valid payload
+  --print-curl        print each case as a curl command (signed headers only, never a secret)
+  --only CASES        run only these cases, comma-separated (valid always runs)
+  --skip CASES        leave these cases out, comma-separated
+  --timeout S         seconds each request may take (default 10)
+  --concurrency N     copies sent at once by the concurrent case (default 5)
+  --yes               allow a target that is not this machine (the valid deliveries run its handler)
+  --help              show this help
+
+Cases: ${CHECK_CASES.map((c) => c.id).join(', ')}
+
+Exit codes: 0 every security case passed, 1 a security case failed or the endpoint could not be
+reached, 2 misuse.`,
 };
 
 interface Io {
@@ -109,9 +138,9 @@ const io: Io = {
   err: (line) => process.stderr.write(`${line}\n`),
 };
 
-function parse<T extends NonNullable<ParseArgsConfig['options']>>(command: Command, args: string[], options: T) {
+function parse<T extends NonNullable<ParseArgsConfig['options']>>(command: Command, args: string[], options: T, allowPositionals = false) {
   try {
-    return parseArgs({ args, options: { ...options, help: { type: 'boolean' } }, strict: true, allowPositionals: false }).values;
+    return parseArgs({ args, options: { ...options, help: { type: 'boolean' } }, strict: true, allowPositionals });
   } catch (error) {
     const code = (error as { code?: string }).code;
     // Never echo a stray argument: it may be a secret passed without --secret.
@@ -190,21 +219,11 @@ function seconds(value: string | undefined, option: string): number | undefined 
 /** Whether the body is JSON text, and so can be labelled `application/json`. */
 function isJson(bytes: Uint8Array): boolean {
   const text = bodyText(bytes);
-  if (text === undefined) return false;
-  try {
-    JSON.parse(text);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function shellQuote(text: string): string {
-  return `'${text.replace(/'/g, `'\\''`)}'`;
+  return text !== undefined && isJsonText(text);
 }
 
 async function generateSecretCommand(args: string[]): Promise<number> {
-  const values = parse('generate-secret', args, { asymmetric: { type: 'boolean' } });
+  const { values } = parse('generate-secret', args, { asymmetric: { type: 'boolean' } });
   if (values.help) return help('generate-secret');
   if (values.asymmetric) {
     const pair = await generateKeyPair();
@@ -217,7 +236,7 @@ async function generateSecretCommand(args: string[]): Promise<number> {
 }
 
 async function signCommand(args: string[]): Promise<number> {
-  const values = parse('sign', args, {
+  const { values } = parse('sign', args, {
     secret: { type: 'string', multiple: true },
     id: { type: 'string' },
     timestamp: { type: 'string' },
@@ -270,7 +289,7 @@ function headerPair(text: string): [string, string] {
 }
 
 async function verifyCommand(args: string[]): Promise<number> {
-  const values = parse('verify', args, {
+  const { values } = parse('verify', args, {
     secret: { type: 'string', multiple: true },
     header: { type: 'string', multiple: true },
     body: { type: 'string' },
@@ -345,7 +364,7 @@ export const LISTEN_DIAGNOSIS_MAX_BODY_BYTES = 64 * 1024;
 export const LISTEN_DIAGNOSIS_MS = 1000;
 
 /** The delivery's block, with the diagnosis of a failed verification when it is affordable. */
-async function diagnosed(delivery: IncomingDelivery, lines: string[]): Promise<string> {
+async function diagnosed(delivery: IncomingDelivery, lines: string[], secrets: readonly SecretInput[]): Promise<string> {
   if (delivery.verification.ok) return lines.join('\n');
   const answered = lines.pop()!;
   if (delivery.body.byteLength > LISTEN_DIAGNOSIS_MAX_BODY_BYTES) {
@@ -357,7 +376,7 @@ async function diagnosed(delivery: IncomingDelivery, lines: string[]): Promise<s
     const explained = await explainVerificationFailure(delivery.verification.error, {
       headers: delivery.headers,
       body: delivery.body,
-      secrets: listenSecrets,
+      secrets,
       toleranceSeconds: 300,
       nowMs: Date.now(),
       deadlineMs: Date.now() + LISTEN_DIAGNOSIS_MS,
@@ -368,17 +387,14 @@ async function diagnosed(delivery: IncomingDelivery, lines: string[]): Promise<s
   return lines.join('\n');
 }
 
-let listenSecrets: SecretInput[] = [];
-
 async function listenCommand(args: string[]): Promise<number> {
-  const values = parse('listen', args, {
+  const { values } = parse('listen', args, {
     secret: { type: 'string', multiple: true },
     port: { type: 'string' },
     forward: { type: 'string' },
   });
   if (values.help) return help('listen');
   const secrets = secretsFrom(values.secret);
-  listenSecrets = secrets;
   let port = 0;
   if (values.port !== undefined) {
     if (!/^[0-9]{1,5}$/.test(values.port) || Number(values.port) > 65535) throw new UsageError('--port must be a number from 0 to 65535');
@@ -428,7 +444,7 @@ async function listenCommand(args: string[]): Promise<number> {
         pending.delete(sequence);
         // Line by line: the block's own line breaks stay, any control character from the request
         // (path, id, body excerpt) is escaped.
-        void diagnosed(delivery, lines).then((text) => io.out(text.split('\n').map(escapeControlCharacters).join('\n')));
+        void diagnosed(delivery, lines, secrets).then((text) => io.out(text.split('\n').map(escapeControlCharacters).join('\n')));
       },
       onError(error) {
         io.err(escapeControlCharacters(`internal error: ${error instanceof Error ? error.message : String(error)}`));
@@ -453,6 +469,84 @@ async function listenCommand(args: string[]): Promise<number> {
   return 0;
 }
 
+/** True for a host name that only this machine answers. */
+function isLoopback(hostname: string): boolean {
+  const host = hostname.replace(/^\[|\]$/g, '').toLowerCase();
+  return host === 'localhost' || host.endsWith('.localhost') || host === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
+}
+
+/** `--only a,b --only c`: case ids, checked by checkEndpoint (which never repeats a value). */
+function caseIds(values: string[] | undefined): CheckCaseId[] | undefined {
+  return values?.flatMap((value) => value.split(',')).map((id) => id.trim()).filter((id) => id !== '') as CheckCaseId[] | undefined;
+}
+
+function wholeNumber(value: string | undefined, option: string, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[0-9]{1,9}$/.test(value) || Number(value) < min || Number(value) > max) throw new UsageError(`${option} must be a whole number from ${min} to ${max}`);
+  return Number(value);
+}
+
+/** Exit codes: 0 every security case passed, 1 a security case failed or the endpoint was not reached. */
+async function checkCommand(args: string[]): Promise<number> {
+  const { values, positionals } = parse(
+    'check',
+    args,
+    {
+      secret: { type: 'string', multiple: true },
+      json: { type: 'boolean' },
+      tolerance: { type: 'string' },
+      unsigned: { type: 'string' },
+      'body-file': { type: 'string' },
+      'print-curl': { type: 'boolean' },
+      only: { type: 'string', multiple: true },
+      skip: { type: 'string', multiple: true },
+      timeout: { type: 'string' },
+      concurrency: { type: 'string' },
+      yes: { type: 'boolean' },
+    },
+    true,
+  );
+  if (values.help) return help('check');
+  // Never echo a stray argument: it may be a secret passed without --secret.
+  if (positionals.length === 0) throw new UsageError('no URL: pass the endpoint to check, e.g. webhook-receiver check http://127.0.0.1:3000/webhooks');
+  if (positionals.length > 1) throw new UsageError('one URL only: options start with --, values follow their option');
+  const target = positionals[0]!;
+  // The scheme, credentials and case ids are checkEndpoint's to refuse; only this machine is the CLI's.
+  const host = URL.canParse(target) ? new URL(target) : undefined;
+  if (host !== undefined && !isLoopback(host.hostname) && !values.yes) {
+    throw new UsageError(`${host.host} is not this machine: the valid deliveries run its real handler (ids msg_check_…). Pass --yes to check it anyway`);
+  }
+  const secrets = secretsFrom(values.secret);
+  if (values.unsigned !== undefined && values.unsigned !== 'accept' && values.unsigned !== 'reject') {
+    throw new UsageError("--unsigned takes 'accept' (or 'reject', the default)");
+  }
+  const toleranceSeconds = wholeNumber(values.tolerance, '--tolerance', 1, 31_536_000);
+  const timeoutSeconds = wholeNumber(values.timeout, '--timeout', 1, 120);
+  const concurrency = wholeNumber(values.concurrency, '--concurrency', 2, 50);
+  const body = values['body-file'] === undefined ? undefined : (await bodyFrom(values)).bytes;
+  const report = await asUsage(() =>
+    checkEndpoint(target, {
+      secrets,
+      toleranceSeconds,
+      unsigned: values.unsigned as 'accept' | 'reject' | undefined,
+      body,
+      only: caseIds(values.only),
+      skip: caseIds(values.skip),
+      timeoutMs: timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
+      concurrency,
+    }),
+  );
+  const curl = values['print-curl'] === true;
+  // A row's curl command carries the whole URL, query included: printed only when asked for.
+  if (values.json) io.out(JSON.stringify(report, (key, value: unknown) => (key === 'curl' && !curl ? undefined : value), 2));
+  else io.out(formatCheckReport(report, { curl }));
+  if (!report.reachable) {
+    io.err(`webhook-receiver check: cannot reach ${report.target}: ${report.unreachableReason ?? 'no answer'}`);
+    return 1;
+  }
+  return report.conforms ? 0 : 1;
+}
+
 function help(command: Command | 'main'): number {
   io.out(HELP[command]);
   return 0;
@@ -463,6 +557,7 @@ const RUN: Record<Command, (args: string[]) => Promise<number>> = {
   sign: signCommand,
   verify: verifyCommand,
   listen: listenCommand,
+  check: checkCommand,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -472,7 +567,6 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (command === '--help' || command === '-h' || command === 'help') return help('main');
-  if (command === 'check') return checkCommand(rest, io);
   if (command === '--version' || command === '-v') {
     io.out(version());
     return 0;

@@ -9,9 +9,10 @@
  */
 
 import { randomBytes } from '../crypto.ts';
-import { base64Encode } from '../encoding.ts';
+import { base64Encode, concatChunks, utf8Decoder, utf8Encoder } from '../encoding.ts';
 import { decodeSecret, secretList, type SecretInput } from '../secrets.ts';
-import { generateKeyPair, generateMessageId, generateSecret, signWebhook } from '../sign.ts';
+import { createSigner, generateKeyPair, generateMessageId, generateSecret, type Signer } from '../sign.ts';
+import { bodyText } from './recorded.ts';
 
 /**
  * A Fetch handler: Hono's `app.fetch`, a Next.js route, a Worker's `fetch`, or this package's
@@ -49,7 +50,10 @@ export type CheckVerdict = 'pass' | 'fail' | 'not_observable' | 'reported';
 
 /**
  * The cases of the battery, in the order they run. `valid` always runs first: it is the baseline
- * that gives every refusal its meaning.
+ * that gives every refusal its meaning. `security` says whether a row decides conformance and
+ * `expected` what a conforming receiver answers; two options change them for one case each
+ * (`unsigned: 'accept'` expects the unsigned delivery accepted; with `body` given, `non-ascii`
+ * sends a made-up payload and is not judged).
  *
  * @example
  * ```ts
@@ -58,31 +62,31 @@ export type CheckVerdict = 'pass' | 'fail' | 'not_observable' | 'reported';
  * ```
  */
 export const CHECK_CASES = [
-  { id: 'valid', group: 'accepted', title: 'a valid delivery' },
-  { id: 'rotation-all-keys', group: 'accepted', title: 'signed with every configured key (rotation overlap)' },
-  { id: 'rotation-new-key-first', group: 'accepted', title: 'an entry from a key the endpoint does not know, then a valid one' },
-  { id: 'rotation-second-key', group: 'accepted', title: 'signed only with the second configured key' },
-  { id: 'json-formatting', group: 'accepted', title: 'JSON with spacing, key order and number forms a re-serialisation changes' },
-  { id: 'non-ascii', group: 'accepted', title: 'a JSON body with non-ASCII text' },
-  { id: 'non-json', group: 'compatibility', title: 'a body that is not JSON (text/plain)' },
-  { id: 'empty-body', group: 'compatibility', title: 'an empty body' },
-  { id: 'svix-headers', group: 'compatibility', title: 'svix-id, svix-timestamp, svix-signature header names' },
-  { id: 'tampered-body', group: 'refused', title: 'the body changed after signing (one digit)' },
-  { id: 'tampered-id', group: 'refused', title: 'webhook-id changed after signing' },
-  { id: 'tampered-timestamp', group: 'refused', title: 'webhook-timestamp changed after signing (1 s earlier)' },
-  { id: 'unknown-key', group: 'refused', title: 'signed with a key the endpoint does not know' },
-  { id: 'unsigned', group: 'refused', title: 'no webhook-signature header' },
-  { id: 'stale-past', group: 'refused', title: 'signed, timestamp tolerance + 60 s in the past' },
-  { id: 'stale-future', group: 'refused', title: 'signed, timestamp tolerance + 60 s in the future' },
-  { id: 'milliseconds', group: 'refused', title: 'signed, webhook-timestamp in milliseconds' },
-  { id: 'reserialised-body', group: 'refused', title: 'signed compact JSON, sent pretty-printed' },
-  { id: 'many-entries', group: 'refused', title: 'a signature header of 32 entries, none matching' },
-  { id: 'oversized', group: 'refused', title: 'a signed body larger than common limits' },
-  { id: 'duplicate', group: 'idempotency', title: 'the same delivery twice' },
-  { id: 'retry', group: 'idempotency', title: 'a retry: same webhook-id, new timestamp and signature' },
-  { id: 'concurrent', group: 'idempotency', title: 'identical copies sent at once' },
-  { id: 'timing', group: 'timing', title: 'response times of refused cases against accepted ones' },
-] as const satisfies readonly { id: string; group: CheckGroup; title: string }[];
+  { id: 'valid', group: 'accepted', title: 'a valid delivery', security: true, expected: '2xx' },
+  { id: 'rotation-all-keys', group: 'accepted', title: 'signed with every configured key (rotation overlap)', security: true, expected: '2xx' },
+  { id: 'rotation-new-key-first', group: 'accepted', title: 'an entry from a key the endpoint does not know, then a valid one', security: true, expected: '2xx' },
+  { id: 'rotation-second-key', group: 'accepted', title: 'signed only with the second configured key', security: true, expected: '2xx' },
+  { id: 'json-formatting', group: 'accepted', title: 'JSON with spacing, key order and number forms a re-serialisation changes', security: true, expected: '2xx' },
+  { id: 'non-ascii', group: 'accepted', title: 'a JSON body with non-ASCII text', security: true, expected: '2xx' },
+  { id: 'non-json', group: 'compatibility', title: 'a body that is not JSON (text/plain)', security: false, expected: '2xx or 4xx' },
+  { id: 'empty-body', group: 'compatibility', title: 'an empty body', security: false, expected: '2xx or 4xx' },
+  { id: 'svix-headers', group: 'compatibility', title: 'svix-id, svix-timestamp, svix-signature header names', security: false, expected: '2xx or 4xx' },
+  { id: 'tampered-body', group: 'refused', title: 'the body changed after signing (one digit)', security: true, expected: '4xx' },
+  { id: 'tampered-id', group: 'refused', title: 'webhook-id changed after signing', security: true, expected: '4xx' },
+  { id: 'tampered-timestamp', group: 'refused', title: 'webhook-timestamp changed after signing (1 s earlier)', security: true, expected: '4xx' },
+  { id: 'unknown-key', group: 'refused', title: 'signed with a key the endpoint does not know', security: true, expected: '4xx' },
+  { id: 'unsigned', group: 'refused', title: 'no webhook-signature header', security: true, expected: '4xx' },
+  { id: 'stale-past', group: 'refused', title: 'signed, timestamp tolerance + 60 s in the past', security: true, expected: '4xx' },
+  { id: 'stale-future', group: 'refused', title: 'signed, timestamp tolerance + 60 s in the future', security: true, expected: '4xx' },
+  { id: 'milliseconds', group: 'refused', title: 'signed, webhook-timestamp in milliseconds', security: true, expected: '4xx' },
+  { id: 'reserialised-body', group: 'refused', title: 'signed compact JSON, sent pretty-printed', security: true, expected: '4xx' },
+  { id: 'many-entries', group: 'refused', title: 'a signature header of 32 entries, none matching', security: true, expected: '4xx' },
+  { id: 'oversized', group: 'refused', title: 'a signed body larger than common limits', security: false, expected: 'any (413 usual)' },
+  { id: 'duplicate', group: 'idempotency', title: 'the same delivery twice', security: false, expected: '2xx, then duplicate' },
+  { id: 'retry', group: 'idempotency', title: 'a retry: same webhook-id, new timestamp and signature', security: false, expected: '2xx, then duplicate' },
+  { id: 'concurrent', group: 'idempotency', title: 'identical copies sent at once', security: false, expected: '1 ran, rest duplicate' },
+  { id: 'timing', group: 'timing', title: 'response times of refused cases against accepted ones', security: false, expected: 'no slow refusals' },
+] as const satisfies readonly { id: string; group: CheckGroup; title: string; security: boolean; expected: string }[];
 
 /**
  * The id of a case of the battery.
@@ -173,7 +177,7 @@ export interface CheckRow {
   /** Whether the row decides conformance: a `fail` here fails the check (and the CLI exits 1). */
   security: boolean;
   sent: CheckSent;
-  /** What a conforming receiver answers, e.g. `'2xx'`, `'4xx'`, `'2xx, then a duplicate answer'`. */
+  /** What a conforming receiver answers, e.g. `'2xx'`, `'4xx'`, `'2xx, then duplicate'`. */
   expected: string;
   /** The status of the (last) answer; `null` when there was none. */
   status: number | null;
@@ -240,9 +244,8 @@ const MANY_ENTRIES = 32;
 const RESPONSE_READ_BYTES = 16 * 1024;
 const PREVIEW_CHARS = 200;
 
-const utf8 = new TextEncoder();
-
-function isJson(text: string): boolean {
+/** Whether the text parses as JSON. Internal: shared with the command line. */
+export function isJsonText(text: string): boolean {
   try {
     JSON.parse(text);
     return true;
@@ -316,7 +319,8 @@ interface Answer {
 
 type Send = (request: Outgoing) => Promise<Answer>;
 
-function shellQuote(text: string): string {
+/** The text as one POSIX shell word. Internal: shared with the command line. */
+export function shellQuote(text: string): string {
   return `'${text.replace(/'/g, `'\\''`)}'`;
 }
 
@@ -344,23 +348,23 @@ async function readSome(response: Response): Promise<string> {
     // The rest is not needed: cancel rather than download an endless answer.
     void reader.cancel().catch(() => {});
   }
-  const bytes = new Uint8Array(Math.min(total, RESPONSE_READ_BYTES));
-  let offset = 0;
-  for (const chunk of chunks) {
-    const part = chunk.subarray(0, bytes.byteLength - offset);
-    bytes.set(part, offset);
-    offset += part.byteLength;
-    if (offset >= bytes.byteLength) break;
-  }
-  return new TextDecoder().decode(bytes);
+  return utf8Decoder.decode(concatChunks(chunks, total).subarray(0, RESPONSE_READ_BYTES));
 }
 
-/** A fetch failure in a few words: the cause's code (ECONNREFUSED, ENOTFOUND…) when there is one. */
+/**
+ * A fetch failure in a few words: the cause's code (ECONNREFUSED, ENOTFOUND…) when there is one.
+ * Any URL in the text is cut out: fetch names the whole URL in some errors, and its query or
+ * userinfo may carry a token.
+ */
 function errorText(error: unknown): string {
   const err = error as { message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
   if (typeof err?.cause?.code === 'string') return err.cause.code;
-  if (typeof err?.cause?.message === 'string') return err.cause.message;
-  return typeof err?.message === 'string' ? err.message : String(error);
+  const text = typeof err?.cause?.message === 'string' ? err.cause.message : typeof err?.message === 'string' ? err.message : String(error);
+  return withoutUrls(text);
+}
+
+function withoutUrls(text: string): string {
+  return text.replace(/[A-Za-z][A-Za-z0-9+.-]*:\/\/\S*/g, '<url>');
 }
 
 function urlSender(url: string, timeoutMs: number): Send {
@@ -404,7 +408,7 @@ function handlerSender(handler: FetchHandler, url: string, timeoutMs: number): S
       }
       return { ...outcome, ms };
     } catch (error) {
-      const message = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+      const message = withoutUrls(error instanceof Error ? `${error.name}: ${error.message}` : String(error));
       return { status: null, body: '', ms: performance.now() - started, error: `the handler threw (a platform answers 500): ${message}` };
     } finally {
       clearTimeout(timer);
@@ -439,19 +443,48 @@ function kindOf(answer: Answer): AnswerKind {
 // ---------------------------------------------------------------------------------------------
 // The battery
 
-interface Plan {
-  id: CheckCaseId;
-  security: boolean;
-  expected: string;
-  requests: Outgoing[];
-  run: (send: Send, requests: Outgoing[]) => Promise<Judgement>;
-}
-
 interface Judgement {
   answers: Answer[];
   observed?: string;
   verdict: CheckVerdict;
   reason: string;
+}
+
+/** Sends a case's requests (built a moment before) and judges the answers. */
+type Judge = (send: Send, requests: Outgoing[], context: CaseContext) => Promise<Judgement>;
+
+/** A case's requests, signed when it is its turn to run, so no timestamp ages in a queue. */
+interface Built {
+  requests: Outgoing[];
+  /** For a case the options change: its judge, and what it expects, in place of the table's. */
+  judge?: Judge;
+  expected?: string;
+  security?: boolean;
+}
+
+interface SignedOutgoing extends Outgoing {
+  id: string;
+  timestamp: number;
+  signature: string;
+}
+
+/** What the cases share: the run's options, its signers, and the rows judged so far. */
+interface CaseContext {
+  body: string;
+  userBody: string | undefined;
+  bodyIsJson: boolean;
+  unsignedPolicy: 'reject' | 'accept';
+  toleranceSeconds: number;
+  concurrency: number;
+  oversizedBytes: number;
+  redactor: Redactor;
+  signers: { current: Signer; all: Signer; second: Signer | undefined; unknown: Signer };
+  now: () => number;
+  nowSeconds: () => number;
+  newId: () => string;
+  signed: (text: string, options?: { signer?: Signer; id?: string; timestamp?: number; type?: string }) => Promise<SignedOutgoing>;
+  rows: readonly CheckRow[];
+  warnings: string[];
 }
 
 class Redactor {
@@ -482,10 +515,25 @@ function positiveInteger(value: number | undefined, name: string, fallback: numb
 function caseList(list: readonly CheckCaseId[] | undefined, name: string): Set<string> | undefined {
   if (list === undefined) return undefined;
   if (!Array.isArray(list)) throw new TypeError(`${name} must be an array of case ids`);
-  for (const id of list) {
-    if (!CASE_IDS.includes(id)) throw new RangeError(`${name}: unknown case ${JSON.stringify(id)}; the cases are ${CASE_IDS.join(', ')}`);
-  }
+  list.forEach((id, index) => {
+    // The value is not repeated: on a command line it may be a secret pasted in the wrong place.
+    if (!CASE_IDS.includes(id)) throw new RangeError(`${name}: entry ${index + 1} is not a case; the cases are ${CASE_IDS.join(', ')}`);
+  });
   return new Set(list);
+}
+
+/**
+ * The URL, checked: http(s) only, and no credentials, which fetch refuses to send (and which
+ * would otherwise show in the report's curl commands). Neither message repeats the URL.
+ */
+function httpUrl(value: string | URL, name: string): URL {
+  const parsed = value instanceof URL ? value : typeof value === 'string' && URL.canParse(value) ? new URL(value) : undefined;
+  if (parsed === undefined) throw new TypeError(`${name} must be an absolute http:// or https:// URL${name === 'the target' ? ' (or a Fetch handler)' : ''}`);
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`check only sends to http:// and https:// URLs, got ${parsed.protocol}`);
+  if (parsed.username !== '' || parsed.password !== '') {
+    throw new TypeError(`${name} carries credentials (user:password@): fetch does not send them; give the endpoint a URL without them`);
+  }
+  return parsed;
 }
 
 function describeAnswer(answer: Answer, redactor: Redactor): string {
@@ -512,14 +560,284 @@ function judge(answer: Answer, expect: 'accept' | 'refuse'): { verdict: CheckVer
   return { verdict: 'fail', reason: answer.error ?? 'no answer' };
 }
 
+const single = (expect: 'accept' | 'refuse'): Judge => async (send, [request]) => {
+  const answer = await send(request!);
+  return { answers: [answer], ...judge(answer, expect) };
+};
+
+const reported = (accepted: string, refused: string): Judge => async (send, [request]) => {
+  const answer = await send(request!);
+  const kind = kindOf(answer);
+  const reason = kind === 'processed' ? accepted : kind === 'refused' ? refused : answer.status === null ? (answer.error ?? 'no answer') : `answered ${answer.status}`;
+  return { answers: [answer], verdict: 'reported', reason };
+};
+
+const notObservable = (reason: string): Built => ({ requests: [], judge: async () => ({ answers: [], verdict: 'not_observable', reason }) });
+
+const DUPLICATE_NOTE = 'handler runs are not visible from outside: whether it ran twice cannot be told (this package answers a duplicate with 200 {"duplicate":true})';
+
+const twice = (label: string): Judge => async (send, [first, second], { redactor }) => {
+  const a = await send(first!);
+  if (kindOf(a) !== 'processed') {
+    return { answers: [a], verdict: 'not_observable', reason: `the first copy was not accepted (${describeAnswer(a, redactor)}), so there is nothing to deduplicate` };
+  }
+  const b = await send(second!);
+  const kind = kindOf(b);
+  const observed = `${describeAnswer(a, redactor)}, then ${describeAnswer(b, redactor)}`;
+  if (kind === 'duplicate') return { answers: [a, b], observed, verdict: 'pass', reason: `the ${label} was answered as a duplicate: the handler did not run again` };
+  if (kind === 'in_progress') return { answers: [a, b], observed, verdict: 'pass', reason: `the ${label} found the first claim still held (409 IN_PROGRESS): the handler did not run again` };
+  if (kind === 'processed') return { answers: [a, b], observed, verdict: 'reported', reason: `both accepted without a duplicate answer; ${DUPLICATE_NOTE}` };
+  return {
+    answers: [a, b],
+    observed,
+    verdict: 'reported',
+    reason: `the ${label} was not acknowledged with a 2xx: a sender treats that as a failure and keeps retrying an event that was handled`,
+  };
+};
+
+const concurrentJudge: Judge = async (send, requests) => {
+  const answers = await Promise.all(requests.map((r) => send(r)));
+  const count = (k: AnswerKind) => answers.filter((a) => kindOf(a) === k).length;
+  const processed = count('processed');
+  const deduplicated = count('duplicate') + count('in_progress');
+  const others = answers.length - processed - deduplicated;
+  const parts: [number, string][] = [
+    [processed, 'accepted'],
+    [count('duplicate'), 'duplicate'],
+    [count('in_progress'), 'in progress'],
+    [others, 'other'],
+  ];
+  const observed = parts.filter(([n]) => n > 0).map(([n, label]) => `${n} ${label}`).join(', ');
+  if (deduplicated > 0) {
+    // The endpoint speaks the convention, so every copy it did not run says so: the number of
+    // plain 2xx answers is the number of handler runs.
+    if (processed === 1) return { answers, observed, verdict: 'pass', reason: 'exactly one copy ran the handler; the others were answered as duplicates or in progress' };
+    if (processed > 1) return { answers, observed, verdict: 'fail', reason: `${processed} copies ran the handler: the claim on webhook-id is not atomic` };
+  }
+  if (processed === answers.length) return { answers, observed, verdict: 'reported', reason: `every copy was accepted without a duplicate answer; ${DUPLICATE_NOTE}` };
+  return { answers, observed, verdict: 'reported', reason: 'not every copy was acknowledged with a 2xx: a sender retries those' };
+};
+
+const oversizedJudge: Judge = async (send, [request], { oversizedBytes }) => {
+  const answer = await send(request!);
+  const kind = kindOf(answer);
+  const size = `${oversizedBytes} bytes`;
+  const reason =
+    kind === 'processed'
+      ? `accepted a ${size} body: its limit is above that (or there is none)`
+      : answer.status === 413
+        ? `refused a ${size} body with 413`
+        : answer.status === null
+          ? `${answer.error ?? 'no answer'} (an endpoint may close the connection on an oversized upload)`
+          : `answered ${answer.status} to a ${size} body`;
+  return { answers: [answer], verdict: 'reported', reason };
+};
+
+/** Judged from the rows before it: no request of its own. */
+const timingJudge: Judge = async (_send, _requests, { rows, warnings }) => {
+  const accepted = rows.filter((r) => r.group === 'accepted' && r.verdict === 'pass' && r.ms !== null).map((r) => r.ms!);
+  const refused = rows.filter((r) => r.group === 'refused' && r.id !== 'oversized' && r.ms !== null);
+  if (accepted.length === 0 || refused.length === 0) return { answers: [], verdict: 'not_observable', reason: 'needs at least one accepted and one refused case' };
+  const sorted = [...accepted].sort((a, b) => a - b);
+  const median = sorted[Math.floor(sorted.length / 2)]!;
+  const slowest = refused.reduce((a, b) => (b.ms! > a.ms! ? b : a));
+  // Only well beyond noise: several times the accepted time, and a quarter second more.
+  const slow = refused.filter((r) => r.ms! > median * 3 && r.ms! > median + 250);
+  if (slow.length === 0) return { answers: [], verdict: 'reported', reason: `median accepted ${median} ms; slowest refused ${slowest.ms} ms (${slowest.id})` };
+  const warning = `refused cases took much longer than accepted ones (${slow.map((r) => `${r.id} ${r.ms} ms`).join(', ')}; median accepted ${median} ms): the endpoint may do work before checking the signature`;
+  warnings.push(warning);
+  return { answers: [], verdict: 'reported', reason: `WARNING ${warning}` };
+};
+
+/** One valid request, changed after signing (the refused cases). */
+async function changed(context: CaseContext, change: (request: SignedOutgoing) => Outgoing): Promise<Built> {
+  return { requests: [change(await context.signed(context.body))] };
+}
+
+/**
+ * How each case of {@link CHECK_CASES} builds its requests and judges its answers. A `Record`
+ * over the ids, so a case added to the table without its runner does not compile.
+ */
+const RUNNERS: Record<CheckCaseId, { build: (context: CaseContext) => Promise<Built>; judge: Judge }> = {
+  valid: { build: async (c) => ({ requests: [await c.signed(c.body)] }), judge: single('accept') },
+
+  // The sender signs with its current key, the first one; during a rotation it signs with all.
+  'rotation-all-keys': { build: async (c) => ({ requests: [await c.signed(c.body, { signer: c.signers.all })] }), judge: single('accept') },
+
+  'rotation-new-key-first': {
+    build: async (c) => {
+      const valid = await c.signed(c.body);
+      const ahead = await c.signers.unknown.sign({ body: c.body, id: valid.id, timestamp: valid.timestamp });
+      // A sender that rotated before the receiver did signs with its new key first (contract:
+      // "any secret matching any v1 entry passes"); a receiver reading only the first entry fails.
+      return { requests: [{ ...valid, headers: { ...valid.headers, 'webhook-signature': `${ahead.signature} ${valid.signature}` } }] };
+    },
+    judge: single('accept'),
+  },
+
+  'rotation-second-key': {
+    build: async (c) =>
+      c.signers.second === undefined
+        ? notObservable('one secret given: pass the previous and the current one to test rotation')
+        : { requests: [await c.signed(c.body, { signer: c.signers.second })] },
+    judge: single('accept'),
+  },
+
+  'json-formatting': {
+    build: async (c) => {
+      if (c.userBody !== undefined && !c.bodyIsJson) return notObservable('the body given is not JSON');
+      return { requests: [await c.signed(c.userBody === undefined ? FORMATTING_BODY : respaced(c.userBody), { type: 'application/json' })] };
+    },
+    judge: single('accept'),
+  },
+
+  'non-ascii': {
+    build: async (c) => {
+      const requests = [await c.signed(NON_ASCII_BODY, { type: 'application/json; charset=utf-8' })];
+      if (c.userBody === undefined) return { requests };
+      // A made-up payload: an endpoint that validates its own events may refuse it for that.
+      return { requests, security: false, judge: reported('accepted', 'refused (the payload is made up, so this is not judged when --body-file is given)') };
+    },
+    judge: single('accept'),
+  },
+
+  'non-json': {
+    build: async (c) => ({ requests: [await c.signed(NON_JSON_BODY, { type: 'text/plain; charset=utf-8' })] }),
+    judge: reported('accepted', 'refused: the standard lets a receiver refuse a body it cannot use'),
+  },
+
+  'empty-body': {
+    build: async (c) => {
+      const { 'content-type': _, ...headers } = (await c.signed('')).headers;
+      return { requests: [{ headers, body: '' }] };
+    },
+    judge: reported('accepted', 'refused: the standard lets a receiver refuse an empty body'),
+  },
+
+  'svix-headers': {
+    build: (c) =>
+      changed(c, (request) => ({
+        ...request,
+        headers: {
+          'content-type': request.headers['content-type']!,
+          'svix-id': request.id,
+          'svix-timestamp': String(request.timestamp),
+          'svix-signature': request.signature,
+        },
+      })),
+    judge: reported('accepted (reads svix-* names too)', 'refused: the endpoint reads only webhook-* names, which the standard allows'),
+  },
+
+  'tampered-body': { build: (c) => changed(c, (request) => ({ ...request, body: tampered(c.body) })), judge: single('refuse') },
+
+  'tampered-id': { build: (c) => changed(c, (request) => ({ ...request, headers: { ...request.headers, 'webhook-id': c.newId() } })), judge: single('refuse') },
+
+  'tampered-timestamp': {
+    build: (c) => changed(c, (request) => ({ ...request, headers: { ...request.headers, 'webhook-timestamp': String(request.timestamp - 1) } })),
+    judge: single('refuse'),
+  },
+
+  'unknown-key': { build: async (c) => ({ requests: [await c.signed(c.body, { signer: c.signers.unknown })] }), judge: single('refuse') },
+
+  unsigned: {
+    build: async (c) => {
+      const { 'webhook-signature': _, ...headers } = (await c.signed(c.body)).headers;
+      const requests = [{ headers, body: c.body }];
+      return c.unsignedPolicy === 'accept' ? { requests, expected: '2xx (unsigned accepted)', judge: single('accept') } : { requests };
+    },
+    judge: single('refuse'),
+  },
+
+  'stale-past': { build: async (c) => ({ requests: [await c.signed(c.body, { timestamp: c.nowSeconds() - c.toleranceSeconds - 60 })] }), judge: single('refuse') },
+
+  'stale-future': { build: async (c) => ({ requests: [await c.signed(c.body, { timestamp: c.nowSeconds() + c.toleranceSeconds + 60 })] }), judge: single('refuse') },
+
+  milliseconds: {
+    build: async (c) => {
+      const ms = c.now();
+      return { requests: [await c.signed(c.body, { timestamp: ms - (ms % 1000) + 123 })] };
+    },
+    judge: single('refuse'),
+  },
+
+  'reserialised-body': {
+    build: async (c) => {
+      // The compact form a parse and re-serialise produces; sent pretty. A receiver that verifies
+      // its own re-serialisation instead of the raw bytes finds the signature "valid".
+      const parsed: unknown = JSON.parse(c.bodyIsJson ? c.body : DEFAULT_BODY);
+      const compact = JSON.stringify(parsed);
+      const pretty = JSON.stringify(parsed, null, 2);
+      const request = await c.signed(compact, { type: 'application/json' });
+      return { requests: [{ ...request, body: pretty === compact ? ` ${compact}` : pretty }] };
+    },
+    judge: single('refuse'),
+  },
+
+  'many-entries': {
+    build: (c) =>
+      changed(c, (request) => {
+        const entries: string[] = [];
+        for (let i = 0; i < MANY_ENTRIES; i++) entries.push(i % 8 === 7 ? `v1a,${base64Encode(randomBytes(64))}` : `v1,${base64Encode(randomBytes(32))}`);
+        return { ...request, headers: { ...request.headers, 'webhook-signature': entries.join(' ') } };
+      }),
+    judge: single('refuse'),
+  },
+
+  oversized: {
+    build: async (c) => {
+      const head = '{"type":"check.oversized","padding":"';
+      const tail = '"}';
+      const fill = c.oversizedBytes - head.length - tail.length;
+      const request = await c.signed(`${head}${'a'.repeat(fill)}${tail}`, { type: 'application/json' });
+      return { requests: [{ ...request, curlData: `{ printf '%s' ${shellQuote(head)}; head -c ${fill} /dev/zero | tr '\\0' a; printf '%s' ${shellQuote(tail)}; }` }] };
+    },
+    judge: oversizedJudge,
+  },
+
+  duplicate: {
+    build: async (c) => {
+      const request = await c.signed(c.body);
+      return { requests: [request, request] };
+    },
+    judge: twice('second copy'),
+  },
+
+  retry: {
+    build: async (c) => {
+      // The contract: "a retry carries the same id with a new timestamp and signature".
+      const first = await c.signed(c.body, { timestamp: c.nowSeconds() - 1 });
+      return { requests: [first, await c.signed(c.body, { id: first.id, timestamp: first.timestamp + 1 })] };
+    },
+    judge: twice('retry'),
+  },
+
+  concurrent: {
+    build: async (c) => {
+      const request = await c.signed(c.body);
+      return { requests: Array.from({ length: c.concurrency }, () => request) };
+    },
+    judge: concurrentJudge,
+  },
+
+  timing: { build: async () => ({ requests: [] }), judge: timingJudge },
+};
+
+/** The battery: each case's description and expectation, with how it is built and judged. */
+const CASES = CHECK_CASES.map((c) => ({ ...c, ...RUNNERS[c.id] }));
+
+/** The groups with at least one case that decides conformance. */
+const JUDGED_GROUPS: ReadonlySet<CheckGroup> = new Set(CHECK_CASES.filter((c) => c.security).map((c) => c.group));
+
 /**
  * Runs the conformance battery against a live endpoint (a URL) or a Fetch handler, and resolves
  * with one row per case. It never throws for what the endpoint does: failures are rows. It throws
- * `TypeError`/`RangeError` at once for bad options (a bad secret, an unknown case id).
+ * `TypeError`/`RangeError` at once for bad options (a bad secret, an unknown case id, a URL with
+ * credentials), never repeating the value.
  *
- * Every delivery carries a `webhook-id` starting `msg_check_`, and the valid ones run the
- * endpoint's real handler. The run is bounded: a fixed number of requests (about 30, plus
- * `concurrency`), each within `timeoutMs`. Nothing it returns contains a secret.
+ * Each case is signed just before it is sent, so a slow endpoint never receives a timestamp that
+ * aged while earlier cases ran. Every delivery carries a `webhook-id` starting `msg_check_`, and
+ * the valid ones run the endpoint's real handler. The run is bounded: a fixed number of requests
+ * (about 30, plus `concurrency`), each within `timeoutMs`. Nothing it returns contains a secret.
  *
  * @example
  * ```ts
@@ -555,11 +873,8 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
   if (options.body !== undefined) {
     if (typeof options.body === 'string') userBody = options.body;
     else if (options.body instanceof Uint8Array) {
-      try {
-        userBody = new TextDecoder('utf-8', { fatal: true }).decode(options.body);
-      } catch {
-        throw new TypeError('body must be UTF-8 text (the battery tampers with it as text)');
-      }
+      userBody = bodyText(options.body);
+      if (userBody === undefined) throw new TypeError('body must be UTF-8 text (the battery tampers with it as text)');
     } else throw new TypeError('body must be a string or a Uint8Array');
   }
 
@@ -567,294 +882,50 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
   let send: Send;
   let targetLabel: string;
   if (typeof target === 'function') {
-    url = options.url ?? 'http://localhost/webhooks';
-    if (!URL.canParse(url)) throw new TypeError(`url must be an absolute URL, got ${JSON.stringify(url)}`);
+    url = httpUrl(options.url ?? 'http://localhost/webhooks', 'url').href;
     send = handlerSender(target, url, timeoutMs);
     targetLabel = `fetch handler (${url})`;
   } else {
-    const parsed = typeof target === 'string' && URL.canParse(target) ? new URL(target) : target instanceof URL ? target : undefined;
-    if (parsed === undefined) throw new TypeError(`checkEndpoint needs an http(s) URL or a Fetch handler, got ${JSON.stringify(String(target))}`);
-    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new TypeError(`checkEndpoint only sends to http:// and https:// URLs, got ${parsed.protocol}`);
+    const parsed = httpUrl(target, 'the target');
     url = parsed.href;
     send = urlSender(url, timeoutMs);
     targetLabel = `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
   }
 
-  const redactor = new Redactor(secrets);
-  const sender = keys[0]!.kind === 'ed25519-secret' ? (await generateKeyPair()).secretKey : generateSecret();
+  const unknownKey = keys[0]!.kind === 'ed25519-secret' ? (await generateKeyPair()).secretKey : generateSecret();
+  const current = createSigner(secrets[0]!);
+  const body = userBody ?? DEFAULT_BODY;
+  const bodyIsJson = isJsonText(body);
+  const contentType = userBody === undefined || bodyIsJson ? 'application/json' : 'application/octet-stream';
   const nowSeconds = () => Math.floor(now() / 1000);
   const newId = () => `msg_check_${generateMessageId().slice(4, 26)}`;
-  const body = userBody ?? DEFAULT_BODY;
-  const bodyIsJson = isJson(body);
-  const contentType = userBody === undefined || bodyIsJson ? 'application/json' : 'application/octet-stream';
-
-  async function signed(
-    text: string,
-    { secret = secrets[0]! as SecretInput | readonly SecretInput[], id = newId(), timestamp = nowSeconds(), type = contentType } = {},
-  ): Promise<Outgoing & { id: string; timestamp: number; signature: string }> {
-    const message = await signWebhook({ secret, body: text, id, timestamp });
-    return { id, timestamp, signature: message.signature, headers: { 'content-type': type, ...message.headers }, body: text };
-  }
-
-  const single = (expect: 'accept' | 'refuse') => async (sendOne: Send, [request]: Outgoing[]): Promise<Judgement> => {
-    const answer = await sendOne(request!);
-    return { answers: [answer], ...judge(answer, expect) };
+  const rows: CheckRow[] = [];
+  const context: CaseContext = {
+    body,
+    userBody,
+    bodyIsJson,
+    unsignedPolicy,
+    toleranceSeconds,
+    concurrency,
+    oversizedBytes,
+    redactor: new Redactor(secrets),
+    signers: { current, all: createSigner(secrets), second: secrets.length >= 2 ? createSigner(secrets[1]!) : undefined, unknown: createSigner(unknownKey) },
+    now,
+    nowSeconds,
+    newId,
+    async signed(text, { signer = current, id = newId(), timestamp = nowSeconds(), type = contentType } = {}) {
+      const message = await signer.sign({ body: text, id, timestamp });
+      return { id, timestamp, signature: message.signature, headers: { 'content-type': type, ...message.headers }, body: text };
+    },
+    rows,
+    warnings: [],
   };
-  const reported = (accepted: string, refused: string) => async (sendOne: Send, [request]: Outgoing[]): Promise<Judgement> => {
-    const answer = await sendOne(request!);
-    const kind = kindOf(answer);
-    const reason =
-      kind === 'processed' ? accepted : kind === 'refused' ? refused : answer.status === null ? `${answer.error ?? 'no answer'}` : `answered ${answer.status}`;
-    return { answers: [answer], verdict: 'reported', reason };
-  };
-  const notObservable = (reason: string) => async (): Promise<Judgement> => ({ answers: [], verdict: 'not_observable', reason });
+  const { redactor } = context;
 
-  const plans: Plan[] = [];
-  const plan = async (id: CheckCaseId, build: () => Promise<Omit<Plan, 'id'>>): Promise<void> => {
-    if (id !== 'valid' && ((only !== undefined && !only.has(id)) || skip?.has(id))) return;
-    plans.push({ id, ...(await build()) });
-  };
-
-  await plan('valid', async () => ({ security: true, expected: '2xx', requests: [await signed(body)], run: single('accept') }));
-
-  // The sender signs with its current key, the first one; during a rotation it signs with all.
-  await plan('rotation-all-keys', async () => ({ security: true, expected: '2xx', requests: [await signed(body, { secret: secrets })], run: single('accept') }));
-
-  await plan('rotation-new-key-first', async () => {
-    const valid = await signed(body);
-    const ahead = await signWebhook({ secret: sender, body, id: valid.id, timestamp: valid.timestamp });
-    // A sender that rotated before the receiver did signs with its new key first (contract:
-    // "any secret matching any v1 entry passes"); a receiver reading only the first entry fails.
-    const signature = `${ahead.signature} ${valid.signature}`;
-    return { security: true, expected: '2xx', requests: [{ ...valid, headers: { ...valid.headers, 'webhook-signature': signature } }], run: single('accept') };
-  });
-
-  await plan('rotation-second-key', async () =>
-    secrets.length < 2
-      ? { security: true, expected: '2xx', requests: [], run: notObservable('one secret given: pass the previous and the current one to test rotation') }
-      : { security: true, expected: '2xx', requests: [await signed(body, { secret: secrets[1]! })], run: single('accept') },
-  );
-
-  await plan('json-formatting', async () => {
-    if (userBody !== undefined && !bodyIsJson) {
-      return { security: true, expected: '2xx', requests: [], run: notObservable('the body given is not JSON') };
-    }
-    const text = userBody === undefined ? FORMATTING_BODY : respaced(userBody);
-    return { security: true, expected: '2xx', requests: [await signed(text, { type: 'application/json' })], run: single('accept') };
-  });
-
-  await plan('non-ascii', async () =>
-    userBody === undefined
-      ? { security: true, expected: '2xx', requests: [await signed(NON_ASCII_BODY, { type: 'application/json; charset=utf-8' })], run: single('accept') }
-      : {
-          security: false,
-          expected: '2xx',
-          requests: [await signed(NON_ASCII_BODY, { type: 'application/json; charset=utf-8' })],
-          // A made-up payload: an endpoint that validates its own events may refuse it for that.
-          run: reported('accepted', 'refused (the payload is made up, so this is not judged when --body-file is given)'),
-        },
-  );
-
-  await plan('non-json', async () => ({
-    security: false,
-    expected: '2xx or 4xx',
-    requests: [await signed(NON_JSON_BODY, { type: 'text/plain; charset=utf-8' })],
-    run: reported('accepted', 'refused: the standard lets a receiver refuse a body it cannot use'),
-  }));
-
-  await plan('empty-body', async () => {
-    const request = await signed('');
-    const { 'content-type': _, ...headers } = request.headers;
-    return { security: false, expected: '2xx or 4xx', requests: [{ ...request, headers }], run: reported('accepted', 'refused: the standard lets a receiver refuse an empty body') };
-  });
-
-  await plan('svix-headers', async () => {
-    const request = await signed(body);
-    const headers = {
-      'content-type': request.headers['content-type']!,
-      'svix-id': request.id,
-      'svix-timestamp': String(request.timestamp),
-      'svix-signature': request.signature,
-    };
-    return {
-      security: false,
-      expected: '2xx or 4xx',
-      requests: [{ ...request, headers }],
-      run: reported('accepted (reads svix-* names too)', 'refused: the endpoint reads only webhook-* names, which the standard allows'),
-    };
-  });
-
-  const expectRefused = '4xx';
-  await plan('tampered-body', async () => {
-    const request = await signed(body);
-    return { security: true, expected: expectRefused, requests: [{ ...request, body: tampered(body) }], run: single('refuse') };
-  });
-
-  await plan('tampered-id', async () => {
-    const request = await signed(body);
-    return { security: true, expected: expectRefused, requests: [{ ...request, headers: { ...request.headers, 'webhook-id': newId() } }], run: single('refuse') };
-  });
-
-  await plan('tampered-timestamp', async () => {
-    const request = await signed(body);
-    return {
-      security: true,
-      expected: expectRefused,
-      requests: [{ ...request, headers: { ...request.headers, 'webhook-timestamp': String(request.timestamp - 1) } }],
-      run: single('refuse'),
-    };
-  });
-
-  await plan('unknown-key', async () => ({ security: true, expected: expectRefused, requests: [await signed(body, { secret: sender })], run: single('refuse') }));
-
-  await plan('unsigned', async () => {
-    const request = await signed(body);
-    const { 'webhook-signature': _, ...headers } = request.headers;
-    return unsignedPolicy === 'accept'
-      ? { security: true, expected: '2xx (unsigned accepted)', requests: [{ ...request, headers }], run: single('accept') }
-      : { security: true, expected: expectRefused, requests: [{ ...request, headers }], run: single('refuse') };
-  });
-
-  await plan('stale-past', async () => ({
-    security: true,
-    expected: expectRefused,
-    requests: [await signed(body, { timestamp: nowSeconds() - toleranceSeconds - 60 })],
-    run: single('refuse'),
-  }));
-
-  await plan('stale-future', async () => ({
-    security: true,
-    expected: expectRefused,
-    requests: [await signed(body, { timestamp: nowSeconds() + toleranceSeconds + 60 })],
-    run: single('refuse'),
-  }));
-
-  await plan('milliseconds', async () => ({
-    security: true,
-    expected: expectRefused,
-    requests: [await signed(body, { timestamp: now() - (now() % 1000) + 123 })],
-    run: single('refuse'),
-  }));
-
-  await plan('reserialised-body', async () => {
-    // The compact form a parse and re-serialise produces; sent pretty. A receiver that verifies
-    // its own re-serialisation instead of the raw bytes finds the signature "valid".
-    const source = bodyIsJson ? body : DEFAULT_BODY;
-    const parsed: unknown = JSON.parse(source);
-    const compact = JSON.stringify(parsed);
-    const pretty = JSON.stringify(parsed, null, 2);
-    const request = await signed(compact, { type: 'application/json' });
-    return { security: true, expected: expectRefused, requests: [{ ...request, body: pretty === compact ? ` ${compact}` : pretty }], run: single('refuse') };
-  });
-
-  await plan('many-entries', async () => {
-    const request = await signed(body);
-    const entries: string[] = [];
-    for (let i = 0; i < MANY_ENTRIES; i++) entries.push(i % 8 === 7 ? `v1a,${base64Encode(randomBytes(64))}` : `v1,${base64Encode(randomBytes(32))}`);
-    return {
-      security: true,
-      expected: expectRefused,
-      requests: [{ ...request, headers: { ...request.headers, 'webhook-signature': entries.join(' ') } }],
-      run: single('refuse'),
-    };
-  });
-
-  await plan('oversized', async () => {
-    const head = '{"type":"check.oversized","padding":"';
-    const tail = '"}';
-    const fill = oversizedBytes - head.length - tail.length;
-    const request = await signed(`${head}${'a'.repeat(fill)}${tail}`, { type: 'application/json' });
-    return {
-      security: false,
-      expected: 'any (413 usual)',
-      requests: [{ ...request, curlData: `{ printf '%s' ${shellQuote(head)}; head -c ${fill} /dev/zero | tr '\\0' a; printf '%s' ${shellQuote(tail)}; }` }],
-      run: async (sendOne, [req]) => {
-        const answer = await sendOne(req!);
-        const kind = kindOf(answer);
-        const size = `${oversizedBytes} bytes`;
-        const reason =
-          kind === 'processed'
-            ? `accepted a ${size} body: its limit is above that (or there is none)`
-            : answer.status === 413
-              ? `refused a ${size} body with 413`
-              : answer.status === null
-                ? `${answer.error ?? 'no answer'} (an endpoint may close the connection on an oversized upload)`
-                : `answered ${answer.status} to a ${size} body`;
-        return { answers: [answer], verdict: 'reported', reason };
-      },
-    };
-  });
-
-  const duplicateNote = 'handler runs are not visible from outside: whether it ran twice cannot be told (this package answers a duplicate with 200 {"duplicate":true})';
-
-  const twice = (label: string) => async (sendOne: Send, [first, second]: Outgoing[]): Promise<Judgement> => {
-    const a = await sendOne(first!);
-    if (kindOf(a) !== 'processed') {
-      return { answers: [a], verdict: 'not_observable', reason: `the first copy was not accepted (${describeAnswer(a, redactor)}), so there is nothing to deduplicate` };
-    }
-    const b = await sendOne(second!);
-    const kind = kindOf(b);
-    const observed = `${describeAnswer(a, redactor)}, then ${describeAnswer(b, redactor)}`;
-    if (kind === 'duplicate') return { answers: [a, b], observed, verdict: 'pass', reason: `the ${label} was answered as a duplicate: the handler did not run again` };
-    if (kind === 'in_progress') return { answers: [a, b], observed, verdict: 'pass', reason: `the ${label} found the first claim still held (409 IN_PROGRESS): the handler did not run again` };
-    if (kind === 'processed') return { answers: [a, b], observed, verdict: 'reported', reason: `both accepted without a duplicate answer; ${duplicateNote}` };
-    return {
-      answers: [a, b],
-      observed,
-      verdict: 'reported',
-      reason: `the ${label} was not acknowledged with a 2xx: a sender treats that as a failure and keeps retrying an event that was handled`,
-    };
-  };
-
-  await plan('duplicate', async () => {
-    const request = await signed(body);
-    return { security: false, expected: '2xx, then duplicate', requests: [request, request], run: twice('second copy') };
-  });
-
-  await plan('retry', async () => {
-    // The contract: "a retry carries the same id with a new timestamp and signature".
-    const first = await signed(body, { timestamp: nowSeconds() - 1 });
-    const again = await signed(body, { id: first.id, timestamp: first.timestamp + 1 });
-    return { security: false, expected: '2xx, then duplicate', requests: [first, again], run: twice('retry') };
-  });
-
-  await plan('concurrent', async () => {
-    const request = await signed(body);
-    return {
-      security: false,
-      expected: '1 ran, rest duplicate',
-      requests: Array.from({ length: concurrency }, () => request),
-      run: async (sendOne, requests) => {
-        const answers = await Promise.all(requests.map((r) => sendOne(r)));
-        const count = (k: AnswerKind) => answers.filter((a) => kindOf(a) === k).length;
-        const processed = count('processed');
-        const deduplicated = count('duplicate') + count('in_progress');
-        const others = answers.length - processed - deduplicated;
-        const parts: [number, string][] = [
-          [processed, 'accepted'],
-          [count('duplicate'), 'duplicate'],
-          [count('in_progress'), 'in progress'],
-          [others, 'other'],
-        ];
-        const observed = parts.filter(([n]) => n > 0).map(([n, label]) => `${n} ${label}`).join(', ');
-        if (deduplicated > 0) {
-          // The endpoint speaks the convention, so every copy it did not run says so: the
-          // number of plain 2xx answers is the number of handler runs.
-          if (processed === 1) return { answers, observed, verdict: 'pass', reason: 'exactly one copy ran the handler; the others were answered as duplicates or in progress' };
-          if (processed > 1) return { answers, observed, verdict: 'fail', reason: `${processed} copies ran the handler: the claim on webhook-id is not atomic` };
-        }
-        if (processed === answers.length) return { answers, observed, verdict: 'reported', reason: `every copy was accepted without a duplicate answer; ${duplicateNote}` };
-        return { answers, observed, verdict: 'reported', reason: 'not every copy was acknowledged with a 2xx: a sender retries those' };
-      },
-    };
-  });
-
-  // ------------------------------------------------------------------------------------------
-  // Run, one case at a time (the concurrent copies excepted), valid first.
-
+  // Run, one case at a time (the concurrent copies excepted), valid first; each is built (signed)
+  // just before it is sent.
   const started = performance.now();
   const startedAt = new Date(now()).toISOString();
-  const rows: CheckRow[] = [];
   let requests = 0;
   let reachable = true;
   let unreachableReason: string | undefined;
@@ -864,37 +935,20 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
     return send(request);
   };
 
-  const meta = new Map<string, (typeof CHECK_CASES)[number]>(CHECK_CASES.map((c) => [c.id, c]));
-  const emit = (row: CheckRow) => {
-    rows.push(row);
-    if (onRow) {
-      try {
-        onRow(row);
-      } catch {
-        // A failing progress callback must not change the report.
-      }
-    }
-  };
-
-  for (const p of plans) {
-    const { group, title } = meta.get(p.id)!;
-    const first = p.requests[0];
-    const sent: CheckSent = {
-      headers: first ? { ...first.headers } : {},
-      bodyBytes: first ? utf8.encode(first.body).byteLength : 0,
-      bodyPreview: first ? preview(first.body) : '',
-      requests: p.requests.length,
-    };
-    const curl = first ? curlOf(url, first) : '';
+  for (const c of CASES) {
+    if (c.id !== 'valid' && ((only !== undefined && !only.has(c.id)) || skip?.has(c.id))) continue;
+    const built = await c.build(context);
+    const security = built.security ?? c.security;
+    const first = built.requests[0];
     let judgement: Judgement;
     if (!reachable) {
       judgement = { answers: [], verdict: 'not_observable', reason: 'the endpoint could not be reached' };
-    } else if (!baselineAccepted && group === 'refused' && p.security && !(p.id === 'unsigned' && unsignedPolicy === 'accept')) {
+    } else if (!baselineAccepted && c.group === 'refused' && security && !(c.id === 'unsigned' && unsignedPolicy === 'accept')) {
       judgement = { answers: [], verdict: 'not_observable', reason: 'the valid delivery was not accepted, so a refusal here would prove nothing' };
     } else {
-      judgement = await p.run(counted, p.requests);
+      judgement = await (built.judge ?? c.judge)(counted, built.requests, context);
     }
-    if (p.id === 'valid') {
+    if (c.id === 'valid') {
       const answer = judgement.answers[0];
       if (answer?.unreachable) {
         reachable = false;
@@ -904,60 +958,34 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
     }
     const statuses = judgement.answers.map((a) => a.status);
     const times = judgement.answers.map((a) => a.ms);
-    emit({
-      id: p.id,
-      group,
-      title,
-      security: p.security,
-      sent,
-      expected: p.expected,
+    const row: CheckRow = {
+      id: c.id,
+      group: c.group,
+      title: c.title,
+      security,
+      sent: {
+        headers: first ? { ...first.headers } : {},
+        bodyBytes: first ? utf8Encoder.encode(first.body).byteLength : 0,
+        bodyPreview: first ? preview(first.body) : '',
+        requests: built.requests.length,
+      },
+      expected: built.expected ?? c.expected,
       status: statuses.length > 0 ? statuses[statuses.length - 1]! : null,
       statuses,
       observed: judgement.observed ?? (judgement.answers.length > 0 ? judgement.answers.map((a) => describeAnswer(a, redactor)).join(', ') : '-'),
       verdict: judgement.verdict,
       reason: redactor.clean(judgement.reason),
       ms: times.length > 0 ? Math.round(Math.max(...times) * 10) / 10 : null,
-      curl,
-    });
-  }
-
-  const warnings: string[] = [];
-  if ((only === undefined || only.has('timing')) && !skip?.has('timing')) {
-    const accepted = rows.filter((r) => r.group === 'accepted' && r.verdict === 'pass' && r.ms !== null).map((r) => r.ms!);
-    const refused = rows.filter((r) => r.group === 'refused' && r.id !== 'oversized' && r.ms !== null);
-    let reason: string;
-    let verdict: CheckVerdict = 'reported';
-    if (accepted.length === 0 || refused.length === 0) {
-      verdict = 'not_observable';
-      reason = 'needs at least one accepted and one refused case';
-    } else {
-      const sorted = [...accepted].sort((a, b) => a - b);
-      const median = sorted[Math.floor(sorted.length / 2)]!;
-      const slowest = refused.reduce((a, b) => (b.ms! > a.ms! ? b : a));
-      reason = `median accepted ${median} ms; slowest refused ${slowest.ms} ms (${slowest.id})`;
-      // Only well beyond noise: several times the accepted time, and a quarter second more.
-      const slow = refused.filter((r) => r.ms! > median * 3 && r.ms! > median + 250);
-      if (slow.length > 0) {
-        const warning = `refused cases took much longer than accepted ones (${slow.map((r) => `${r.id} ${r.ms} ms`).join(', ')}; median accepted ${median} ms): the endpoint may do work before checking the signature`;
-        warnings.push(warning);
-        reason = `WARNING ${warning}`;
+      curl: first ? curlOf(url, first) : '',
+    };
+    rows.push(row);
+    if (onRow) {
+      try {
+        onRow(row);
+      } catch {
+        // A failing progress callback must not change the report.
       }
     }
-    emit({
-      id: 'timing',
-      group: 'timing',
-      title: meta.get('timing')!.title,
-      security: false,
-      sent: { headers: {}, bodyBytes: 0, bodyPreview: '', requests: 0 },
-      expected: 'no slow refusals',
-      status: null,
-      statuses: [],
-      observed: '-',
-      verdict,
-      reason,
-      ms: null,
-      curl: '',
-    });
   }
 
   const failures = rows.filter((r) => r.security && r.verdict === 'fail');
@@ -974,7 +1002,7 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
     rows,
     failures,
     conforms: reachable && failures.length === 0,
-    warnings,
+    warnings: context.warnings,
   };
 }
 
@@ -1010,7 +1038,7 @@ export function formatCheckReport(report: CheckReport, { curl = false }: { curl?
   for (const row of report.rows) {
     if (row.group !== group) {
       group = row.group;
-      lines.push(`${group}${group === 'compatibility' || group === 'idempotency' || group === 'timing' ? ' (not judged for conformance)' : ''}`);
+      lines.push(`${group}${JUDGED_GROUPS.has(group) ? '' : ' (not judged for conformance)'}`);
     }
     const time = row.ms === null ? '' : `${row.ms < 10 ? row.ms.toFixed(1) : Math.round(row.ms)} ms`;
     lines.push(`  ${pad(VERDICT_LABEL[row.verdict], 15)}${pad(row.id, 24)}${pad(row.expected, 22)}${pad(row.observed, 30)}${time}`.trimEnd());

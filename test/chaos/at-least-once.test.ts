@@ -83,6 +83,34 @@ interface Instance {
   running: number;
 }
 
+/** Checks waiting on the instances' `running` counts, run at each change an instance reports. */
+const runningChanged = new Set<() => void>();
+
+function reportRunning(instance: Instance, running: number): void {
+  instance.running = running;
+  for (const check of [...runningChanged]) check();
+}
+
+/**
+ * Resolves with true once `done()` holds, checked each time an instance reports its handler count
+ * (the count changes only then), or with false after `timeoutMs`.
+ */
+function whenRunning(done: () => boolean, timeoutMs: number): Promise<boolean> {
+  if (done()) return Promise.resolve(true);
+  return new Promise((resolve) => {
+    const finish = (value: boolean) => {
+      clearTimeout(timer);
+      runningChanged.delete(check);
+      resolve(value);
+    };
+    const check = () => {
+      if (done()) finish(true);
+    };
+    const timer = setTimeout(() => finish(false), timeoutMs);
+    runningChanged.add(check);
+  });
+}
+
 const { secret } = freshSecret(32);
 const dir = mkdtempSync(join(tmpdir(), 'webhook-receiver-chaos-'));
 const instanceScript = new URL('./instance.ts', import.meta.url).pathname;
@@ -112,10 +140,11 @@ function start(instance: Instance, redisUrl: string, incarnation: number): Promi
   });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`${instance.framework} did not start within 20 s\n${stderr}`)), 20_000);
-    instance.running = 0;
+    // A new process: the killed one's handlers are gone with it.
+    reportRunning(instance, 0);
     child.on('message', (message: { ready?: number; running?: number }) => {
       if (typeof message.running === 'number') {
-        instance.running = message.running;
+        reportRunning(instance, message.running);
         return;
       }
       clearTimeout(timer);
@@ -271,9 +300,8 @@ describe.skipIf(!enabled)('chaos: three instances, one Redis, at-least-once deli
       for (const at of KILLS_AT_MS) {
         await sleep(Math.max(0, at - (Date.now() - started)));
         // Kill an instance while it has handlers at work (waiting a bounded while for one).
-        const deadline = Date.now() + 5_000;
         let victim = instances[Math.floor(plan() * instances.length)]!;
-        while (Date.now() < deadline && !instances.some((i) => i.running > 0)) await sleep(10);
+        await whenRunning(() => instances.some((i) => i.running > 0), 5_000);
         victim = instances.find((i) => i.running > 0) ?? victim;
         const pid = victim.child!.pid!;
         const running = victim.running;
@@ -304,8 +332,11 @@ describe.skipIf(!enabled)('chaos: three instances, one Redis, at-least-once deli
 
     // Handlers that outlived their sender's timeout may still be finishing: wait for every
     // instance to report none running, bounded.
-    const settleBy = Date.now() + 3 * SLOW_MS;
-    while (Date.now() < settleBy && instances.some((i) => i.running > 0)) await sleep(20);
+    await whenRunning(() => instances.every((i) => i.running === 0), 3 * SLOW_MS);
+    expect(
+      instances.map((i) => `${i.framework} ${i.running}`),
+      `seed ${seed}: handlers still running ${3 * SLOW_MS} ms after the last delivery`,
+    ).toEqual(instances.map((i) => `${i.framework} 0`));
     const lines: (LogLine & { framework: Framework })[] = instances.flatMap((i) =>
       existsSync(i.log)
         ? readFileSync(i.log, 'utf8')

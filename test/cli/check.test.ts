@@ -4,51 +4,29 @@
  * the refusals (ftp://, a remote host without --yes), and never a secret in the output.
  */
 
-import { execFile, spawn, spawnSync } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createAdaptorServer } from '@hono/node-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import type { CheckReport } from '../../src/testing/check.ts';
 import { createVerifier } from '../../src/verify.ts';
-import { OTHER_SECRET, SECRET, expectNoSecrets } from '../testing/support.ts';
+import { OTHER_SECRET, SECRET } from '../testing/support.ts';
+import { noSecrets, run as runCli, type Result } from './support.ts';
 
 const execFileAsync = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'webhook-receiver-check-'));
-const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'WEBHOOK_SECRET'));
 const SECRETS = [SECRET, OTHER_SECRET];
+const hasCurl = spawnSync('curl', ['--version']).status === 0;
 
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
+/** `webhook-receiver check …`, bounded by a minute: the battery sends about thirty requests. */
 function run(args: string[], env: Record<string, string> = {}): Promise<Result> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'tools/cli.ts'), 'check', ...args], {
-      cwd: root,
-      env: { ...baseEnv, ...env },
-      timeout: 60_000,
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-    child.stdin.end();
-  });
-}
-
-function noSecrets(result: Result): void {
-  expectNoSecrets(result.stdout + result.stderr, SECRETS);
+  return runCli(['check', ...args], { env, timeoutMs: 60_000 });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -132,6 +110,30 @@ describe('webhook-receiver check', { timeout: 90_000 }, () => {
     expect(report.rows.find((row) => row.id === 'valid')).toMatchObject({ verdict: 'pass', status: 204 });
     expect(report.rows.every((row) => row.group === 'timing' || /^msg_check_/.test(row.sent.headers['webhook-id'] ?? row.sent.headers['svix-id'] ?? ''))).toBe(true);
     noSecrets(result);
+    // The curl commands carry the whole URL, query included: in the JSON only with --print-curl.
+    expect(report.rows.some((row) => 'curl' in row)).toBe(false);
+    const withCurl = JSON.parse((await run([urls.good, '--secret', SECRET, '--json', '--print-curl', '--only', 'unsigned'])).stdout) as CheckReport;
+    expect(withCurl.rows.map((row) => row.curl.split(' ').slice(0, 6).join(' '))).toEqual([
+      `curl -sS -i -X POST '${urls.good}'`,
+      `curl -sS -i -X POST '${urls.good}'`,
+    ]);
+  });
+
+  it('never prints a token from the URL\'s query or userinfo', async () => {
+    const token = 'tok_query_0123456789abcdef';
+    const result = await run([`${urls.good}?token=${token}`, '--secret', SECRET, '--json']);
+    expect(result.code).toBe(0);
+    expect(result.stdout + result.stderr).not.toContain(token);
+    const closed = await serve(async () => new Response(null));
+    const server = servers.pop()!;
+    await new Promise<void>((done) => server.close(() => done()));
+    const unreachable = await run([`${closed}?token=${token}`, '--secret', SECRET]);
+    expect(unreachable.code).toBe(1);
+    expect(unreachable.stdout + unreachable.stderr).not.toContain(token);
+    const credentials = await run([urls.good.replace('http://', `http://check:${token}@`), '--secret', SECRET]);
+    expect(credentials.code).toBe(2);
+    expect(credentials.stderr).toMatch(/^webhook-receiver check: the target carries credentials \(user:password@\): fetch does not send them/);
+    expect(credentials.stdout + credentials.stderr).not.toContain(token);
   });
 
   it('exits 1 and names the failed row for a broken endpoint', async () => {
@@ -160,7 +162,7 @@ describe('webhook-receiver check', { timeout: 90_000 }, () => {
     expect(own.code).toBe(0);
   });
 
-  it.skipIf(spawnSync('curl', ['--version']).status !== 0)('--print-curl prints replayable commands with the signature headers, never the secret', async () => {
+  it('--print-curl prints replayable commands with the signature headers, never the secret', async () => {
     const result = await run([urls.good, '--secret', SECRET, '--print-curl', '--only', 'tampered-id']);
     expect(result.code).toBe(0);
     noSecrets(result);
@@ -173,6 +175,12 @@ describe('webhook-receiver check', { timeout: 90_000 }, () => {
     const start = block.findIndex((line) => line.includes('webhook-id changed after signing'));
     const lines: string[] = [];
     for (let i = start + 1; i < block.length && block[i]!.startsWith('      '); i++) lines.push(block[i]!.slice(6));
+    expect(lines[0]).toMatch(/^curl -sS -i -X POST /);
+    if (!hasCurl) {
+      // Only the replay needs curl; everything above was checked without it.
+      console.warn('curl is not installed: the shell replay of a --print-curl command was not run');
+      return;
+    }
     // Asynchronously: the receiver answering it lives in this process.
     const shell = await execFileAsync('sh', ['-c', lines.join('\n')], { encoding: 'utf8', timeout: 10_000 });
     expect(shell.stdout).toMatch(/^HTTP\/1\.1 401/);
@@ -191,13 +199,14 @@ describe('webhook-receiver check', { timeout: 90_000 }, () => {
 
   it('exits 2 on misuse, never echoing a secret', async () => {
     const cases: [string[], string, Record<string, string>?][] = [
-      [['ftp://127.0.0.1/webhooks', '--secret', SECRET], 'check needs an http:// or https:// URL (got ftp:)'],
+      [['ftp://127.0.0.1/webhooks', '--secret', SECRET], 'check only sends to http:// and https:// URLs, got ftp:'],
       [['http://hooks.example.com/webhooks', '--secret', SECRET], 'hooks.example.com is not this machine: the valid deliveries run its real handler (ids msg_check_…). Pass --yes to check it anyway'],
       [[urls.good], 'no secret: pass --secret, or set WEBHOOK_SECRET (comma-separated for several)'],
       [[], 'no URL: pass the endpoint to check, e.g. webhook-receiver check http://127.0.0.1:3000/webhooks'],
       [[urls.good, SECRET], 'one URL only: options start with --, values follow their option'],
-      [[urls.good, '--secret', SECRET, '--only', 'valid,nope'], '--only: unknown case "nope"; the cases are valid, rotation-all-keys,'],
-      [[urls.good, '--secret', SECRET, '--skip', 'valid'], '--skip: the valid case always runs; it is the baseline for every other row'],
+      [[urls.good, '--secret', SECRET, '--only', 'valid,nope'], 'only: entry 2 is not a case; the cases are valid, rotation-all-keys,'],
+      [[urls.good, '--secret', SECRET, '--skip', 'valid'], 'skip: the valid case cannot be left out; it is the baseline that gives every refusal its meaning'],
+      [['not a url', '--secret', SECRET], 'the target must be an absolute http:// or https:// URL (or a Fetch handler)'],
       [[urls.good, '--secret', SECRET, '--unsigned', 'maybe'], "--unsigned takes 'accept' (or 'reject', the default)"],
       [[urls.good, '--secret', SECRET, '--timeout', '0'], '--timeout must be a whole number from 1 to 120'],
       [[urls.good, '--secret', `${SECRET.slice(0, 20)}`], 'secrets[0] decodes to'],

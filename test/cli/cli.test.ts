@@ -8,44 +8,17 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createVerifier } from '../../src/verify.ts';
 import { createTestReceiver, signWebhook } from '../../tools/testing.ts';
 import { KEY_BYTES, OTHER_SECRET, SECRET, expectNoSecrets, hmac, nowSeconds } from '../testing/support.ts';
+import { CLI, baseEnv, noSecrets, root, run } from './support.ts';
 
 const execFileAsync = promisify(execFile);
-const root = resolve(import.meta.dirname, '../..');
 const dir = mkdtempSync(join(tmpdir(), 'webhook-receiver-cli-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'WEBHOOK_SECRET'));
-const CLI = [process.execPath, '--import', 'tsx', join(root, 'tools/cli.ts')] as const;
-
-interface Result {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the command to completion (bounded by a timeout), feeding `input` on stdin. */
-function run(args: string[], options: { input?: string | Uint8Array; env?: Record<string, string> } = {}): Promise<Result> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(CLI[0], [...CLI.slice(1), ...args], { cwd: root, env: { ...baseEnv, ...options.env }, timeout: 20_000 });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
-    child.stdin.end(options.input ?? '');
-  });
-}
-
-function noSecrets(result: Result, signatures: string[] = []): void {
-  expectNoSecrets(result.stdout + result.stderr, [SECRET, OTHER_SECRET], signatures);
-}
 
 describe('help and misuse', () => {
   it('prints help for the tool and for every command, exit 0', async () => {
@@ -55,7 +28,7 @@ describe('help and misuse', () => {
       expect(result.stdout).toMatch(/^Usage: webhook-receiver <command> \[options\]\n\nCommands:\n  generate-secret /);
       expect(result.stderr).toBe('');
     }
-    for (const command of ['generate-secret', 'sign', 'verify', 'listen']) {
+    for (const command of ['generate-secret', 'sign', 'verify', 'listen', 'check']) {
       const result = await run([command, '--help']);
       expect(result.code).toBe(0);
       expect(result.stdout.startsWith(`Usage: webhook-receiver ${command}`)).toBe(true);
@@ -79,6 +52,16 @@ describe('help and misuse', () => {
       ['listen', '--forward', `ftp://${payload}`],
       ['listen', `--port=${payload}`],
       ['generate-secret', `--asymmetric=${SECRET}`],
+      ['check', `--${SECRET}`],
+      ['check', 'http://127.0.0.1:9/webhooks', `--${SECRET}`],
+      ['check', 'http://127.0.0.1:9/webhooks', `--secret=${SECRET}`, '--only', payload],
+      ['check', 'http://127.0.0.1:9/webhooks', '--skip', `valid,${SECRET}`],
+      ['check', 'http://127.0.0.1:9/webhooks', '--tolerance', payload],
+      ['check', 'http://127.0.0.1:9/webhooks', '--body-file', join(dir, payload.replace(/\//g, '_'))],
+      ['check', 'http://127.0.0.1:9/webhooks', SECRET],
+      ['check', SECRET],
+      ['check', `http://check:${encodeURIComponent(payload)}@127.0.0.1:9/webhooks`],
+      ['check', `ftp://127.0.0.1/webhooks?token=${encodeURIComponent(payload)}`],
     ];
     for (const args of cases) {
       const result = await run(args, { env: { WEBHOOK_SECRET: OTHER_SECRET } });
@@ -104,7 +87,7 @@ describe('help and misuse', () => {
 
     const unknown = await run(['frobnicate']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/^webhook-receiver: unknown command \(the first argument is none of generate-secret, sign, verify, listen\)\n\nUsage:/);
+    expect(unknown.stderr).toMatch(/^webhook-receiver: unknown command \(the first argument is none of generate-secret, sign, verify, listen, check\)\n\nUsage:/);
     expect(unknown.stderr).not.toContain('frobnicate');
 
     const option = await run(['sign', '--nope']);

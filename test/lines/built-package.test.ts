@@ -5,13 +5,13 @@
  * bin run. Each child process is started with `process.execPath`, so it is the same line.
  */
 
-import { writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { build } from 'esbuild';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VECTOR } from '../core/support.ts';
 import { checks, expected } from '../runtimes/expected.ts';
-import { assertBuilt, createProject, reportOf, run, type Project } from '../runtimes/harness.ts';
+import { assertBuilt, createProject, reportOf, root, run, type Project } from '../runtimes/harness.ts';
 import type { SmokeReport } from '../runtimes/smoke.ts';
 
 const RUN_TIMEOUT_MS = 30_000;
@@ -20,6 +20,12 @@ let project: Project | undefined;
 beforeAll(() => {
   assertBuilt();
   project = createProject();
+  // The NestJS entry loads its framework at once: an app that uses it has installed these peers.
+  for (const name of ['@nestjs/common', '@nestjs/core', 'rxjs']) {
+    const link = join(project.dir, 'node_modules', name);
+    mkdirSync(dirname(link), { recursive: true });
+    symlinkSync(join(root, 'node_modules', name), link, 'dir');
+  }
   console.log(`Node ${process.versions.node} (${process.execPath}): the built package`);
 });
 
@@ -70,6 +76,11 @@ const { webhookHandler } = require('webhook-receiver/fetch');
 const { webhooks: honoWebhooks } = require('webhook-receiver/hono');
 const { webhooks: expressWebhooks } = require('webhook-receiver/express');
 const { webhooks: fastifyWebhooks } = require('webhook-receiver/fastify');
+const { webhooks: koaWebhooks } = require('webhook-receiver/koa');
+const { WebhookReceiverModule } = require('webhook-receiver/nestjs');
+const { webhookHandler: lambdaHandler } = require('webhook-receiver/lambda');
+const { postgresStore } = require('webhook-receiver/postgres');
+const { durableObjectStore, WebhookClaims } = require('webhook-receiver/cloudflare');
 const { signedRequest } = require('webhook-receiver/testing');
 const { name } = require('webhook-receiver/package.json');
 let vitestEntry;
@@ -85,7 +96,8 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
   console.log(JSON.stringify({
     json: webhook.json(), scheme: webhook.scheme, rejected: error instanceof WebhookError && error.code,
     status: response.status, answer: await response.json(), vitestEntry, name,
-    types: [typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks],
+    types: [typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks,
+      typeof koaWebhooks, typeof WebhookReceiverModule, typeof lambdaHandler, typeof postgresStore, typeof durableObjectStore, typeof WebhookClaims],
   }));
 })();
 `,
@@ -102,7 +114,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
       // vitest is ESM-only: the CommonJS entry refuses with a message that says so.
       vitestEntry: 'webhook-receiver/vitest cannot be loaded with require()',
       name: 'webhook-receiver',
-      types: ['function', 'function', 'function', 'function'],
+      types: ['function', 'function', 'function', 'function', 'function', 'function', 'function', 'function', 'function', 'function'],
     });
   });
 

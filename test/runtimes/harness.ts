@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { build } from 'esbuild';
 
 export const root = resolve(import.meta.dirname, '../..');
@@ -166,21 +166,30 @@ export function startServer(command: string, args: string[], { cwd, env, timeout
 
 /**
  * Bundles a worker the way Wrangler does for workerd: one ES module, with the `workerd`, `worker`
- * and `browser` export conditions, and no Node built-ins available to resolve.
+ * and `browser` export conditions, and no Node built-ins available to resolve. Resolves with the
+ * module's text, and writes it to `outfile` (relative to `project`) when one is given.
  */
-export async function bundleWorker(project: string, entry: string, outfile: string): Promise<void> {
-  await build({
+export async function bundleWorker(project: string, entry: string, outfile?: string, { tsconfig }: { tsconfig?: string } = {}): Promise<string> {
+  const result = await build({
     absWorkingDir: project,
     entryPoints: [entry],
-    outfile,
+    write: false,
     bundle: true,
     format: 'esm',
     platform: 'neutral',
     target: 'es2022',
     conditions: ['workerd', 'worker', 'browser'],
     mainFields: ['module', 'main'],
+    ...(tsconfig === undefined ? {} : { tsconfig }),
     logLevel: 'silent',
   });
+  const text = result.outputFiles[0]!.text;
+  if (outfile !== undefined) {
+    const path = resolve(project, outfile);
+    mkdirSync(dirname(path), { recursive: true });
+    writeFileSync(path, text);
+  }
+  return text;
 }
 
 /** The report line a smoke entry point printed. */

@@ -8,13 +8,13 @@
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { build } from 'esbuild';
+import { join } from 'node:path';
 import { Miniflare } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { ClaimResult } from '../../src/stores/types.ts';
 import type { StoreConformanceReport } from '../../src/testing/check-store.ts';
+import { bundleWorker } from '../runtimes/harness.ts';
 
 const secret = generateSecret();
 let script: string;
@@ -38,18 +38,7 @@ function start(): Miniflare {
 }
 
 beforeAll(async () => {
-  const bundle = await build({
-    entryPoints: [resolve(import.meta.dirname, 'durable-object.worker.ts')],
-    bundle: true,
-    write: false,
-    format: 'esm',
-    platform: 'neutral',
-    target: 'es2022',
-    conditions: ['workerd', 'worker', 'browser'],
-    mainFields: ['module', 'main'],
-    logLevel: 'silent',
-  });
-  script = bundle.outputFiles[0]!.text;
+  script = await bundleWorker(import.meta.dirname, 'durable-object.worker.ts');
   persist = mkdtempSync(join(tmpdir(), 'webhook-receiver-do-'));
   mf = start();
   await mf.ready;

@@ -30,7 +30,8 @@ export function findPostgresBin(): string | undefined {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (dir !== '' && executable(join(dir, 'initdb')) && executable(join(dir, 'pg_ctl'))) return dir;
   }
-  const debian = '/usr/lib/postgresql';
+  // Overridable so a test can see what happens on a machine without PostgreSQL.
+  const debian = process.env.WEBHOOK_RECEIVER_POSTGRES_VERSIONS_DIR ?? '/usr/lib/postgresql';
   if (!existsSync(debian)) return undefined;
   const versions = readdirSync(debian)
     .filter((name) => /^\d+$/.test(name))

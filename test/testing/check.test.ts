@@ -250,6 +250,7 @@ describe('broken receivers are caught by the right rows', () => {
 
   it('does not deduplicate: reported as observed, since handler runs are not visible', async () => {
     let runs = 0;
+    const runsById = new Map<string, number>();
     const verifier = createVerifier({ secrets: SECRETS });
     const noDedup: FetchHandler = async (request) => {
       try {
@@ -258,6 +259,8 @@ describe('broken receivers are caught by the right rows', () => {
         return refuse(401, 'REJECTED');
       }
       runs++;
+      const id = request.headers.get('webhook-id')!;
+      runsById.set(id, (runsById.get(id) ?? 0) + 1);
       return new Response(null, { status: 204 });
     };
     const report = await checkEndpoint(noDedup, { secrets: SECRETS, concurrency: 4 });
@@ -268,6 +271,10 @@ describe('broken receivers are caught by the right rows', () => {
     expect(rows.concurrent).toMatchObject({ verdict: 'reported', observed: '4 accepted', statuses: [204, 204, 204, 204] });
     // The handler really ran for every copy: what the rows could only suspect.
     expect(runs).toBeGreaterThanOrEqual(8);
+    const byId = (id: string) => runsById.get(rows[id]!.sent.headers['webhook-id']!);
+    expect(byId('duplicate')).toBe(2);
+    expect(byId('retry')).toBe(2);
+    expect(byId('concurrent')).toBe(4);
   });
 
   it('answers 5xx or hangs on forged deliveries: fail, bounded by the timeout', async () => {
@@ -361,12 +368,53 @@ describe('checkEndpoint', () => {
     expect(report.rows.find((row) => row.id === 'rotation-new-key-first')!.verdict).toBe('pass');
   });
 
+  it('signs each case just before sending it: a slow endpoint still gets fresh timestamps', async () => {
+    // One clock for the check and the endpoint; the endpoint takes 61 s (of this clock) over its
+    // first answer. Signed up front, stale-future (tolerance + 60 s ahead) would arrive 299 s
+    // ahead, inside the window, and a correct endpoint would "fail" it.
+    let clock = Date.UTC(2030, 0, 1);
+    const now = () => clock;
+    const verifier = createVerifier({ secrets: SECRETS, now });
+    let answered = 0;
+    const slowFirst: FetchHandler = async (request) => {
+      if (answered++ === 0) clock += 61_000;
+      try {
+        await verifier.verifyRequest(request);
+      } catch {
+        return refuse(401, 'REJECTED');
+      }
+      return new Response(null, { status: 204 });
+    };
+    const report = await checkEndpoint(slowFirst, { secrets: SECRETS, now, only: ['stale-future', 'stale-past', 'retry', 'duplicate', 'concurrent'] });
+    expect(failed(report)).toEqual([]);
+    expect(verdicts(report)).toMatchObject({ valid: 'pass', 'stale-future': 'pass', 'stale-past': 'pass' });
+    const rows = Object.fromEntries(report.rows.map((row) => [row.id, row]));
+    const sentAt = (id: string) => Number(rows[id]!.sent.headers['webhook-timestamp']);
+    expect(sentAt('valid')).toBe(Date.UTC(2030, 0, 1) / 1000);
+    expect(sentAt('stale-future')).toBe(Date.UTC(2030, 0, 1) / 1000 + 61 + 360);
+    expect(sentAt('stale-past')).toBe(Date.UTC(2030, 0, 1) / 1000 + 61 - 360);
+    // The idempotency rows were signed after the delay too: every copy accepted, none stale.
+    expect(rows.duplicate).toMatchObject({ statuses: [204, 204] });
+    expect(rows.retry).toMatchObject({ statuses: [204, 204] });
+    expect(sentAt('retry')).toBe(Date.UTC(2030, 0, 1) / 1000 + 61 - 1);
+    expect(sentAt('concurrent')).toBe(Date.UTC(2030, 0, 1) / 1000 + 61);
+  });
+
   it('refuses bad options at once', async () => {
     await expect(checkEndpoint(fetchApp(), { secrets: 'whsec_' })).rejects.toThrow(TypeError);
     await expect(checkEndpoint(fetchApp(), { secrets: (await generateKeyPair()).publicKey })).rejects.toThrow(/cannot sign/);
     await expect(checkEndpoint('ftp://127.0.0.1/x', { secrets: A })).rejects.toThrow(/only sends to http:\/\/ and https:\/\/ URLs, got ftp:/);
     await expect(checkEndpoint('not a url', { secrets: A })).rejects.toThrow(TypeError);
-    await expect(checkEndpoint(fetchApp(), { secrets: A, only: ['nope' as CheckCaseId] })).rejects.toThrow(/unknown case "nope"/);
+    // The unknown value is not repeated (on a command line it may be a secret): its position is.
+    await expect(checkEndpoint(fetchApp(), { secrets: A, only: ['valid', 'nope' as CheckCaseId] })).rejects.toThrow(/^only: entry 2 is not a case; the cases are valid, /);
+    const withToken = 'http://user:tok3n-in-url@127.0.0.1:9/webhooks';
+    for (const target of [withToken, new URL(withToken)]) {
+      const refused = checkEndpoint(target, { secrets: A });
+      await expect(refused).rejects.toThrow(TypeError);
+      await expect(refused).rejects.toThrow(/carries credentials/);
+      await expect(refused).rejects.not.toThrow(/tok3n/);
+    }
+    await expect(checkEndpoint(fetchApp(), { secrets: A, url: withToken })).rejects.toThrow(/^url carries credentials/);
     await expect(checkEndpoint(fetchApp(), { secrets: A, skip: ['valid'] })).rejects.toThrow(RangeError);
     await expect(checkEndpoint(fetchApp(), { secrets: A, timeoutMs: 0 })).rejects.toThrow(RangeError);
     await expect(checkEndpoint(fetchApp(), { secrets: A, concurrency: 1000 })).rejects.toThrow(RangeError);
