@@ -523,24 +523,19 @@ class VerifierImpl implements Verifier {
     const first = this.#preferred;
     let tried: boolean | Promise<boolean> | undefined;
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
-      const candidates = signatures.v1;
-      const computed = this.#backend.hmacBase64(this.#hmac[first]!.key, prefix, body);
+      const matched = this.#hmacMatches(first, prefix, body, signatures.v1);
+      if (matched === true) return this.#hmacWebhook(id, timestamp, body, first);
       // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
-      // at once, and WebCrypto's answer is mapped in one step rather than through the search's
-      // promise turns (issue 17).
-      const decisive = this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0);
-      if (typeof computed === 'string') {
-        if (anyMatches(candidates, computed)) return this.#hmacWebhook(id, timestamp, body, first);
-        if (decisive) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
-        tried = false;
-      } else if (decisive) {
-        return computed.then((later) => {
-          if (anyMatches(candidates, later)) return this.#hmacWebhook(id, timestamp, body, first);
+      // at once, and WebCrypto's answer is mapped by one `then` on the key's own promise rather
+      // than through the search's promise turns (issue 17).
+      if (this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0)) {
+        if (matched === false) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+        return matched.then((later) => {
+          if (later) return this.#hmacWebhook(id, timestamp, body, first);
           throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
         });
-      } else {
-        tried = computed.then((later) => anyMatches(candidates, later));
       }
+      tried = matched;
     }
     return this.#search(id, timestamp, body, prefix, signatures, first, tried);
   }
