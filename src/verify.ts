@@ -4,7 +4,7 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
-import { checkSchema, notePayloadError, parseJsonPayload, validate, validateSync, type StandardSchemaV1 } from './schema.ts';
+import { validatedPayload, type StandardSchemaV1 } from './schema.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
 import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
 import { rejection, WebhookError } from './errors.ts';
@@ -170,21 +170,10 @@ class Webhook implements VerifiedWebhook {
   json<S extends StandardSchemaV1>(schema: S): StandardSchemaV1.InferOutput<S>;
   json(schema?: StandardSchemaV1): unknown {
     if (schema === undefined) return JSON.parse(this.text());
-    try {
-      return validateSync(schema, parseJsonPayload(this.text()), 'webhook.json(schema)');
-    } catch (error) {
-      notePayloadError(this, error);
-      throw error;
-    }
+    return validatedPayload(this, schema, 'webhook.json(schema)', { sync: true });
   }
-  async parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>> {
-    checkSchema(schema, 'webhook.parse(schema)');
-    try {
-      return await validate(schema, parseJsonPayload(this.text()), 'webhook.parse(schema)');
-    } catch (error) {
-      notePayloadError(this, error);
-      throw error;
-    }
+  parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>> {
+    return validatedPayload(this, schema, 'webhook.parse(schema)', { sync: false });
   }
 }
 
