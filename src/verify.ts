@@ -14,9 +14,27 @@ import { decodeSecretList, type SecretInput } from './secrets.ts';
 /** A UTF-16 surrogate without its pair (in `u` mode a paired one is a single code point). */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
-/** Five minutes, past and future: what every Standard Webhooks reference library uses. */
+/**
+ * Five minutes, past and future: what every Standard Webhooks reference library uses.
+ *
+ * @example
+ * ```ts
+ * import { createVerifier, DEFAULT_TOLERANCE_SECONDS } from 'webhook-receiver';
+ * // A sender whose retries queue for a while: twice the default window.
+ * const verifier = createVerifier({ secrets: process.env.WEBHOOK_SECRET!, toleranceSeconds: 2 * DEFAULT_TOLERANCE_SECONDS });
+ * ```
+ */
 export const DEFAULT_TOLERANCE_SECONDS = 300;
-/** A `webhook-signature` header longer than this is refused before any signature work. */
+/**
+ * A `webhook-signature` header longer than this is refused (`INVALID_SIGNATURE_HEADER`) before any
+ * signature work.
+ *
+ * @example
+ * ```ts
+ * import { MAX_SIGNATURE_HEADER_LENGTH } from 'webhook-receiver';
+ * if (signatureHeader.length > MAX_SIGNATURE_HEADER_LENGTH) console.warn('this sender will be refused: INVALID_SIGNATURE_HEADER');
+ * ```
+ */
 export const MAX_SIGNATURE_HEADER_LENGTH = 16 * 1024;
 /**
  * The longest `webhook-id` accepted (senders use ids of about 30 characters).
@@ -43,7 +61,16 @@ export const MAX_ID_LENGTH = 256;
  * ```
  */
 export const MAX_V1A_ENTRIES = 2;
-/** A `webhook-signature` header with more entries than this is refused before any signature work. */
+/**
+ * A `webhook-signature` header with more entries than this is refused (`INVALID_SIGNATURE_HEADER`)
+ * before any signature work.
+ *
+ * @example
+ * ```ts
+ * import { MAX_SIGNATURE_ENTRIES } from 'webhook-receiver';
+ * if (signatureHeader.split(' ').length > MAX_SIGNATURE_ENTRIES) console.warn('this sender will be refused: INVALID_SIGNATURE_HEADER');
+ * ```
+ */
 export const MAX_SIGNATURE_ENTRIES = 64;
 
 /**
