@@ -46,22 +46,29 @@ const PKCS8_ED25519_PREFIX = Uint8Array.from([
 ]);
 
 /**
+ * `prefix` (UTF-8) followed by `body`, written at the start of `into`: the length written, or
+ * `undefined` when they do not fit (a prefix that is not ASCII may take up to 3 bytes per UTF-16
+ * unit). One-shot APIs (WebCrypto, Ed25519) sign one buffer, so the two are joined here, for a
+ * fresh buffer and a pooled one alike.
+ */
+function writeSignedContent(prefix: string, body: Uint8Array, into: Uint8Array): number | undefined {
+  const { read, written } = utf8Encoder.encodeInto(prefix, into);
+  if (read !== prefix.length || written + body.length > into.length) return undefined;
+  into.set(body, written);
+  return written + body.length;
+}
+
+/**
  * `prefix` (UTF-8) followed by `body`, in one buffer: what one-shot APIs (WebCrypto, Ed25519) sign.
- * One allocation, the prefix encoded straight into it.
+ * One allocation for an ASCII prefix (every id and timestamp a sender uses), the prefix encoded
+ * straight into it.
  */
 export function signedContent(prefix: string, body: Uint8Array): Uint8Array<ArrayBuffer> {
-  const size = prefix.length + body.length;
-  let out = new Uint8Array(size);
-  const { read, written } = utf8Encoder.encodeInto(prefix, out);
-  if (read !== prefix.length || written !== prefix.length) {
-    // Not ASCII (an id may be any text): UTF-8 takes at most 3 bytes per UTF-16 unit.
-    out = new Uint8Array(prefix.length * 3 + body.length);
-    const encoded = utf8Encoder.encodeInto(prefix, out).written;
-    out.set(body, encoded);
-    return out.subarray(0, encoded + body.length);
-  }
-  out.set(body, written);
-  return out;
+  const out = new Uint8Array(prefix.length + body.length);
+  if (writeSignedContent(prefix, body, out) !== undefined) return out;
+  // Not ASCII (an id may be any text): UTF-8 takes at most 3 bytes per UTF-16 unit, so this fits.
+  const wide = new Uint8Array(prefix.length * 3 + body.length);
+  return wide.subarray(0, writeSignedContent(prefix, body, wide));
 }
 
 /** WebCrypto's types want an `ArrayBuffer`-backed view; every view this package makes is one. */
@@ -114,14 +121,13 @@ function macBase64(mac: ArrayBuffer): string {
 function webHmac(cryptoKey: CryptoKey, prefix: string, body: Uint8Array): Promise<string> {
   if (prefix.length + body.length <= POOLED_CONTENT_BYTES) {
     const buffer = contentPool.pop() ?? new Uint8Array(POOLED_CONTENT_BYTES);
-    const { read, written } = utf8Encoder.encodeInto(prefix, buffer);
-    if (read === prefix.length && written + body.length <= POOLED_CONTENT_BYTES) {
-      buffer.set(body, written);
+    const length = writeSignedContent(prefix, body, buffer);
+    if (length !== undefined) {
       const release = () => {
         if (contentPool.length < CONTENT_POOL_MAX) contentPool.push(buffer);
       };
       return subtle()
-        .sign('HMAC', cryptoKey, buffer.subarray(0, written + body.length))
+        .sign('HMAC', cryptoKey, buffer.subarray(0, length))
         .then(
           (mac) => {
             release();

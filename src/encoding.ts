@@ -35,13 +35,32 @@ export function base64Encode(bytes: Uint8Array): string {
  * no whitespace. Returns `undefined` for anything else, so callers can say what was wrong.
  */
 export function base64Decode(text: string): Uint8Array | undefined {
+  return decodeBase64(text, true);
+}
+
+/**
+ * Base64 as every Standard Webhooks reference library decodes a secret: the standard alphabet,
+ * `=` padding optional, and the unused bits of the last character ignored (the Python suite's
+ * `MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS`, its padded form and the 34-character `…LaSwBr` all decode).
+ * Secrets only: signatures keep the strict {@link base64Decode}. `undefined` for anything else.
+ */
+export function base64DecodeLenient(text: string): Uint8Array | undefined {
+  return decodeBase64(text, false);
+}
+
+/**
+ * Both decoders. `strict` adds two checks: padding, when present, makes the length a multiple of
+ * four, and the unused bits of the last character are zero.
+ */
+function decodeBase64(text: string, strict: boolean): Uint8Array | undefined {
   let end = text.length;
   if (end > 0 && text.charCodeAt(end - 1) === 61 /* = */) end--;
   if (end > 0 && text.charCodeAt(end - 1) === 61) end--;
-  const padding = text.length - end;
-  if (padding > 0 && text.length % 4 !== 0) return undefined;
+  if (strict && end < text.length && text.length % 4 !== 0) return undefined;
+  // One character alone carries 6 bits: no byte, and no library decodes it.
   if (end % 4 === 1) return undefined;
   const out = new Uint8Array(Math.floor((end * 3) / 4));
+  // Only the low `bits` bits of `buffer` are ever read: the 32-bit shift drops the rest.
   let buffer = 0;
   let bits = 0;
   let o = 0;
@@ -57,36 +76,7 @@ export function base64Decode(text: string): Uint8Array | undefined {
     }
   }
   // Leftover bits must be zero, or two different strings would decode to the same bytes.
-  if ((buffer & ((1 << bits) - 1)) !== 0) return undefined;
-  return out;
-}
-
-/**
- * Base64 as every Standard Webhooks reference library decodes a secret: the standard alphabet,
- * `=` padding optional, and the unused bits of the last character ignored (the Python suite's
- * `MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS`, its padded form and the 34-character `…LaSwBr` all decode).
- * Secrets only: signatures keep the strict {@link base64Decode}. `undefined` for anything else.
- */
-export function base64DecodeLenient(text: string): Uint8Array | undefined {
-  let end = text.length;
-  while (end > 0 && text.charCodeAt(end - 1) === 61 /* = */ && text.length - end < 2) end--;
-  // One character alone carries 6 bits: no byte, and no library decodes it.
-  if (end % 4 === 1) return undefined;
-  const out = new Uint8Array(Math.floor((end * 3) / 4));
-  let buffer = 0;
-  let bits = 0;
-  let o = 0;
-  for (let i = 0; i < end; i++) {
-    const code = text.charCodeAt(i);
-    const value = code < 128 ? DECODE[code]! : -1;
-    if (value < 0) return undefined;
-    buffer = ((buffer << 6) | value) & 0xffff;
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out[o++] = (buffer >>> bits) & 0xff;
-    }
-  }
+  if (strict && (buffer & ((1 << bits) - 1)) !== 0) return undefined;
   return out;
 }
 

@@ -130,3 +130,18 @@ export function rejection(code: WebhookErrorCode, message: string, options?: { c
     ErrorWithLimit.stackTraceLimit = limit;
   }
 }
+
+/**
+ * An error as one line of text, `Name: message` (anything thrown that is not an `Error`, as
+ * `String` writes it): how a store failure or an exhausted retry is written into a log line or a
+ * message. Internal: not exported from the package.
+ *
+ * @example
+ * ```ts
+ * errorText(new TypeError('no store')); // 'TypeError: no store'
+ * errorText('gone'); // 'gone'
+ * ```
+ */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}

@@ -101,3 +101,27 @@ export function webhookHeaders(headers: HeadersInput): WebhookHeaderValues {
   }
   return { id: id ?? svixId, timestamp: timestamp ?? svixTimestamp, signature: signature ?? svixSignature };
 }
+
+/**
+ * The first `webhook-id` the request claimed (or `svix-id`, where it has no `webhook-id`), as sent,
+ * for reports about a request that may have been refused: rejection contexts, logs, telemetry.
+ * Unverified: do not trust it. Never throws: headers that cannot be read (not an object, a getter
+ * that throws) claim nothing, and give `undefined`.
+ *
+ * @example
+ * ```ts
+ * claimedWebhookId({ 'webhook-id': ['msg_1', 'msg_2'] }); // 'msg_1'
+ * claimedWebhookId(new Headers({ 'svix-id': 'msg_3' })); // 'msg_3'
+ * claimedWebhookId({}); // undefined
+ * ```
+ */
+export function claimedWebhookId(headers: HeadersInput): string | undefined {
+  try {
+    const id = webhookHeader(headers, 'id');
+    const first: unknown = Array.isArray(id) ? id[0] : id;
+    // As the verifier reads it: a hand-built object may hold a number.
+    return first === undefined || first === null ? undefined : String(first);
+  } catch {
+    return undefined;
+  }
+}

@@ -6,7 +6,9 @@
  */
 
 import { escapeControlCharacters } from './encoding.ts';
-import type { WebhookError } from './errors.ts';
+import { errorText, type WebhookError } from './errors.ts';
+// Type-only: http.ts imports this module at run time, never the other way round.
+import type { RejectionContext } from './http.ts';
 
 /**
  * A logger the receiver can write to: pino, bunyan-style child loggers, Fastify's `request.log`,
@@ -26,34 +28,22 @@ export interface WebhookLogger {
 }
 
 /**
- * The fields of a rejection log entry: what the request claimed to be, never what it carried.
+ * The fields of a rejection log entry: what the request claimed to be (its
+ * {@link RejectionContext}: the `webhookId` is unverified), never what it carried, with the
+ * error's `code` and `status`.
  *
  * @example
  * ```ts
  * const fields: RejectionLogFields = { code: 'SIGNATURE_MISMATCH', status: 401, webhookId: 'msg_1', method: 'POST', path: '/webhooks' };
  * ```
  */
-export interface RejectionLogFields {
-  code: string;
-  status: number;
-  /** Unverified: the id the request claimed. */
-  webhookId: string | undefined;
-  method: string;
-  path: string;
-}
-
-/** What the adapters pass about a rejected request (a `RejectionContext`). */
-interface RejectedRequest {
-  method: string;
-  path: string;
-  webhookId: string | undefined;
-}
+export type RejectionLogFields = RejectionContext & Pick<WebhookError, 'code' | 'status'>;
 
 /**
  * Where the diagnosis of a signature that does not match is: the CLI replays the request against
  * each secret and says what differs (a re-serialised body, the wrong secret, a proxy's rewrite).
  */
-export const SIGNATURE_MISMATCH_HINT =
+const SIGNATURE_MISMATCH_HINT =
   "to see why, capture the request's headers and exact body bytes and run `npx webhook-receiver verify --header 'webhook-id: …' " +
   "--header 'webhook-timestamp: …' --header 'webhook-signature: …' --body-file body.bin` with WEBHOOK_SECRET set";
 
@@ -73,7 +63,7 @@ function isConsole(logger: WebhookLogger | undefined): boolean {
 }
 
 /** One rejected request, logged as a warning. */
-export function logRejection(logger: WebhookLogger | undefined, error: WebhookError, request: RejectedRequest): void {
+export function logRejection(logger: WebhookLogger | undefined, error: WebhookError, request: RejectionContext): void {
   const hint = error.code === 'SIGNATURE_MISMATCH' ? ` (${SIGNATURE_MISMATCH_HINT})` : '';
   if (isConsole(logger)) {
     // Request values are escaped, so a client cannot break the line or send terminal escapes (issue 12).
@@ -86,9 +76,8 @@ export function logRejection(logger: WebhookLogger | undefined, error: WebhookEr
 
 /** One failure outside a request's own outcome (a store failure), logged as an error. */
 export function logFailure(logger: WebhookLogger | undefined, fields: { stage: string; webhookId: string; willRetry: boolean }, message: string, error: unknown): void {
-  const detail = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   if (isConsole(logger)) {
-    console.error(`[webhook-receiver] ${message} for webhook ${JSON.stringify(fields.webhookId)}: ${detail}`);
+    console.error(`[webhook-receiver] ${message} for webhook ${JSON.stringify(fields.webhookId)}: ${errorText(error)}`);
     return;
   }
   // pino serialises `err` with its stack and cause.

@@ -8,7 +8,7 @@
 
 import { WebhookError } from './errors.ts';
 import type { WebhookContext } from './receiver.ts';
-import { checkSchema, notePayloadError, parseJsonPayload, validate, type StandardSchemaV1 } from './schema.ts';
+import { checkSchema, usePayload, validateUnchecked, type StandardSchemaV1 } from './schema.ts';
 import type { VerifiedWebhook } from './verify.ts';
 
 /**
@@ -113,17 +113,26 @@ interface Route {
   handler: EventHandler<string, unknown>;
 }
 
+/** An event as the envelope gave it: its `data` is replaced by the validated one, in place. */
+interface ParsedEvent {
+  type: string;
+  timestamp: string;
+  data: unknown;
+}
+
 /** The envelope, checked by hand: its shape is the specification's, not the app's. */
-function envelope(payload: unknown): WebhookEvent<string, unknown> {
+function envelope(payload: unknown): ParsedEvent {
   if (typeof payload !== 'object' || payload === null || Array.isArray(payload)) {
     throw new WebhookError('INVALID_PAYLOAD', 'the payload is not a Standard Webhooks event: expected a JSON object { type, timestamp, data }');
   }
   const { type, timestamp, data } = payload as { type?: unknown; timestamp?: unknown; data?: unknown };
-  const missing = [typeof type === 'string' && type !== '' ? undefined : 'type (a non-empty string)', typeof timestamp === 'string' ? undefined : 'timestamp (a string)', data === undefined ? 'data' : undefined].filter(
-    (field) => field !== undefined,
-  );
-  if (missing.length > 0) throw new WebhookError('INVALID_PAYLOAD', `the payload is not a Standard Webhooks event: ${missing.join(', ')} missing or of the wrong type`);
-  return { type: type as string, timestamp: timestamp as string, data };
+  if (typeof type === 'string' && type !== '' && typeof timestamp === 'string' && data !== undefined) return { type, timestamp, data };
+  // Only a refused envelope pays for saying what is wrong with it.
+  const missing: string[] = [];
+  if (typeof type !== 'string' || type === '') missing.push('type (a non-empty string)');
+  if (typeof timestamp !== 'string') missing.push('timestamp (a string)');
+  if (data === undefined) missing.push('data');
+  throw new WebhookError('INVALID_PAYLOAD', `the payload is not a Standard Webhooks event: ${missing.join(', ')} missing or of the wrong type`);
 }
 
 class Router implements WebhookRouter {
@@ -149,26 +158,39 @@ class Router implements WebhookRouter {
   }
 
   async handle(webhook: VerifiedWebhook, context?: WebhookContext): Promise<RouteResult> {
-    let event: WebhookEvent<string, unknown>;
-    let data: unknown;
+    // The route is looked up once, where the data is validated by its schema: one registered for
+    // the type while a validation is awaited must not get this event's unvalidated data.
     let route: Route | undefined;
-    try {
-      event = envelope(parseJsonPayload(webhook.text()));
-      route = this.#routes.get(event.type);
-      if (route !== undefined) data = await validate(route.schema, event.data, `on('${event.type}')`);
-    } catch (error) {
-      notePayloadError(webhook, error);
-      throw error;
-    }
+    const event = await usePayload(webhook, (payload) => {
+      const parsed = envelope(payload);
+      route = this.#routes.get(parsed.type);
+      return route === undefined ? parsed : withValidData(parsed, route.schema);
+    });
     if (route === undefined) {
       const unhandled = this.#unhandled;
       if (unhandled === 'retry') throw new Error(`no handler for webhook events of type '${event.type}' (unhandled: 'retry'), so the sender will retry it`);
       if (typeof unhandled === 'function') await unhandled(event, webhook);
       return { handled: false, type: event.type };
     }
-    const value: unknown = await route.handler({ type: event.type, timestamp: event.timestamp, data }, webhook, context);
+    const value: unknown = await route.handler(event, webhook, context);
     return { handled: true, type: event.type, value };
   }
+}
+
+/**
+ * `event` with its `data` replaced by what `schema` made of it, or the `INVALID_PAYLOAD` it raised.
+ * The schema is the one `on()` checked: not checked again per delivery.
+ */
+function withValidData(event: ParsedEvent, schema: StandardSchemaV1): ParsedEvent | Promise<ParsedEvent> {
+  const data = validateUnchecked(schema, event.data);
+  if (!(data instanceof Promise)) {
+    event.data = data;
+    return event;
+  }
+  return data.then((valid) => {
+    event.data = valid;
+    return event;
+  });
 }
 
 /**

@@ -161,22 +161,69 @@ function unwrap<T>(result: StandardSchemaV1.Result<T>): T {
 }
 
 /**
- * Validates synchronously; a schema that answers with a promise (an async refinement) is refused
- * with a TypeError that names `parse`, which takes both kinds.
+ * `schema`'s answer for `value`: the output, an `INVALID_PAYLOAD` thrown, or (for a schema that
+ * answers with a promise) a promise of either. The schema is not checked here: its callers check
+ * it once (`on()` when the route is registered, {@link validatedPayload} before it reads the body).
  */
-export function validateSync<S extends StandardSchemaV1>(schema: S, value: unknown, where: string): StandardSchemaV1.InferOutput<S> {
-  checkSchema(schema, where);
-  const result = schema['~standard'].validate(value);
-  if (result instanceof Promise) {
-    // Nobody will await it: keep its rejection from being reported as unhandled.
-    result.catch(() => undefined);
-    throw new TypeError(`this schema validates asynchronously, so ${where} cannot return its result: use \`await webhook.parse(schema)\`, which takes both kinds`);
-  }
+export function validateUnchecked<S extends StandardSchemaV1>(schema: S, value: unknown): StandardSchemaV1.InferOutput<S> | Promise<StandardSchemaV1.InferOutput<S>> {
+  const result = schema['~standard'].validate(value) as StandardSchemaV1.Result<StandardSchemaV1.InferOutput<S>> | PromiseLike<StandardSchemaV1.Result<StandardSchemaV1.InferOutput<S>>>;
+  // Any thenable, not only this realm's Promise: read as a result, it would pass with `value` undefined.
+  if (typeof (result as PromiseLike<unknown>).then === 'function') return Promise.resolve(result).then(unwrap);
   return unwrap(result as StandardSchemaV1.Result<StandardSchemaV1.InferOutput<S>>);
 }
 
-/** Validates with a synchronous or an asynchronous schema. */
-export async function validate<S extends StandardSchemaV1>(schema: S, value: unknown, where: string): Promise<StandardSchemaV1.InferOutput<S>> {
+/** What payload validation reads of a webhook: its body as text. */
+export interface PayloadSource {
+  text(): string;
+}
+
+function noted(webhook: object, error: unknown): never {
+  notePayloadError(webhook, error);
+  throw error;
+}
+
+/**
+ * `use` applied to `webhook`'s body parsed as JSON. An `INVALID_PAYLOAD` from either step, thrown
+ * or (when `use` returns a promise) rejected with, is remembered for `webhook` (see
+ * {@link payloadErrorOf}): the one place a payload's failure is noted, for `json(schema)`,
+ * `parse(schema)` and the router.
+ */
+export function usePayload<T>(webhook: PayloadSource, use: (payload: unknown) => T): T {
+  let result: T;
+  try {
+    result = use(parseJsonPayload(webhook.text()));
+  } catch (error) {
+    return noted(webhook, error);
+  }
+  if (result instanceof Promise) return result.catch((error: unknown) => noted(webhook, error)) as T;
+  return result;
+}
+
+/**
+ * `webhook`'s payload parsed as JSON and validated by `schema`, the checks in one order for
+ * `json(schema)` (`sync: true`) and `parse(schema)` (`sync: false`): the schema first (a
+ * `TypeError` naming `where`, whatever the body), then the JSON, then the schema's verdict
+ * (`INVALID_PAYLOAD` for either, remembered for `webhook`). With `sync`, a schema that answers with
+ * a promise (an async refinement) is refused with a `TypeError` that names `parse`, which takes
+ * both kinds; without it, every failure is a rejection.
+ */
+export function validatedPayload<S extends StandardSchemaV1>(webhook: PayloadSource, schema: S, where: string, options: { sync: true }): StandardSchemaV1.InferOutput<S>;
+export function validatedPayload<S extends StandardSchemaV1>(webhook: PayloadSource, schema: S, where: string, options: { sync: false }): Promise<StandardSchemaV1.InferOutput<S>>;
+export function validatedPayload(webhook: PayloadSource, schema: unknown, where: string, { sync }: { sync: boolean }): unknown {
+  if (!sync) return validatedLater(webhook, schema, where);
   checkSchema(schema, where);
-  return unwrap((await schema['~standard'].validate(value)) as StandardSchemaV1.Result<StandardSchemaV1.InferOutput<S>>);
+  return usePayload(webhook, (payload) => {
+    const output = validateUnchecked(schema, payload);
+    if (output instanceof Promise) {
+      // Nobody will await it: keep its rejection from being reported as unhandled.
+      output.catch(() => undefined);
+      throw new TypeError(`this schema validates asynchronously, so ${where} cannot return its result: use \`await webhook.parse(schema)\`, which takes both kinds`);
+    }
+    return output;
+  });
+}
+
+async function validatedLater(webhook: PayloadSource, schema: unknown, where: string): Promise<unknown> {
+  checkSchema(schema, where);
+  return usePayload(webhook, (payload) => validateUnchecked(schema, payload));
 }

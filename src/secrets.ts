@@ -100,13 +100,17 @@ export type KeyMaterial = HmacKeyMaterial | Ed25519PublicKeyMaterial | Ed25519Se
 export function decodeSecretList(secrets: unknown, role: Role, listName = 'secrets'): KeyMaterial[] {
   const out: KeyMaterial[] = [];
   secretList(secrets as SecretInput | readonly SecretInput[] | undefined, listName).forEach((input, position) => {
-    for (const material of decodeSecrets(input, position, role, listName)) out.push({ ...material, index: out.length });
+    out.push(...decodeSecrets(input, position, role, listName, out.length));
   });
   return out;
 }
 
-/** Decodes the entry at `position` of a secrets list: one secret, or several in a comma-separated string. */
-export function decodeSecrets(input: SecretInput, position: number, role: Role, listName = 'secrets'): KeyMaterial[] {
+/**
+ * Decodes the entry at `position` of a secrets list: one secret, or several in a comma-separated
+ * string. Messages name `position`; the keys are numbered from `firstIndex` (their place in the
+ * flattened list, which is `position` while no earlier entry held several).
+ */
+export function decodeSecrets(input: SecretInput, position: number, role: Role, listName = 'secrets', firstIndex = position): KeyMaterial[] {
   let key: unknown = input;
   let keyId: string | undefined;
   if (typeof input === 'object' && input !== null && !(input instanceof Uint8Array)) {
@@ -118,7 +122,7 @@ export function decodeSecrets(input: SecretInput, position: number, role: Role, 
   const where = describe(position, keyId, listName);
 
   if (key instanceof Uint8Array) {
-    return [{ kind: 'hmac', raw: checkHmacLength(Uint8Array.from(key), where), index: position, keyId }];
+    return [{ kind: 'hmac', raw: checkHmacLength(Uint8Array.from(key), where), index: firstIndex, keyId }];
   }
   if (typeof key !== 'string') {
     throw new TypeError(`${where} must be a string ('whsec_…', 'whpk_…' or base64), a Uint8Array, or { key, keyId }`);
@@ -141,10 +145,10 @@ export function decodeSecrets(input: SecretInput, position: number, role: Role, 
       if (/^v1a?,?$/.test(part)) {
         throw new TypeError(`${partWhere} looks like part of a signature entry ('v1,…'), not a secret; pass the secret itself ('whsec_…')`);
       }
-      return decodeOne(part, position, keyId, partWhere, role);
+      return decodeOne(part, firstIndex + n, keyId, partWhere, role);
     });
   }
-  return [decodeOne(key, position, keyId, where, role)];
+  return [decodeOne(key, firstIndex, keyId, where, role)];
 }
 
 /** Decodes one secret for verifying (`role: 'verify'`) or signing (`role: 'sign'`). */
@@ -203,9 +207,8 @@ export function secretList<T>(secrets: T | readonly T[] | undefined, listName = 
     // The receiving side's usual cause (issue 14); a signer (`secret`) is built by the app's own code.
     if (listName !== 'secrets') throw new TypeError(required);
     throw new TypeError(
-      `${required}. It was ${String(secrets)}: usually an unset environment variable, or a module-scope handler ` +
-        'evaluated where the runtime secrets are absent (next build, a bundler, a test import). Build it lazily, on ' +
-        'first use inside the request handler: `receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, handler)`',
+      `${required}. It was ${String(secrets)}: usually an unset environment variable, or a handler built where the ` +
+        "runtime's secrets are absent (a build step, a bundler, a test import): build it lazily, on first use",
     );
   }
   const list = Array.isArray(secrets) ? (secrets as readonly T[]) : [secrets as T];

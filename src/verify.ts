@@ -4,7 +4,7 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
-import { checkSchema, notePayloadError, parseJsonPayload, validate, validateSync, type StandardSchemaV1 } from './schema.ts';
+import { validatedPayload, type StandardSchemaV1 } from './schema.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
 import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
 import { rejection, WebhookError } from './errors.ts';
@@ -14,9 +14,27 @@ import { decodeSecretList, type SecretInput } from './secrets.ts';
 /** A UTF-16 surrogate without its pair (in `u` mode a paired one is a single code point). */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
 
-/** Five minutes, past and future: what every Standard Webhooks reference library uses. */
+/**
+ * Five minutes, past and future: what every Standard Webhooks reference library uses.
+ *
+ * @example
+ * ```ts
+ * import { createVerifier, DEFAULT_TOLERANCE_SECONDS } from 'webhook-receiver';
+ * // A sender whose retries queue for a while: twice the default window.
+ * const verifier = createVerifier({ secrets: process.env.WEBHOOK_SECRET!, toleranceSeconds: 2 * DEFAULT_TOLERANCE_SECONDS });
+ * ```
+ */
 export const DEFAULT_TOLERANCE_SECONDS = 300;
-/** A `webhook-signature` header longer than this is refused before any signature work. */
+/**
+ * A `webhook-signature` header longer than this is refused (`INVALID_SIGNATURE_HEADER`) before any
+ * signature work.
+ *
+ * @example
+ * ```ts
+ * import { MAX_SIGNATURE_HEADER_LENGTH } from 'webhook-receiver';
+ * if (signatureHeader.length > MAX_SIGNATURE_HEADER_LENGTH) console.warn('this sender will be refused: INVALID_SIGNATURE_HEADER');
+ * ```
+ */
 export const MAX_SIGNATURE_HEADER_LENGTH = 16 * 1024;
 /**
  * The longest `webhook-id` accepted (senders use ids of about 30 characters).
@@ -43,7 +61,16 @@ export const MAX_ID_LENGTH = 256;
  * ```
  */
 export const MAX_V1A_ENTRIES = 2;
-/** A `webhook-signature` header with more entries than this is refused before any signature work. */
+/**
+ * A `webhook-signature` header with more entries than this is refused (`INVALID_SIGNATURE_HEADER`)
+ * before any signature work.
+ *
+ * @example
+ * ```ts
+ * import { MAX_SIGNATURE_ENTRIES } from 'webhook-receiver';
+ * if (signatureHeader.split(' ').length > MAX_SIGNATURE_ENTRIES) console.warn('this sender will be refused: INVALID_SIGNATURE_HEADER');
+ * ```
+ */
 export const MAX_SIGNATURE_ENTRIES = 64;
 
 /**
@@ -170,21 +197,10 @@ class Webhook implements VerifiedWebhook {
   json<S extends StandardSchemaV1>(schema: S): StandardSchemaV1.InferOutput<S>;
   json(schema?: StandardSchemaV1): unknown {
     if (schema === undefined) return JSON.parse(this.text());
-    try {
-      return validateSync(schema, parseJsonPayload(this.text()), 'webhook.json(schema)');
-    } catch (error) {
-      notePayloadError(this, error);
-      throw error;
-    }
+    return validatedPayload(this, schema, 'webhook.json(schema)', { sync: true });
   }
-  async parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>> {
-    checkSchema(schema, 'webhook.parse(schema)');
-    try {
-      return await validate(schema, parseJsonPayload(this.text()), 'webhook.parse(schema)');
-    } catch (error) {
-      notePayloadError(this, error);
-      throw error;
-    }
+  parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>> {
+    return validatedPayload(this, schema, 'webhook.parse(schema)', { sync: false });
   }
 }
 
@@ -523,24 +539,19 @@ class VerifierImpl implements Verifier {
     const first = this.#preferred;
     let tried: boolean | Promise<boolean> | undefined;
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
-      const candidates = signatures.v1;
-      const computed = this.#backend.hmacBase64(this.#hmac[first]!.key, prefix, body);
+      const matched = this.#hmacMatches(first, prefix, body, signatures.v1);
+      if (matched === true) return this.#hmacWebhook(id, timestamp, body, first);
       // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
-      // at once, and WebCrypto's answer is mapped in one step rather than through the search's
-      // promise turns (issue 17).
-      const decisive = this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0);
-      if (typeof computed === 'string') {
-        if (anyMatches(candidates, computed)) return this.#hmacWebhook(id, timestamp, body, first);
-        if (decisive) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
-        tried = false;
-      } else if (decisive) {
-        return computed.then((later) => {
-          if (anyMatches(candidates, later)) return this.#hmacWebhook(id, timestamp, body, first);
+      // at once, and WebCrypto's answer is mapped by one `then` on the key's own promise rather
+      // than through the search's promise turns (issue 17).
+      if (this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0)) {
+        if (matched === false) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+        return matched.then((later) => {
+          if (later) return this.#hmacWebhook(id, timestamp, body, first);
           throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
         });
-      } else {
-        tried = computed.then((later) => anyMatches(candidates, later));
       }
+      tried = matched;
     }
     return this.#search(id, timestamp, body, prefix, signatures, first, tried);
   }

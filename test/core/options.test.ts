@@ -27,7 +27,7 @@ type Case = [label: string, options: unknown, type: typeof TypeError | typeof Ra
 const cases: Case[] = [
   ['no options', undefined, TypeError, 'createVerifier needs an options object with secrets'],
   ['a secret instead of options', good, TypeError, 'createVerifier needs an options object with secrets'],
-  ['no secrets', {}, TypeError, "secrets is required: pass the 'whsec_…' secret the sender gave you. It was undefined: usually an unset environment variable, or a module-scope handler evaluated where the runtime secrets are absent (next build, a bundler, a test import). Build it lazily, on first use inside the request handler: `receive ??= webhookHandler({ secrets: process.env.WEBHOOK_SECRET! }, handler)`"],
+  ['no secrets', {}, TypeError, "secrets is required: pass the 'whsec_…' secret the sender gave you. It was undefined: usually an unset environment variable, or a handler built where the runtime's secrets are absent (a build step, a bundler, a test import): build it lazily, on first use"],
   ['an empty list', { secrets: [] }, TypeError, 'secrets is empty: pass at least one secret'],
   ['an empty secret', { secrets: '' }, TypeError, 'secrets[0] is empty (is the environment variable set?)'],
   ['an empty second secret', { secrets: [good, ''] }, TypeError, 'secrets[1] is empty (is the environment variable set?)'],
@@ -183,5 +183,25 @@ describe('verifyWebhook', () => {
   it('createVerifier (the public factory) validates the same way', () => {
     expect(thrown(() => createVerifier({ secrets: `${good}\n` }), TypeError).message).not.toContain(goodPayload);
     expect(thrown(() => createVerifier({ secrets: short }), RangeError).message).toContain('decodes to 8 bytes');
+  });
+});
+
+describe('the secrets list', () => {
+  it('numbers keys by their place in the flattened list, comma-separated strings included', async () => {
+    const [a, b, c, d] = [newSecret(), newSecret(), newSecret(), newSecret()];
+    const verifier = createVerifier({ secrets: [`${a},${b}`, { key: `${c}, ${d}`, keyId: 'cd' }] });
+    const indexes = [];
+    for (const secret of [a, b, c, d]) {
+      const signed = await signWebhook({ secret, body: 'x' });
+      const webhook = await verifier.verify({ headers: signed.headers, body: 'x' });
+      indexes.push([webhook.keyIndex, webhook.keyId]);
+    }
+    expect(indexes).toEqual([[0, undefined], [1, undefined], [2, 'cd'], [3, 'cd']]);
+  });
+
+  it("the missing-secret message names no framework or build tool, and the signer's is its first sentence only", async () => {
+    const message = thrown(() => createVerifier({} as VerifierOptions), TypeError).message;
+    expect(message).not.toMatch(/next|webhookHandler|receive \?\?=|process\.env/i);
+    await expect(signWebhook({ body: 'x' } as never)).rejects.toThrow(new TypeError("secret is required: pass the 'whsec_…' secret the sender gave you"));
   });
 });

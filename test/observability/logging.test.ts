@@ -130,7 +130,7 @@ describe('logger', () => {
 describe('hints', () => {
   it('the missing-secret error names the likely causes and the lazy fix', () => {
     expect(() => createReceiver({ secrets: process.env.WEBHOOK_RECEIVER_UNSET_FOR_TEST as unknown as string })).toThrow(
-      /secrets is required.*unset environment variable.*module-scope handler.*receive \?\?= webhookHandler/,
+      /secrets is required.*unset environment variable.*a handler built where the runtime's secrets are absent.*build it lazily, on first use$/,
     );
   });
 });

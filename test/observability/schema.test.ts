@@ -13,9 +13,10 @@ import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { createRouter, type WebhookEvent } from '../../src/router.ts';
-import type { PayloadIssues } from '../../src/schema.ts';
+import { payloadErrorOf, type PayloadIssues, type StandardSchemaV1 } from '../../src/schema.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
+import { createVerifier } from '../../src/verify.ts';
 
 const SECRET = generateSecret();
 const quiet = { onRejected: () => {} };
@@ -178,5 +179,88 @@ describe('adapters answer INVALID_PAYLOAD with 400 after releasing', () => {
     }
     expect(runs).toBe(2);
     await app.close();
+  });
+});
+
+describe('one order of checks for json(schema) and parse(schema)', () => {
+  const verifier = createVerifier({ secrets: SECRET });
+  const verified = async (id: string, body: string) => verifier.verify(await input(id, body));
+  const notASchema = { '~standard': { version: 2, validate: () => ({ value: 1 }) } } as never;
+  const schemaMessage = (where: string) =>
+    `${where} needs a Standard Schema (zod 3.24+, valibot 1, arktype 2, …): an object with '~standard' version 1 and validate()`;
+
+  it.each([
+    ['a body that is not JSON', 'SECRET-TEXT not json'],
+    ['a JSON body', '{"id":"in_1"}'],
+  ])('a bad schema is a TypeError from both, whatever the body (%s), and is not noted as a payload error', async (_label, body) => {
+    const webhook = await verified(`msg_o-${body.length}`, body);
+    expect(() => webhook.json(notASchema)).toThrow(new TypeError(schemaMessage('webhook.json(schema)')));
+    // A rejection, never a synchronous throw: parse returns a promise.
+    const parsed = webhook.parse(notASchema);
+    await expect(parsed).rejects.toThrow(new TypeError(schemaMessage('webhook.parse(schema)')));
+    expect(payloadErrorOf(webhook)).toBeUndefined();
+  });
+
+  it('a good schema with a body that is not JSON is INVALID_PAYLOAD from both, noted for the webhook', async () => {
+    const webhook = await verified('msg_o3', 'not json');
+    const schema = z.object({ id: z.string() });
+    expect(() => webhook.json(schema)).toThrow(expect.objectContaining({ code: 'INVALID_PAYLOAD', message: 'the payload is not valid JSON' }));
+    await expect(webhook.parse(schema)).rejects.toMatchObject({ code: 'INVALID_PAYLOAD', message: 'the payload is not valid JSON' });
+    expect(payloadErrorOf(webhook)).toMatchObject({ code: 'INVALID_PAYLOAD', message: 'the payload is not valid JSON' });
+  });
+
+  it('a schema answering with a thenable that is not a Promise: parse awaits it, json refuses it', async () => {
+    const webhook = await verified('msg_o4', '{"id":"in_1"}');
+    const thenable = {
+      '~standard': {
+        version: 1,
+        vendor: 'test',
+        validate: (value: unknown) => ({ then: (resolve: (result: unknown) => void) => resolve({ value: { wrapped: value } }) }),
+      },
+    } as unknown as StandardSchemaV1<unknown, { wrapped: unknown }>;
+    await expect(webhook.parse(thenable)).resolves.toEqual({ wrapped: { id: 'in_1' } });
+    expect(() => webhook.json(thenable)).toThrow(expect.objectContaining({ name: 'TypeError', message: expect.stringContaining('await webhook.parse(schema)') }));
+  });
+});
+
+describe('the router, per delivery', () => {
+  const verifier = createVerifier({ secrets: SECRET });
+  const verified = async (id: string, body: string) => verifier.verify(await input(id, body));
+
+  it("hands the handler the schema's output as data, and validates with the schema on() checked", async () => {
+    const seen: unknown[] = [];
+    let validations = 0;
+    const counted: StandardSchemaV1<unknown, number> = {
+      '~standard': {
+        version: 1,
+        vendor: 'test',
+        validate: (value) => {
+          validations++;
+          return typeof value === 'string' ? { value: value.length } : { issues: [{ message: 'not a string', path: ['n'] }] };
+        },
+      },
+    };
+    const router = createRouter().on('t.len', counted, (event) => void seen.push(event));
+    const routed = await router.handle(await verified('msg_p1', JSON.stringify({ type: 't.len', timestamp: 'T', data: 'abcd' })));
+    expect(routed).toEqual({ handled: true, type: 't.len', value: undefined });
+    expect(seen).toEqual([{ type: 't.len', timestamp: 'T', data: 4 }]);
+    expect(validations).toBe(1);
+
+    const refused = await verified('msg_p2', JSON.stringify({ type: 't.len', timestamp: 'T', data: 5 }));
+    await expect(router.handle(refused)).rejects.toMatchObject({ code: 'INVALID_PAYLOAD', message: 'the payload does not match the expected schema (1 issue, at n)' });
+    expect(payloadErrorOf(refused)).toMatchObject({ code: 'INVALID_PAYLOAD' });
+    expect(seen).toHaveLength(1);
+  });
+
+  it.each([
+    ['{"type":"","data":1}', 'type (a non-empty string), timestamp (a string)'],
+    ['{"type":"a","timestamp":1}', 'timestamp (a string), data'],
+    ['{"timestamp":"T","data":null}', 'type (a non-empty string)'],
+    ['{"type":"a","timestamp":"T"}', 'data'],
+  ])('names exactly what the envelope %s lacks, and notes it', async (body, missing) => {
+    const webhook = await verified(`msg_e-${body.length}`, body);
+    const expected = `the payload is not a Standard Webhooks event: ${missing} missing or of the wrong type`;
+    await expect(createRouter().handle(webhook)).rejects.toMatchObject({ code: 'INVALID_PAYLOAD', message: expected });
+    expect(payloadErrorOf(webhook)).toMatchObject({ message: expected });
   });
 });

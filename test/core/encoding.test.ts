@@ -1,0 +1,53 @@
+/**
+ * The two base64 decoders share one loop: the strict one (signatures) refuses wrong padding and
+ * non-zero unused bits, the lenient one (secrets, as the reference libraries read them) takes both.
+ * Node's Buffer is the yardstick for the bytes.
+ */
+
+import { describe, expect, it } from 'vitest';
+import { signedContent } from '../../src/crypto.ts';
+import { base64Decode, base64DecodeLenient } from '../../src/encoding.ts';
+
+const bytesOf = (text: string) => Uint8Array.from(Buffer.from(text, 'base64'));
+
+describe('base64Decode and base64DecodeLenient', () => {
+  it.each(['', 'AA==', 'AAA=', 'AAAA', 'AA', 'AAA', '+/+/', 'MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaQ='])('both decode the canonical %j as Buffer does', (text) => {
+    expect(base64Decode(text)).toEqual(bytesOf(text));
+    expect(base64DecodeLenient(text)).toEqual(bytesOf(text));
+  });
+
+  it.each([
+    ['non-zero unused bits', 'AB=='],
+    ['non-zero unused bits, unpadded', 'MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaS'],
+    ['padding on a length that is not a multiple of four', 'AAAAAA='],
+    ['one padding character short', 'AA='],
+  ])('only the lenient one takes %s (%j)', (_label, text) => {
+    expect(base64Decode(text)).toBeUndefined();
+    expect(base64DecodeLenient(text)).toEqual(bytesOf(text));
+  });
+
+  it.each([
+    ['a character outside the alphabet', 'AA-A'],
+    ['whitespace', 'AA AA'],
+    ['a lone character', 'A'],
+    ['five characters', 'AAAAA'],
+    ['three padding characters', 'A==='],
+    ['padding in the middle', 'AA==AAAA'],
+    ['a non-ASCII character', 'AAA\u00e9'],
+  ])('both refuse %s (%j)', (_label, text) => {
+    expect(base64Decode(text)).toBeUndefined();
+    expect(base64DecodeLenient(text)).toBeUndefined();
+  });
+});
+
+describe('signedContent', () => {
+  it.each([
+    ['an ASCII prefix', 'msg_1.1614265330.'],
+    ['a prefix that is not ASCII', 'msg_\u00e9\u4e2d\ud83d\ude00.1614265330.'],
+    ['a lone surrogate, written as U+FFFD', 'msg_\ud800.1614265330.'],
+  ])('joins %s and the body as UTF-8 bytes', (_label, prefix) => {
+    const body = Uint8Array.from([0x7b, 0x00, 0xff, 0x7d]);
+    const content = signedContent(prefix, body);
+    expect(Buffer.from(content)).toEqual(Buffer.concat([Buffer.from(prefix, 'utf8'), body]));
+  });
+});
