@@ -6,7 +6,7 @@
 
 import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
 import { isWebhookError, type WebhookError } from './errors.ts';
-import { webhookHeaders, type HeadersInput } from './headers.ts';
+import { claimedWebhookId, type HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { createReceiver, observerOf, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
 import { noteAnswer, traceOf, type Observer } from './telemetry.ts';
@@ -139,8 +139,7 @@ export function rejectionContext(method: string, url: string, headers: HeadersIn
   let end = url.indexOf('?', start);
   if (end === -1) end = url.indexOf('#', start);
   const path = url.slice(start, end === -1 ? url.length : end) || '/';
-  const { id } = webhookHeaders(headers);
-  return { method, path, webhookId: Array.isArray(id) ? id[0] : id };
+  return { method, path, webhookId: claimedWebhookId(headers) };
 }
 
 /**

@@ -8,7 +8,7 @@
  * still gets a successful run completed, so its retry is answered as a duplicate (issue 11).
  */
 
-import { WebhookError } from './errors.ts';
+import { errorText, WebhookError } from './errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from './logger.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type OutcomeEvent, type TelemetryOptions, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
@@ -359,10 +359,6 @@ function namespaceProblem(namespace: unknown): string | undefined {
   // not, or namespace 'a:s' with id 'x' and namespace 'a' with id 's:x' would share one key.
   if (namespace.includes(':')) return `must not contain ':' (use '-' or '.' to separate words)`;
   return undefined;
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
 
 function defaultOnError(logger: WebhookLogger | undefined, error: unknown, context: ReceiverErrorContext): void {

@@ -15,7 +15,7 @@
  */
 
 import { isWebhookError, type WebhookErrorCode } from './errors.ts';
-import { webhookHeaders } from './headers.ts';
+import { claimedWebhookId } from './headers.ts';
 import { payloadErrorOf } from './schema.ts';
 import type { MemoryStore } from './stores/memory.ts';
 import type { IdempotencyStore } from './stores/types.ts';
@@ -218,21 +218,6 @@ function storeName(store: IdempotencyStore | undefined): string {
   return typeof name === 'string' && name !== '' ? name : 'custom';
 }
 
-/** The id a rejected request claimed, read again only on this cold path. */
-function claimedId(input: WebhookInput | Request): string | undefined {
-  try {
-    const headers = input.headers as unknown;
-    if (typeof (headers as Headers | undefined)?.get === 'function') {
-      const h = headers as Headers;
-      return h.get('webhook-id') ?? h.get('svix-id') ?? undefined;
-    }
-    const { id } = webhookHeaders((input as WebhookInput).headers);
-    return Array.isArray(id) ? id[0] : id;
-  } catch {
-    return undefined;
-  }
-}
-
 function checkTelemetry(telemetry: unknown): OpenTelemetryApi | undefined {
   if (telemetry === undefined) return undefined;
   const api = (telemetry as { api?: Partial<OpenTelemetryApi> } | null)?.api;
@@ -430,9 +415,9 @@ export class Observer {
   rejected(trace: Trace, error: unknown, input: WebhookInput | Request | undefined): void {
     if (isWebhookError(error)) {
       this.#counted.add(error);
-      this.#end(trace, 'rejected', error.status, error.code, input === undefined ? undefined : claimedId(input));
+      this.#end(trace, 'rejected', error.status, error.code, input === undefined || trace.webhook !== undefined ? undefined : claimedWebhookId(input.headers));
     } else {
-      this.#end(trace, 'failed', 500, undefined, input === undefined ? undefined : claimedId(input));
+      this.#end(trace, 'failed', 500, undefined, input === undefined || trace.webhook !== undefined ? undefined : claimedWebhookId(input.headers));
     }
   }
 

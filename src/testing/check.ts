@@ -356,7 +356,7 @@ async function readSome(response: Response): Promise<string> {
  * Any URL in the text is cut out: fetch names the whole URL in some errors, and its query or
  * userinfo may carry a token.
  */
-function errorText(error: unknown): string {
+function fetchFailureText(error: unknown): string {
   const err = error as { message?: unknown; cause?: { code?: unknown; message?: unknown } } | null;
   if (typeof err?.cause?.code === 'string') return err.cause.code;
   const text = typeof err?.cause?.message === 'string' ? err.cause.message : typeof err?.message === 'string' ? err.message : String(error);
@@ -379,7 +379,7 @@ function urlSender(url: string, timeoutMs: number): Send {
       const ms = performance.now() - started;
       // No HTTP answer at all: on the first request, that means the endpoint cannot be reached.
       if (signal.aborted) return { status: null, body: '', ms, error: `no answer within ${timeoutMs} ms`, unreachable: true };
-      return { status: null, body: '', ms, error: `request failed: ${errorText(error)}`, unreachable: true };
+      return { status: null, body: '', ms, error: `request failed: ${fetchFailureText(error)}`, unreachable: true };
     }
   };
 }
