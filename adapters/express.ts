@@ -2,17 +2,17 @@
  * `webhook-receiver/express`: Express middleware (Express 5 and 4) that verifies and claims a
  * webhook, then hands it to the route handler as `req.webhook`.
  *
- * Translation only: it finds the raw bytes, calls the receiver, writes the core's responses
- * (`errorResponse`, `claimResponse`), and settles the claim by the final status (`settleClaim`).
+ * Translation only: it finds the raw bytes, calls the receiver, and goes through the adapters'
+ * shared flow (`Delivery`): refusals and early answers from the core's one table, and the claim
+ * settled by the final status.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { contentCoding } from '../src/body.ts';
 import { WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { clientLeft, collectNodeBody, settleWhenSent } from './node.ts';
+import { clientLeft, collectNodeBody, encodingRefusal, settleWhenSent } from './node.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
@@ -78,16 +78,6 @@ const RECODED_MESSAGE =
 function declaresUtf8(contentType: string | undefined): boolean {
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
   return charset === undefined || charset === 'utf-8' || charset === 'utf8';
-}
-
-/** `UNSUPPORTED_ENCODING` for an encoding the core refuses, else `undefined`. */
-function encodingRefusal(header: string | string[] | undefined): WebhookError | undefined {
-  try {
-    contentCoding(header);
-    return undefined;
-  } catch (error) {
-    return error as WebhookError;
-  }
 }
 
 function send(res: ServerResponse, response: WebhookResponse, close: boolean): void {
@@ -191,19 +181,19 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
     const { body } = req;
     // Typed as a Buffer by the declaration above; a string kept by some parsers works too.
     const kept: unknown = req.rawBody;
-    if (body instanceof Uint8Array || typeof body === 'string' || kept instanceof Uint8Array || typeof kept === 'string') {
-      // A parser ran and already decoded the body (body-parser inflates gzip, deflate and br):
-      // decode nothing twice, but refuse what the other adapters refuse, so no request passes here
-      // and fails elsewhere (issue 12).
+    const raw = body instanceof Uint8Array || typeof body === 'string' ? body : kept;
+    if (raw instanceof Uint8Array || typeof raw === 'string') {
+      // A parser ran and already decoded the body: decode nothing twice, but refuse what the
+      // other adapters refuse (the same check as rawBodyOf's, kept synchronous here: this
+      // middleware answers through callbacks).
       const refused = encodingRefusal(req.headers['content-encoding']);
       if (refused !== undefined) return fail(req, res, next, refused);
       // express.text() decoded a non-UTF-8 charset and re-encoded it as UTF-8: other bytes.
       if (typeof body === 'string' && !(kept instanceof Uint8Array) && !declaresUtf8(req.headers['content-type'])) {
         return fail(req, res, next, new WebhookError('BODY_UNAVAILABLE', RECODED_MESSAGE));
       }
+      return claimBody(req, res, next, raw);
     }
-    if (body instanceof Uint8Array || typeof body === 'string') return claimBody(req, res, next, body);
-    if (kept instanceof Uint8Array || typeof kept === 'string') return claimBody(req, res, next, kept);
     // The stream's own state, not `req.body`, says whether a parser read it: body-parser 1.x sets
     // `req.body = {}` even for requests it skips, and leaves their stream unread.
     if (req.readableEnded || req.readableDidRead) return fail(req, res, next, new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));

@@ -135,7 +135,9 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addContentTypeParser(['application/json', 'text/plain'], keepRawBody);
 
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
-    send(reply, delivery.refuse(error, request.method, request.url, request.headers, options.logger ?? (fastifyLogs ? request.log : undefined)), error.code === 'PAYLOAD_TOO_LARGE' || error.code === 'UNSUPPORTED_ENCODING');
+    // Closed when the upload was not read to its end (refused before or part-way), whatever the
+    // reason, as the Express and Koa adapters decide it.
+    send(reply, delivery.refuse(error, request.method, request.url, request.headers, options.logger ?? (fastifyLogs ? request.log : undefined)), !request.raw.readableEnded);
   }
 
   function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {

@@ -2,8 +2,8 @@
  * `webhook-receiver/fetch`: a `(request: Request) => Promise<Response>` handler for any runtime
  * built on the Fetch API: Next.js route handlers, Cloudflare Workers, `Deno.serve`, `Bun.serve`.
  *
- * Translation only: the receiver reads the request with its byte limit, and the core's table gives
- * the responses (`errorResponse`, `claimResponse`) and settles the claim (`settleClaim`).
+ * Translation only: the receiver reads the request with its byte limit, and the adapters' shared
+ * flow (`Delivery`) gives the answers from the core's one table and settles the claim.
  */
 
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';

@@ -3,12 +3,13 @@
  * route as `c.get('webhook')`. Web APIs only: it runs on `@hono/node-server`, Bun, Deno and
  * Cloudflare Workers alike.
  *
- * Translation only: the receiver reads `c.req.raw` with its byte limit, and the core's table
- * gives the responses (`errorResponse`, `claimResponse`) and settles the claim (`settleClaim`).
+ * Translation only: it reads the raw bytes with the byte limit, and goes through the adapters'
+ * shared flow (`Delivery`): refusals and early answers from the core's one table, and the claim
+ * settled by the route's answer.
  */
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
-import { contentCoding, declaredLength, decodeBody, type ContentCoding } from '../src/body.ts';
+import { contentCoding, declaredLength, decodeBody, readCodedBody, type ContentCoding } from '../src/body.ts';
 import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
@@ -152,9 +153,10 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
   const { receiver, limit } = delivery;
 
   /**
-   * Verifies and claims: the bytes an earlier middleware already read with `c.req.arrayBuffer()`
-   * (the raw bytes too); a body whose `content-length` is within the limit, read whole with
-   * `c.req.arrayBuffer()`; else the raw request, read with the byte limit, headers checked first.
+   * The raw bytes, decoded from `coding` (the request's `content-encoding`, parsed once): the
+   * bytes an earlier middleware already read with `c.req.arrayBuffer()`; a body whose
+   * `content-length` is within the limit, read whole with `c.req.arrayBuffer()`; else the raw
+   * request, read with the byte limit (and decoded as it arrives).
    *
    * The declared length is trusted as the server framed the body by it (Hono's own `bodyLimit`
    * does the same); one over the limit is refused before any of it is read. Reading through
@@ -163,48 +165,41 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
    * rest of the request (benchmark issue, section 4). A chunked body still goes through the
    * stream, stopping at the limit.
    */
-  function claim(c: Context, node: NodeBindings | undefined): Promise<Claim> {
-    const headers: HeadersInput = node?.incoming.headers ?? c.req.raw.headers;
+  function bodyOf(c: Context, node: NodeBindings | undefined, coding: ContentCoding | undefined): Promise<Uint8Array | ArrayBuffer> {
     const cached = (c.req.bodyCache as BodyCache).arrayBuffer;
-    const encoding = node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding');
-    if (encoding !== undefined) {
-      // A compressed body is decoded by the core's one rule: from the bytes an earlier middleware
-      // read, or by the receiver's own reader of the raw request.
-      let coding: ContentCoding | undefined;
-      try {
-        coding = contentCoding(encoding);
-      } catch (error) {
-        return Promise.reject(error);
-      }
-      if (coding !== undefined && cached !== undefined) {
-        return cached.then((body) => decodeBody(new Uint8Array(body), coding, limit)).then((body) => receiver.claim({ headers, body }));
-      }
-      if (coding !== undefined && !c.req.raw.bodyUsed) return receiver.claim(c.req.raw);
+    let bytes: Promise<ArrayBuffer> | undefined = cached;
+    if (bytes === undefined) {
+      if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
+      const length = node !== undefined ? node.incoming.headers['content-length'] : c.req.header('content-length');
+      const declared = declaredLength(typeof length === 'string' ? length : undefined);
+      if (declared === undefined || declared > limit) return readCodedBody(c.req.raw, coding, limit);
+      bytes = c.req.arrayBuffer();
     }
-    if (cached !== undefined) return cached.then((body) => receiver.claim({ headers, body }));
-    if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
-    const length = node !== undefined ? node.incoming.headers['content-length'] : c.req.header('content-length');
-    const declared = declaredLength(typeof length === 'string' ? length : undefined);
-    if (declared !== undefined && declared <= limit) return c.req.arrayBuffer().then((body) => receiver.claim({ headers, body }));
-    return receiver.claim(c.req.raw);
+    return coding === undefined ? bytes : bytes.then((body) => decodeBody(new Uint8Array(body), coding, limit));
   }
 
   // Typed with the app's own environment (`webhooks<{ Bindings: … }>()`), so a wrapper that
   // builds it on the first request (Workers) can call it with its own context.
   return async function webhooks(c: Context<WebhookEnv>, next: () => Promise<void>) {
     const node = nodeBindings(c);
+    const headers: HeadersInput = node?.incoming.headers ?? c.req.raw.headers;
+    let coding: ContentCoding | undefined;
     let claimed: Claim;
     try {
-      claimed = await claim(c, node);
+      coding = contentCoding(node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding'));
+      claimed = await receiver.claim({ headers, body: await bodyOf(c, node, coding) });
     } catch (error) {
-      return respond(delivery.refuse(error, c.req.method, c.req.url, node?.incoming.headers ?? c.req.raw.headers));
+      return respond(delivery.refuse(error, c.req.method, c.req.url, headers));
     }
     const early = delivery.admit(claimed, clientLeft(c, node));
     if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
 
     const cache = c.req.bodyCache as BodyCache;
-    cache.arrayBuffer ??= Promise.resolve(arrayBufferOf(claimed.webhook.body));
+    // The route reads the payload the signature covers: decoded, also when the cache held the
+    // bytes as they came.
+    if (coding !== undefined) cache.arrayBuffer = Promise.resolve(arrayBufferOf(claimed.webhook.body));
+    else cache.arrayBuffer ??= Promise.resolve(arrayBufferOf(claimed.webhook.body));
     c.set('webhook', claimed.webhook);
     c.set('webhookContext', claimed.context);
     // Hono's compose catches the route's errors, sets c.error and answers through app.onError; a

@@ -9,11 +9,10 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { clientLeft, readNodeBody } from './node.ts';
+import { clientLeft, rawBodyOf } from './node.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
@@ -57,6 +56,8 @@ export interface KoaContextLike {
   request: { rawBody?: unknown };
   method: string;
   path: string;
+  /** The URL as sent, before a mounting middleware (koa-mount) rewrote `path`. */
+  originalUrl: string;
   status: number;
   body: unknown;
   state: object;
@@ -99,13 +100,16 @@ function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): v
  *   first (the parser's own limit and errors then apply first, and `rawBody` is the body decoded
  *   as UTF-8: a body that is not UTF-8 only verifies when webhooks() reads the stream). When a
  *   parser consumed the stream without keeping it, the answer is 500 `BODY_UNAVAILABLE` with the
- *   fix. When the middleware read the stream, read the event with `ctx.state.webhook.json()`.
+ *   fix. A body a parser kept was already decoded by it; a `content-encoding` other than gzip or
+ *   deflate is still refused (415), as every adapter does. When the middleware read the stream
+ *   (gzip and deflate decoded), read the event with `ctx.state.webhook.json()`.
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`; a
  *   duplicate gets 200 `{ "duplicate": true }` and an id being processed 409 `IN_PROGRESS`, and
  *   neither reaches the next middleware.
  * - The claim settles by `ctx.status` once `await next()` returns: a 2xx completes it, anything
  *   else (Koa's default 404 included) releases it, and so does a throw, which goes on to Koa's
- *   error handling. A client that leaves while the handler works changes nothing; one that left
+ *   error handling; a `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json(schema)`)
+ *   is answered in the envelope instead (400), after the claim was released. A client that leaves while the handler works changes nothing; one that left
  *   before it was reached gets its claim released, and the handler does not run.
  * - The claim is renewed while the handler works; `ctx.state.webhookContext.signal` aborts if
  *   it is lost.
@@ -130,21 +134,13 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
   const delivery = new Delivery(options);
   const { receiver, limit } = delivery;
 
-  /** The raw body: what a parser kept, else the stream (unless a parser already read it). */
-  function bodyOf(ctx: KoaContextLike): Promise<Uint8Array | string> {
-    const kept = ctx.request.rawBody;
-    if (typeof kept === 'string' || kept instanceof Uint8Array) return Promise.resolve(kept);
-    const { req } = ctx;
-    if (req.readableEnded || req.readableDidRead) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
-    return readNodeBody(req, limit, req.headers);
-  }
-
   return async function webhooks(ctx, next) {
     let claim;
     try {
-      claim = await receiver.claim({ headers: ctx.req.headers, body: await bodyOf(ctx) });
+      claim = await receiver.claim({ headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_MESSAGE) });
     } catch (error) {
-      send(ctx, delivery.refuse(error, ctx.method, ctx.path, ctx.req.headers), !ctx.req.readableEnded);
+      // originalUrl, not path: koa-mount strips its prefix from ctx.path. The path as sent.
+      send(ctx, delivery.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);
       return;
     }
     const early = delivery.admit(claim, clientLeft(ctx.req, ctx.res));
@@ -161,6 +157,12 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
     state.webhook = claim.webhook;
     state.webhookContext = claim.context;
     // Koa runs the rest of the chain inside next(): its status is the handler's answer.
-    await delivery.run(claim, next, () => ctx.status);
+    try {
+      await delivery.run(claim, next, () => ctx.status);
+    } catch (error) {
+      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)), its claim
+      // released: the envelope, not Koa's text/plain error page. Anything else goes on to Koa.
+      send(ctx, delivery.refusalOf(error), false);
+    }
   };
 }

@@ -3,19 +3,17 @@
  * REST APIs (payload 1.0), HTTP APIs (payload 2.0), Lambda function URLs and Application Load
  * Balancers, told apart by the event's shape.
  *
- * Translation only: it takes the raw bytes and headers out of the event, calls the receiver, and
- * writes the core's answers (`errorResponse`, `claimResponse`) in the shape the event's source
- * expects. The event and context types are declared here by shape, so neither the adapter nor its
+ * Translation only: it takes the raw bytes and headers out of the event, calls the receiver
+ * through the adapters' shared flow (`Delivery`), and writes the core's answers in the shape the
+ * event's source expects. The event and context types are declared here by shape, so neither the adapter nor its
  * users need `@types/aws-lambda` (its types fit these ones).
  */
 
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { STATUS_CODES } from 'node:http';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
-import type { HeadersInput } from '../src/headers.ts';
-import type { WebhookContext } from '../src/receiver.ts';
-import { memoryStore } from '../src/stores/memory.ts';
-import type { ClaimResult, IdempotencyStore } from '../src/stores/types.ts';
+import { decodedBody } from '../src/body.ts';
+import { headerValues, type HeadersInput } from '../src/headers.ts';
+import { claimResponse, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { ClaimOptions, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
@@ -169,8 +167,7 @@ function requestContextOf(event: LambdaHttpEvent): RequestContext {
   return typeof context === 'object' && context !== null ? (context as RequestContext) : {};
 }
 
-function sourceOf(event: LambdaHttpEvent): Source {
-  const context = requestContextOf(event);
+function sourceOf(event: LambdaHttpEvent, context: RequestContext): Source {
   if (event.version === '2.0' && typeof context.http === 'object' && context.http !== null) return 'http';
   if (context.elb !== undefined) return event.multiValueHeaders != null ? 'alb-multi' : 'alb';
   if (typeof event.httpMethod === 'string') return 'rest';
@@ -187,12 +184,14 @@ function sourceOf(event: LambdaHttpEvent): Source {
  * UTF-8, and with them the signature.
  */
 function requestOf(event: LambdaHttpEvent): Request {
-  const source = sourceOf(event);
+  const context = requestContextOf(event);
+  const source = sourceOf(event, context);
   const multi = event.multiValueHeaders;
   const headers: HeadersInput = (multi != null && Object.keys(multi).length > 0 ? multi : event.headers) ?? {};
   const raw = event.body ?? '';
-  const body = event.isBase64Encoded === true ? new Uint8Array(Buffer.from(raw, 'base64')) : raw;
-  const http = requestContextOf(event).http;
+  // A Buffer is a Uint8Array: no copy.
+  const body = event.isBase64Encoded === true ? Buffer.from(raw, 'base64') : raw;
+  const http = context.http;
   const method = (source === 'http' ? http?.method : event.httpMethod) ?? 'POST';
   const path = (source === 'http' ? (event.rawPath ?? http?.path) : event.path) ?? '/';
   return { source, method, path, headers, body };
@@ -235,52 +234,24 @@ function statusOf(result: LambdaHttpResult): number {
 }
 
 /**
- * The time left in the current invocation, for the store wrapper below: set around each claim
- * (an async context, not a variable, so it also holds when invocations overlap in one process).
+ * The claim's deadline: the end of the invocation, when Lambda stops it. Nothing settles a claim
+ * then; bounded by it, the lock runs out by that time, and the sender's retry is not refused as
+ * `IN_PROGRESS` for the rest of `lockSeconds`. None for a direct call without a Lambda context.
  */
-const invocation = new AsyncLocalStorage<LambdaContextLike>();
-
-/**
- * `store`, with every lock bounded by the invocation's remaining time. When Lambda stops an
- * invocation at its timeout, nothing settles its claim; bounded this way, the lock runs out by
- * then, and the sender's retry is not refused as `IN_PROGRESS` for the rest of `lockSeconds`.
- * Renewals are bounded by the deadline of the invocation that took the claim (looked up by its
- * token, since the renewal timer does not run in that invocation's async context).
- */
-function boundedByInvocation(store: IdempotencyStore): IdempotencyStore {
-  const deadlines = new Map<string, number>();
-  const bound = (lockMs: number, deadline: number | undefined): number =>
-    deadline === undefined ? lockMs : Math.max(1, Math.min(lockMs, Math.floor(deadline - Date.now())));
-  const forget = (token: string): void => void deadlines.delete(token);
-  const bounded: IdempotencyStore = {
-    async claim(key, lockMs): Promise<ClaimResult> {
-      const context = invocation.getStore();
-      const deadline = context === undefined ? undefined : Date.now() + context.getRemainingTimeInMillis();
-      const result = await store.claim(key, bound(lockMs, deadline));
-      if (deadline !== undefined && result?.status === 'acquired') deadlines.set(result.token, deadline);
-      return result;
-    },
-    complete(key, token, ttlMs) {
-      forget(token);
-      return store.complete(key, token, ttlMs);
-    },
-    release(key, token) {
-      forget(token);
-      return store.release(key, token);
-    },
-  };
-  if (typeof store.extend === 'function') bounded.extend = (key, token, lockMs) => store.extend!(key, token, bound(lockMs, deadlines.get(token)));
-  if (typeof store.ping === 'function') bounded.ping = () => store.ping!();
-  return bounded;
+function claimOptionsOf(context: LambdaContextLike | undefined): ClaimOptions | undefined {
+  return typeof context?.getRemainingTimeInMillis === 'function' ? { deadline: Date.now() + context.getRemainingTimeInMillis() } : undefined;
 }
 
-/** The options with the store wrapped (a memory store of its own when none was given). */
-function withBoundedStore(options: AdapterOptions): AdapterOptions {
-  const { idempotency } = options;
-  if (idempotency === false || (idempotency !== undefined && (typeof idempotency !== 'object' || idempotency === null))) return options;
-  const store = idempotency?.store ?? memoryStore(options.now === undefined ? {} : { now: options.now });
-  if (typeof store !== 'object' || store === null) return options; // the receiver says what is wrong with it
-  return { ...options, idempotency: { ...idempotency, store: boundedByInvocation(store) } };
+/**
+ * The bytes the signature covers: the event's body decoded by its `content-encoding` (gzip or
+ * deflate; 415 for any other), with `maxBodyBytes` applied to the decoded size. API Gateway and
+ * function URLs pass a compressed body on as it came (base64).
+ */
+function bodyOf(request: Request, limit: number): Promise<Uint8Array | string> {
+  const encoding = headerValues(request.headers, 'content-encoding');
+  if (encoding === undefined) return Promise.resolve(request.body);
+  const { body } = request;
+  return decodedBody(typeof body === 'string' ? new TextEncoder().encode(body) : body, encoding, limit);
 }
 
 /** The shared `WebhookContext`, with the Lambda context beside it (its `signal` stays lazy). */
@@ -303,7 +274,8 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
  *   `statusDescription`, and in `multiValueHeaders` when the target group has them on). An event
  *   of no HTTP shape throws a `TypeError` (the invocation fails).
  * - The body is verified as the bytes that were sent: a base64 body (`isBase64Encoded`) is
- *   decoded to bytes. Headers come from `multiValueHeaders` when present, else `headers`, in
+ *   decoded to bytes, then from its `content-encoding` (gzip or deflate; 415 for any other), as
+ *   the other adapters decode it. Headers come from `multiValueHeaders` when present, else `headers`, in
  *   any case. `maxBodyBytes` applies (API Gateway itself stops at 10 MB, function URLs and ALB
  *   at 1 MB).
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`
@@ -311,7 +283,8 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
  *   processed 409 `IN_PROGRESS`, and neither calls the handler.
  * - The handler's result is returned (nothing means 204). A 2xx completes the claim; another
  *   status releases it; a throw releases it and is rethrown, so Lambda reports the error (API
- *   Gateway answers 500 or 502) and the sender retries.
+ *   Gateway answers 500 or 502) and the sender retries. A `WebhookError` below 500
+ *   (`INVALID_PAYLOAD` from `webhook.json(schema)`) is answered in the envelope instead (400).
  * - Everything is settled before the handler returns, completion retries included: Lambda
  *   freezes the container once it has the answer, and work left over would be lost.
  * - Each claim's lock is bounded by `context.getRemainingTimeInMillis()`: an invocation that
@@ -340,25 +313,30 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
 export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler: LambdaWebhookHandler<C>): LambdaHandler<C> {
   if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, context) => …)');
   if (typeof options !== 'object' || options === null) throw new TypeError('webhookHandler needs an options object: webhookHandler({ secrets }, handler)');
-  const delivery = new Delivery(withBoundedStore(options));
+  const delivery = new Delivery(options);
 
   return async function webhookHandler(event, context) {
     if (typeof event !== 'object' || event === null) throw new TypeError('webhook-receiver/lambda handles HTTP events; this event is not an object');
     const request = requestOf(event);
-    const bounded = typeof context?.getRemainingTimeInMillis === 'function';
     let claim;
     try {
-      const input = { headers: request.headers, body: request.body };
-      claim = await (bounded ? invocation.run(context, () => delivery.receiver.claim(input)) : delivery.receiver.claim(input));
+      const body = await bodyOf(request, delivery.limit);
+      claim = await delivery.receiver.claim({ headers: request.headers, body }, claimOptionsOf(context));
     } catch (error) {
       return resultOf(request.source, delivery.refuse(error, request.method, request.path, request.headers));
     }
     // Nothing tells a Lambda that the client left: the answer always counts as delivered.
-    const early = delivery.admit(claim, false);
-    if (early !== undefined && early !== CLIENT_GONE) return resultOf(request.source, early);
+    const early = claimResponse(claim);
+    if (early !== undefined) return resultOf(request.source, early);
     const webhookContext = lambdaContext(claim.context, context);
-    // No waitUntil: what is left after the completion is awaited, so nothing runs frozen.
-    const result = await delivery.run(claim, async () => checkedResult(await handler(claim.webhook, webhookContext)), statusOf);
-    return shaped(request.source, result);
+    try {
+      // No waitUntil: what is left after the completion is awaited, so nothing runs frozen.
+      const result = await delivery.run(claim, async () => checkedResult(await handler(claim.webhook, webhookContext)), statusOf);
+      return shaped(request.source, result);
+    } catch (error) {
+      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)), its claim
+      // released: 400 in the envelope. Anything else is rethrown: the invocation fails.
+      return resultOf(request.source, delivery.refusalOf(error));
+    }
   };
 }

@@ -28,11 +28,10 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { from, lastValueFrom, type Observable } from 'rxjs';
-import { WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, Receiver, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { clientLeft, readNodeBody } from './node.ts';
+import { clientLeft, rawBodyOf } from './node.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
@@ -84,8 +83,22 @@ export interface WebhookReceiverAsyncOptions extends Pick<ModuleMetadata, 'impor
   isGlobal?: boolean;
 }
 
-/** Where the interceptor leaves the verified webhook for the parameter decorators: per request. */
-const verified = new WeakMap<object, { webhook: VerifiedWebhook; context: WebhookContext }>();
+/**
+ * Where the interceptor leaves the verified webhook for the parameter decorators: a property of
+ * the request under a symbol of this module's own (as the Fastify adapter keeps its body state),
+ * cheaper per request than a WeakMap entry and gone with the request.
+ */
+const VERIFIED = Symbol('webhook-receiver verified');
+
+interface Verified {
+  webhook: VerifiedWebhook;
+  context: WebhookContext;
+}
+
+/** A request the interceptor may have marked as verified. */
+interface MarkedRequest {
+  [VERIFIED]?: Verified;
+}
 
 /**
  * The receiver the module builds from its options, once per app. Inject it to reach the
@@ -153,9 +166,10 @@ const NO_RAW_BODY_MESSAGE =
  *   processed 409 `IN_PROGRESS`. The handler does not run for any of them.
  * - When the handler returns (with a 2xx, which is Nest's default), the claim is completed
  *   before Nest sends the answer; when it throws, the claim is released and the error goes on to
- *   Nest's exception filters, so the sender's retry runs it again. A client that leaves while
- *   the handler works changes nothing; one that left before it was reached gets its claim
- *   released, and the handler does not run.
+ *   Nest's exception filters, so the sender's retry runs it again; a `WebhookError` below 500
+ *   (`INVALID_PAYLOAD` from `webhook.json(schema)`) is answered in the envelope instead (400).
+ *   A client that leaves while the handler works changes nothing; one that left before it was
+ *   reached gets its claim released, and the handler does not run.
  * - The handler reads the webhook with `@Webhook()` and its context with `@WebhookCtx()`.
  *
  * @example
@@ -195,7 +209,7 @@ export class WebhookInterceptor implements NestInterceptor {
     const nodeRes = res.raw ?? (res as unknown as ServerResponse);
     let claim: Claim;
     try {
-      claim = await delivery.receiver.claim({ headers: req.headers, body: await bodyOf(req, nodeReq, delivery.limit) });
+      claim = await delivery.receiver.claim({ headers: req.headers, body: await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_MESSAGE) });
     } catch (error) {
       return this.#answer(res, delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
     }
@@ -206,34 +220,35 @@ export class WebhookInterceptor implements NestInterceptor {
       return undefined;
     }
     if (early !== undefined) return this.#answer(res, early);
-    verified.set(req, { webhook: claim.webhook, context: claim.context });
+    (req as MarkedRequest)[VERIFIED] = { webhook: claim.webhook, context: claim.context };
     // Nest set the route's status (201 for POST unless @HttpCode says otherwise) before the
-    // interceptors ran; a throw releases in run() and goes on to the exception filters.
-    return delivery.run(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode);
+    // interceptors ran; a throw releases in run().
+    try {
+      return await delivery.run(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode);
+    } catch (error) {
+      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)): the envelope,
+      // 400. Any other error goes on to Nest's exception filters.
+      return this.#answer(res, delivery.refusalOf(error));
+    }
   }
 
-  /** Writes the core's status and headers through Nest's platform adapter; Nest sends the body as JSON. */
-  #answer(res: NestResponse, response: WebhookResponse): unknown {
+  /**
+   * Writes the core's status and headers through Nest's platform adapter, and returns the body
+   * as the string it is: both platforms send a string as it is, under the content-type set here.
+   */
+  #answer(res: NestResponse, response: WebhookResponse): string {
     const adapter = this.#adapters.httpAdapter;
     adapter.status(res, response.status);
     for (const [name, value] of Object.entries(response.headers)) adapter.setHeader(res, name, value);
-    return JSON.parse(response.body) as unknown;
+    return response.body;
   }
 }
 Injectable()(WebhookInterceptor);
 Inject(WebhookReceiverService)(WebhookInterceptor, undefined, 0);
 Inject(HttpAdapterHost)(WebhookInterceptor, undefined, 1);
 
-/** The raw body: what Nest kept, else the stream when Nest left it unread (a type it does not parse). */
-function bodyOf(req: NestRequest, nodeReq: IncomingMessage, limit: number): Promise<Uint8Array | string> {
-  const kept = req.rawBody;
-  if (kept instanceof Uint8Array || typeof kept === 'string') return Promise.resolve(kept);
-  if (nodeReq.readableEnded || nodeReq.readableDidRead) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', NO_RAW_BODY_MESSAGE));
-  return readNodeBody(nodeReq, limit, nodeReq.headers);
-}
-
-function verifiedOf(context: ExecutionContext, decorator: string): { webhook: VerifiedWebhook; context: WebhookContext } {
-  const found = verified.get(context.switchToHttp().getRequest<object>());
+function verifiedOf(context: ExecutionContext, decorator: string): Verified {
+  const found = context.switchToHttp().getRequest<MarkedRequest>()[VERIFIED];
   if (found === undefined) {
     throw new TypeError(`${decorator} is used on a route without WebhookInterceptor: add @UseInterceptors(WebhookInterceptor) to the route or its controller`);
   }

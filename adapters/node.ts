@@ -1,12 +1,13 @@
 /**
- * What the Express and Fastify adapters share about Node's HTTP objects: reading a request
- * stream with a byte limit (the Node twin of the core's `readRequestBody`), and settling a claim
- * by how the response ended. Internal: not an entry point.
+ * What the Node adapters (Express, Fastify, Koa, NestJS) share about Node's HTTP objects: reading
+ * a request stream with a byte limit (the Node twin of the core's `readRequestBody`), the raw body
+ * a parser kept, and settling a claim by how the response ended. Internal: not an entry point.
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { contentCoding, declaredLength, decodeBody, payloadTooLarge } from '../src/body.ts';
+import { WebhookError } from '../src/errors.ts';
 import { settleClaim } from '../src/http.ts';
 import type { Claim } from '../src/receiver.ts';
 
@@ -185,4 +186,35 @@ export function readNodeBody(stream: Readable, limit: number, headers: BodyHeade
       else reject(error);
     });
   });
+}
+
+/**
+ * `UNSUPPORTED_ENCODING` for a `content-encoding` the core refuses, else `undefined`. For a body
+ * a parser kept: the parser already decoded it (body-parser and co-body inflate gzip, deflate and
+ * br), so nothing is decoded twice, but what the other adapters refuse is refused here too, so
+ * no request passes on one framework and fails on another (issue 12).
+ */
+export function encodingRefusal(header: string | string[] | undefined): WebhookError | undefined {
+  try {
+    contentCoding(header);
+    return undefined;
+  } catch (error) {
+    return error as WebhookError;
+  }
+}
+
+/**
+ * The raw body of `req`: `kept`, what a body parser kept of it (already decoded, refused for an
+ * encoding the core refuses); else the stream, read here with the limit and decoded
+ * ({@link collectNodeBody}); else, when a parser consumed the stream without keeping it,
+ * `BODY_UNAVAILABLE` with `consumedMessage` (the framework's fix).
+ */
+export function rawBodyOf(kept: unknown, req: IncomingMessage, limit: number, consumedMessage: string): Promise<Uint8Array | string> {
+  if (typeof kept === 'string' || kept instanceof Uint8Array) {
+    const refused = encodingRefusal(req.headers['content-encoding']);
+    return refused === undefined ? Promise.resolve(kept) : Promise.reject(refused);
+  }
+  // The stream's own state says whether a parser read it.
+  if (req.readableEnded || req.readableDidRead) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', consumedMessage));
+  return readNodeBody(req, limit, req.headers);
 }

@@ -59,20 +59,19 @@ export function contentCoding(header: string | readonly string[] | null | undefi
   );
 }
 
+/** Why a body could not be read: too large, or (for a decoded one) not valid data of its coding. */
+interface ReadFailures {
+  tooLarge: () => WebhookError;
+  /** Maps an error the stream raised; default: rethrown as it is. */
+  failed?: (error: unknown) => unknown;
+}
+
 /**
- * `bytes` decoded from `coding`, refused with `PAYLOAD_TOO_LARGE` as soon as the decoded size
- * passes `limit`: decompression stops there, so a small body that inflates to gigabytes costs no
- * more than the limit. A body that is not valid data of its coding is `UNSUPPORTED_ENCODING`.
+ * Reads `stream` to its end, refusing with `tooLarge()` as soon as more than `limit` bytes came
+ * out of it: reading stops there, and what was not read is cancelled, never buffered.
  */
-export async function decodeBody(bytes: Uint8Array, coding: ContentCoding, limit: number): Promise<Uint8Array> {
-  if (bytes.byteLength === 0) return bytes;
-  const source = new ReadableStream<Uint8Array>({
-    start(controller) {
-      controller.enqueue(bytes);
-      controller.close();
-    },
-  });
-  const reader = source.pipeThrough(new DecompressionStream(coding) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>).getReader();
+async function readLimited(stream: ReadableStream<Uint8Array>, limit: number, { tooLarge, failed }: ReadFailures): Promise<Uint8Array> {
+  const reader = stream.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
   try {
@@ -81,17 +80,14 @@ export async function decodeBody(bytes: Uint8Array, coding: ContentCoding, limit
       try {
         next = await reader.read();
       } catch (error) {
-        throw unsupportedEncoding(`the request body is not valid ${coding} data, as its content-encoding says it is`, error);
+        throw failed === undefined ? error : failed(error);
       }
       if (next.done) break;
       total += next.value.byteLength;
       if (total > limit) {
         // Not awaited: the cancel of a cloned request's stream waits for the clone to be read.
         void reader.cancel().catch(() => undefined);
-        throw new WebhookError(
-          'PAYLOAD_TOO_LARGE',
-          `request body decompresses to more than the limit of ${limit} bytes (maxBodyBytes applies to the decoded body)`,
-        );
+        throw tooLarge();
       }
       chunks.push(next.value);
     }
@@ -99,6 +95,54 @@ export async function decodeBody(bytes: Uint8Array, coding: ContentCoding, limit
     reader.releaseLock();
   }
   return chunks.length === 1 ? chunks[0]! : concatChunks(chunks, total);
+}
+
+function decodedTooLarge(limit: number): WebhookError {
+  return new WebhookError(
+    'PAYLOAD_TOO_LARGE',
+    `request body decompresses to more than the limit of ${limit} bytes (maxBodyBytes applies to the decoded body)`,
+  );
+}
+
+/**
+ * `source` decoded from `coding`, read up to `limit` decoded bytes. A `WebhookError` the source
+ * raised (its own byte limit) passes through; any other failure means the bytes are not valid
+ * data of their coding.
+ */
+function readDecoded(source: ReadableStream<Uint8Array>, coding: ContentCoding, limit: number): Promise<Uint8Array> {
+  const decoded = source.pipeThrough(new DecompressionStream(coding) as unknown as ReadableWritablePair<Uint8Array, Uint8Array>);
+  return readLimited(decoded, limit, {
+    tooLarge: () => decodedTooLarge(limit),
+    failed: (error) =>
+      error instanceof WebhookError ? error : unsupportedEncoding(`the request body is not valid ${coding} data, as its content-encoding says it is`, error),
+  });
+}
+
+/**
+ * `bytes` decoded from `coding`, refused with `PAYLOAD_TOO_LARGE` as soon as the decoded size
+ * passes `limit`: decompression stops there, so a small body that inflates to gigabytes costs no
+ * more than the limit. A body that is not valid data of its coding is `UNSUPPORTED_ENCODING`.
+ */
+export function decodeBody(bytes: Uint8Array, coding: ContentCoding, limit: number): Promise<Uint8Array> {
+  if (bytes.byteLength === 0) return Promise.resolve(bytes);
+  const source = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(bytes);
+      controller.close();
+    },
+  });
+  return readDecoded(source, coding, limit);
+}
+
+/**
+ * A body received whole (a Lambda event's, or one a framework already read), as the signature
+ * covers it: decoded by its `content-encoding` ({@link contentCoding}: 415 for a coding other
+ * than gzip or deflate), `PAYLOAD_TOO_LARGE` past `limit` bytes as received or once decoded.
+ */
+export async function decodedBody(bytes: Uint8Array, encoding: string | readonly string[] | null | undefined, limit: number): Promise<Uint8Array> {
+  const coding = contentCoding(encoding);
+  if (bytes.byteLength > limit) throw payloadTooLarge(limit, bytes.byteLength);
+  return coding === undefined ? bytes : decodeBody(bytes, coding, limit);
 }
 
 /** `content-length` as a number when it is a plain decimal, else `undefined`. */
@@ -113,9 +157,49 @@ export function declaredLength(value: string | null | undefined): number | undef
  * cancelled, never buffered. A body sent with `content-encoding: gzip` or `deflate` is decoded,
  * the limit applying to the bytes received and to the decoded ones ({@link decodeBody}).
  */
-export async function readRequestBody(request: Request, limit: number): Promise<Uint8Array> {
+export function readRequestBody(request: Request, limit: number): Promise<Uint8Array> {
+  // Before reading: an encoding no runtime can be relied on to decode is refused unread.
+  let coding: ContentCoding | undefined;
+  try {
+    unread(request);
+    coding = contentCoding(request.headers.get('content-encoding'));
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return readCodedBody(request, coding, limit);
+}
+
+/**
+ * {@link readRequestBody} for a caller that already knows the body's coding (it parsed
+ * `content-encoding` itself): the header is not read again.
+ */
+export async function readCodedBody(request: Request, coding: ContentCoding | undefined, limit: number): Promise<Uint8Array> {
+  unread(request);
+  const declared = declaredLength(request.headers.get('content-length'));
+  if (declared !== undefined && declared > limit) throw payloadTooLarge(limit, declared);
+  const stream = request.body;
+  if (stream === null) return new Uint8Array(0);
+  if (coding === undefined) return readLimited(stream, limit, { tooLarge: () => payloadTooLarge(limit) });
+  // Decoded as it arrives, never joined first: the bytes received count against the limit too
+  // (a stream of empty gzip members decodes to nothing, and must still stop).
+  return readDecoded(stream.pipeThrough(byteLimit(limit)), coding, limit);
+}
+
+/** A pass-through that fails with `PAYLOAD_TOO_LARGE` once more than `limit` bytes went through. */
+function byteLimit(limit: number): TransformStream<Uint8Array, Uint8Array> {
+  let total = 0;
+  return new TransformStream({
+    transform(chunk, controller) {
+      total += chunk.byteLength;
+      if (total > limit) controller.error(payloadTooLarge(limit));
+      else controller.enqueue(chunk);
+    },
+  });
+}
+
+function unread(request: Request): void {
   // A locked stream (someone took its reader) is as gone as a read one; without this check
-  // getReader() below would throw a bare TypeError.
+  // getReader() would throw a bare TypeError.
   if (request.bodyUsed || request.body?.locked === true) {
     throw new WebhookError(
       'BODY_UNAVAILABLE',
@@ -123,31 +207,4 @@ export async function readRequestBody(request: Request, limit: number): Promise<
         'signed are gone. Verify before reading the body, then use webhook.json() or webhook.text()',
     );
   }
-  // Before reading: an encoding no runtime can be relied on to decode is refused unread.
-  const coding = contentCoding(request.headers.get('content-encoding'));
-  const declared = declaredLength(request.headers.get('content-length'));
-  if (declared !== undefined && declared > limit) throw payloadTooLarge(limit, declared);
-  const stream = request.body;
-  if (stream === null) return new Uint8Array(0);
-
-  const reader = stream.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > limit) {
-        // Not awaited: the cancel of a cloned request's stream waits for the clone to be read.
-        void reader.cancel().catch(() => undefined);
-        throw payloadTooLarge(limit);
-      }
-      chunks.push(value);
-    }
-  } finally {
-    reader.releaseLock();
-  }
-  const received = chunks.length === 1 ? chunks[0]! : concatChunks(chunks, total);
-  return coding === undefined ? received : decodeBody(received, coding, limit);
 }

@@ -19,6 +19,7 @@ import type {
   LambdaFunctionURLResult,
 } from 'aws-lambda';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
+import { brotliCompressSync, gzipSync } from 'node:zlib';
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { webhookHandler, type LambdaContextLike, type LambdaHttpEvent, type LambdaHttpResult, type LambdaWebhookContext } from '../../adapters/lambda.ts';
 import type { AdapterOptions } from '../../src/http.ts';
@@ -26,6 +27,7 @@ import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
+import { adapterConformance, type Endpoint, type Outgoing, type Recorder, type Reply } from './conformance.ts';
 
 const FIXTURES = join(import.meta.dirname, '../fixtures/lambda');
 type Source = 'rest' | 'http' | 'url' | 'alb' | 'alb-multi';
@@ -136,6 +138,35 @@ function setup(options: Partial<AdapterOptions> = {}, answer: (webhook: Verified
 }
 
 const BODY = '{"type":"invoice.paid","data":{"id":"in_1"}}';
+
+/**
+ * The shared behaviour through HTTP API events (payload 2.0), invoked as the runtime does. A
+ * failed invocation is what an HTTP API answers for it: 500 `{"message":"Internal Server Error"}`.
+ */
+function lambdaEndpoint(options: AdapterOptions, recorder: Recorder): Endpoint {
+  const handler = webhookHandler<Context>(options, async (webhook) => {
+    const { status, body } = await recorder.handle(webhook, webhook.json());
+    return { statusCode: status, headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+  });
+  return {
+    async send({ headers, body, path = '/hook' }: Outgoing): Promise<Reply> {
+      const event = eventFor('http', headers, body);
+      const [rawPath, query = ''] = path.split('?') as [string, string?];
+      Object.assign(event, { rawPath, rawQueryString: query });
+      let answer: Answer;
+      try {
+        answer = await invoke(handler, event);
+      } catch {
+        return { status: 500, headers: { 'content-type': 'application/json' }, body: '{"message":"Internal Server Error"}' };
+      }
+      const lower = Object.fromEntries(Object.entries(answer.headers ?? {}).map(([name, value]) => [name.toLowerCase(), String(value)]));
+      return { status: answer.statusCode, headers: lower, body: answer.body };
+    },
+    close: () => Promise.resolve(),
+  };
+}
+
+adapterConformance('Lambda (HTTP API events)', async (options, recorder) => lambdaEndpoint(options, recorder));
 
 describe('webhook-receiver/lambda', () => {
   describe.each(SOURCES)('%s events', (source) => {
@@ -329,6 +360,57 @@ describe('webhook-receiver/lambda', () => {
     const signed = await signWebhook({ secret: other.secret, body: BODY });
     await other.handler(eventFor('http', signed.headers, BODY, false), undefined as unknown as Context);
     expect(locks[1]).toBe(300);
+  });
+
+  it('claims in the store the app gave, with the lock bounded by the time left (no store wrapper)', async () => {
+    const store = memoryStore();
+    const locks: number[] = [];
+    const claim = store.claim.bind(store);
+    store.claim = (key, lockMs) => (locks.push(lockMs), claim(key, lockMs));
+    const { secret, seen, handler } = setup({ idempotency: { store } });
+    const signed = await signWebhook({ secret, body: BODY });
+    expect((await invoke(handler, eventFor('http', signed.headers, BODY, false), runtimeContext(2000))).statusCode).toBe(200);
+    // The handle stores check (postgresStore.transaction(context, …)): the store itself.
+    expect(seen[0]!.context.claim!.store).toBe(store);
+    expect(locks).toHaveLength(1);
+    expect(locks[0]).toBeLessThanOrEqual(2000);
+    expect(locks[0]).toBeGreaterThan(1000);
+    expect(seen[0]!.context.claim!.lockMs).toBe(locks[0]);
+  });
+
+  it('answers a payload the handler refused (INVALID_PAYLOAD) 400 in the envelope, and releases the claim', async () => {
+    let attempt = 0;
+    const { secret, seen, handler } = setup({}, (webhook) => {
+      if (++attempt === 1) webhook.json({ '~standard': { version: 1, vendor: 'test', validate: () => ({ issues: [{ message: 'no', path: ['data'] }] }) } });
+      return { statusCode: 200, body: 'ok' };
+    });
+    for (const source of ['rest', 'alb'] as const) {
+      attempt = 0;
+      const signed = await signWebhook({ secret, body: BODY });
+      const event = eventFor(source, signed.headers, BODY, false);
+      const answer = await invoke(handler, event);
+      expect(answer.statusCode).toBe(400);
+      expect(header(answer, 'content-type')).toBe('application/json');
+      expect(JSON.parse(answer.body)).toEqual({ error: 'INVALID_PAYLOAD', message: 'the payload does not match the expected schema (1 issue, at data)' });
+      expectShape(source, answer);
+      expect((await invoke(handler, event)).statusCode).toBe(200);
+    }
+    expect(seen).toHaveLength(4);
+  });
+
+  it('verifies a gzip body (base64, as API Gateway passes it) as the decoded bytes, and refuses br with 415', async () => {
+    const { secret, seen, rejected, handler } = setup();
+    const signed = await signWebhook({ secret, body: BODY });
+    const gzip = await invoke(handler, eventFor('rest', { ...signed.headers, 'Content-Encoding': 'gzip' }, new Uint8Array(gzipSync(BODY))));
+    expect(gzip).toMatchObject({ statusCode: 200, body: JSON.stringify({ received: signed.id }) });
+    expect(seen.map((s) => s.webhook.text())).toEqual([BODY]);
+    const br = await invoke(handler, eventFor('http', { ...signed.headers, 'content-encoding': 'br' }, new Uint8Array(brotliCompressSync(BODY))));
+    expect(br.statusCode).toBe(415);
+    expect(JSON.parse(br.body)).toEqual({
+      error: 'UNSUPPORTED_ENCODING',
+      message: 'content-encoding "br" is not supported: send the body as is, or compressed once with gzip or deflate',
+    });
+    expect(rejected).toEqual(['UNSUPPORTED_ENCODING']);
   });
 
   it('throws a TypeError for an event of no HTTP shape', async () => {

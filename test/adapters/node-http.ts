@@ -127,12 +127,13 @@ export interface Served {
 
 /**
  * What only real HTTP shows: an upload refused at the declared length or part-way through, and
- * a client that leaves.
+ * a client that leaves. `frameworkReadsBody`: the framework's own body parser reads (and limits)
+ * every body before the adapter sees it (NestJS), so the byte-limit cases are its, not ours.
  */
 export function realHttpBehaviour(
   label: string,
   serve: (options: AdapterOptions, recorder: Recorder) => Promise<Served>,
-  { closesConnection }: { closesConnection: boolean },
+  { closesConnection, frameworkReadsBody = false }: { closesConnection: boolean; frameworkReadsBody?: boolean },
 ): void {
   describe(`${label}: over real HTTP`, () => {
     const open: Served[] = [];
@@ -148,7 +149,7 @@ export function realHttpBehaviour(
       return { secret, recorder, ...served };
     }
 
-    it('verifies a body that arrives in many chunks', async () => {
+    it.skipIf(frameworkReadsBody)('verifies a body that arrives in many chunks', async () => {
       const { secret, recorder, endpoint } = await setup();
       const request = await signed(secret, { type: 'a', padding: 'é'.repeat(200_000) });
       expect(Buffer.byteLength(request.body)).toBeGreaterThan(400_000);
@@ -157,7 +158,7 @@ export function realHttpBehaviour(
       expectDuplicate(await endpoint.send(request));
     });
 
-    it('refuses a declared oversize body at once, before it is sent', async () => {
+    it.skipIf(frameworkReadsBody)('refuses a declared oversize body at once, before it is sent', async () => {
       const limit = 64 * 1024;
       const { secret, recorder, port } = await setup({ maxBodyBytes: limit });
       const { headers } = await signed(secret, { type: 'a' });
@@ -169,7 +170,7 @@ export function realHttpBehaviour(
       expect(recorder.runs).toEqual([]);
     });
 
-    it('stops reading a streamed upload at maxBodyBytes: 413, and not much more was read', async () => {
+    it.skipIf(frameworkReadsBody)('stops reading a streamed upload at maxBodyBytes: 413, and not much more was read', async () => {
       const limit = 64 * 1024;
       const { secret, recorder, port, server } = await setup({ maxBodyBytes: limit });
       let readAtAnswer = 0;
