@@ -7,12 +7,15 @@ import Fastify from 'fastify';
 import { Hono } from 'hono';
 import * as v from 'valibot';
 import { z } from 'zod';
-import { describe, expect, expectTypeOf, it } from 'vitest';
+import express from 'express';
+import { describe, expect, expectTypeOf, it, vi } from 'vitest';
+import { webhookOf as expressWebhookOf, webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhooks as fastifyWebhooks, webhookOf } from '../../adapters/fastify.ts';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { createRouter, type WebhookEvent } from '../../src/router.ts';
+import type { OutcomeEvent } from '../../src/telemetry.ts';
 import { payloadErrorOf, type PayloadIssues, type StandardSchemaV1 } from '../../src/schema.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
@@ -179,6 +182,46 @@ describe('adapters answer INVALID_PAYLOAD with 400 after releasing', () => {
     }
     expect(runs).toBe(2);
     await app.close();
+  });
+
+  it('Express and Fastify: onOutcome counts the refusal as rejected INVALID_PAYLOAD, though only the status reaches the middleware', async () => {
+    const outcomes: unknown[][] = [];
+    const onOutcome = (event: OutcomeEvent) => outcomes.push([event.outcome, event.status, event.code]);
+    const expressApp = express();
+    expressApp.post('/hooks', expressWebhooks({ secrets: SECRET, onOutcome, ...quiet }), (req, res, next) => {
+      try {
+        expressWebhookOf(req).json(schema);
+        res.sendStatus(204);
+      } catch (error) {
+        next(error);
+      }
+    });
+    const { headers, body } = await input('msg_e_outcome', '{"amount":"1"}');
+    await new Promise<void>((resolve, reject) => {
+      const server = expressApp.listen(0, '127.0.0.1', () => {
+        const { port } = server.address() as { port: number };
+        fetch(`http://127.0.0.1:${port}/hooks`, { method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body })
+          .then((res) => expect(res.status).toBe(400))
+          .then(() => server.close(() => resolve()), reject);
+      });
+    });
+    const fastifyApp = Fastify();
+    await fastifyApp.register(async (scope) => {
+      await scope.register(fastifyWebhooks, { secrets: SECRET, onOutcome, ...quiet });
+      scope.post('/hooks', async (request, reply) => {
+        webhookOf(request).json(schema);
+        return reply.code(204).send();
+      });
+    });
+    const second = await input('msg_f_outcome', '{"amount":"1"}');
+    const response = await fastifyApp.inject({ method: 'POST', url: '/hooks', headers: { ...second.headers, 'content-type': 'application/json' }, payload: second.body });
+    expect(response.statusCode).toBe(400);
+    await fastifyApp.close();
+    await vi.waitFor(() => expect(outcomes).toHaveLength(2));
+    expect(outcomes).toEqual([
+      ['rejected', 400, 'INVALID_PAYLOAD'],
+      ['rejected', 400, 'INVALID_PAYLOAD'],
+    ]);
   });
 });
 

@@ -10,7 +10,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { webhookOf as expressWebhookOf, webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhookOf as fastifyWebhookOf } from '../../adapters/fastify.ts';
 import { webhooks as honoWebhooks, type WebhookEnv } from '../../adapters/hono.ts';
-import { generateSecret } from '../../src/sign.ts';
+import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 
 const secrets = generateSecret();
@@ -66,5 +66,30 @@ describe("BODY_UNAVAILABLE's rawBody fix", () => {
     // The line from the error message, verbatim: `req` is Node's IncomingMessage here.
     app.use(express.json({ verify: (req, res, buf) => { req.rawBody = buf } }));
     expect(typeof app).toBe('function');
+  });
+
+  it('is the line the error itself suggests, and it works: the kept bytes verify', async () => {
+    const secret = generateSecret();
+    const body = '{"type":"a"}';
+    const signed = await signWebhook({ secret, body, id: 'msg_rawbody' });
+    const send = (app: express.Express) =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const server = app.listen(0, '127.0.0.1', () => {
+          const { port } = server.address() as { port: number };
+          fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', headers: { ...signed.headers, 'content-type': 'application/json' }, body })
+            .then(async (res) => resolve({ status: res.status, text: await res.text() }), reject)
+            .finally(() => server.close());
+        });
+      });
+    const consumed = express();
+    consumed.use(express.json());
+    consumed.post('/hook', expressWebhooks({ secrets: secret, onRejected: () => {} }), (_req, res) => void res.sendStatus(204));
+    const refused = await send(consumed);
+    expect(refused.status).toBe(500);
+    expect(JSON.parse(refused.text).message).toContain('express.json({ verify: (req, res, buf) => { req.rawBody = buf } })');
+    const fixed = express();
+    fixed.use(express.json({ verify: (req, res, buf) => { req.rawBody = buf } }));
+    fixed.post('/hook', expressWebhooks({ secrets: secret }), (_req, res) => void res.sendStatus(204));
+    expect((await send(fixed)).status).toBe(204);
   });
 });
