@@ -6,12 +6,12 @@
  */
 
 import { resolve } from 'node:path';
-import { build } from 'esbuild';
 import { Miniflare } from 'miniflare';
 import { generateSecret, signWebhook } from 'webhook-receiver';
 import type { DurableObjectNamespaceLike } from 'webhook-receiver/cloudflare';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi, type MockInstance } from 'vitest';
 import worker, { type Env } from '../../examples/cloudflare-worker.ts';
+import { bundleWorker } from '../runtimes/harness.ts';
 import { BODY, envelope } from './support.ts';
 
 const URL_BASE = 'https://webhooks.example.workers.dev';
@@ -23,21 +23,11 @@ let claims: DurableObjectNamespaceLike;
 
 beforeAll(async () => {
   // The example bundled as Wrangler would, so workerd runs the WebhookClaims class it exports.
-  const bundle = await build({
-    entryPoints: [resolve(import.meta.dirname, '../../examples/cloudflare-worker.ts')],
-    bundle: true,
-    write: false,
-    format: 'esm',
-    platform: 'neutral',
-    target: 'es2022',
-    conditions: ['workerd', 'worker', 'browser'],
-    mainFields: ['module', 'main'],
-    tsconfig: resolve(import.meta.dirname, '../../tsconfig.json'),
-    logLevel: 'silent',
-  });
+  const root = resolve(import.meta.dirname, '../..');
+  const script = await bundleWorker(root, 'examples/cloudflare-worker.ts', undefined, { tsconfig: resolve(root, 'tsconfig.json') });
   mf = new Miniflare({
     modules: true,
-    script: bundle.outputFiles[0]!.text,
+    script,
     compatibilityDate: '2025-06-01',
     bindings: { WEBHOOK_SECRET: workerdSecret },
     durableObjects: { WEBHOOK_CLAIMS: { className: 'WebhookClaims', useSQLite: true } },
