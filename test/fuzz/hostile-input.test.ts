@@ -282,7 +282,10 @@ describe.each(BACKENDS)('hostile input on %s', (name, backend, weight) => {
       };
       await check(`hostile verify (${name})`, property, runs, [windowCase(NOW + 3600), windowCase(NOW - 3600)]);
       // The generator must reach both outcomes and most of the codes, or it tests nothing.
-      expect(accepted).toBeGreaterThan(runs / 50);
+      // About 15 of 400 cases are authentic (9 to 22 seen over 24 runs): a floor of 3 proves the
+      // generator reaches acceptance without failing one run in twelve by chance, as `> runs / 50`
+      // (8) did.
+      expect(accepted).toBeGreaterThanOrEqual(3);
       expect(rejected).toBeGreaterThan(runs / 4);
       for (const code of ['MISSING_ID', 'INVALID_TIMESTAMP', 'INVALID_SIGNATURE_HEADER', 'SIGNATURE_MISMATCH', 'TIMESTAMP_TOO_OLD', 'TIMESTAMP_TOO_NEW']) {
         expect(codes).toContain(code);
