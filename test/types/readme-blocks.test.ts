@@ -29,7 +29,9 @@ declare const req: import('node:http').IncomingMessage;
 declare const rawBody: Uint8Array;
 declare const input: { headers: Record<string, string>; body: string };
 /** The app's business logic and its dependencies. */
-declare const orders: { markPaid(orderId: string): Promise<void>; apply(event: unknown, options: { signal: AbortSignal }): Promise<void> };
+declare const orders: { markPaid(orderId: string): Promise<void> };
+/** The NestJS app's own provider. */
+declare class OrdersService { apply(event: unknown, options: { signal: AbortSignal }): Promise<void> }
 declare function handle(event: unknown, options?: { signal: AbortSignal }): Promise<void>;
 declare function processEvent(event: unknown): Promise<void>;
 declare const metrics: { increment(name: string, attributes: Record<string, string | number | undefined>): void };
@@ -180,5 +182,13 @@ describe("the README's TypeScript blocks", { timeout: 300_000 }, () => {
     const errors = typeCheck([broken], false);
     expect(errors).toHaveLength(1);
     expect(errors[0]).toMatch(/^README\.md:\d+: TS2551 Property 'jsn' does not exist on type 'VerifiedWebhook'/);
+  });
+
+  it("imports ioredis by name: the default import is not constructable under nodenext", () => {
+    const block = checked.find((b) => b.code.includes("import { Redis } from 'ioredis'"));
+    if (!block) throw new Error("no block imports { Redis } from 'ioredis'");
+    expect(readme).not.toMatch(/import Redis from 'ioredis'/);
+    const errors = typeCheck([{ line: block.line, code: block.code.replace("import { Redis } from 'ioredis'", "import Redis from 'ioredis'") }], false);
+    expect(errors.map((error) => error.replace(/^(README\.md:\d+: TS\d+).*$/, '$1'))).toEqual([`README.md:${block.line + block.code.split('\n').findIndex((l) => l.includes('new Redis('))}: TS2351`]);
   });
 });
