@@ -4,27 +4,19 @@
  * (the adapters' declaration merging and the vitest matchers), type-checked by this repository's
  * TypeScript. Runs after `npm run build` (the test command builds first).
  */
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { consumerProject, pinned, root, run as runIn, typeCheck as typeCheckIn } from './support.ts';
 
-const root = resolve(import.meta.dirname, '../..');
 let project: string;
 
 function run(command: string, args: string[], cwd = project): string {
-  return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 240_000 });
+  return runIn(command, args, cwd);
 }
 
-/** `tsc --noEmit -p <config>` with this repository's TypeScript: its exit code and diagnostics. */
 function typeCheck(config: string): { code: number; output: string } {
-  try {
-    return { code: 0, output: run('node', [join(root, 'node_modules/typescript/bin/tsc'), '--noEmit', '-p', config]) };
-  } catch (error) {
-    const failed = error as { status: number | null; stdout: string; stderr: string };
-    return { code: failed.status ?? -1, output: failed.stdout + failed.stderr };
-  }
+  return typeCheckIn(project, config);
 }
 
 /** A tsconfig as a consumer writes it for Node: nodenext resolution, strict, libraries checked too. */
@@ -34,19 +26,10 @@ function writeTsconfig(name: string, files: string[], types: string[]): void {
 }
 
 beforeAll(() => {
-  if (!existsSync(join(root, 'dist/index.mjs'))) throw new Error('dist/ is missing: run `npm run build` first (npm test does)');
-  project = mkdtempSync(join(tmpdir(), 'webhook-receiver-consumer-'));
-  run('npm', ['pack', '--silent', '--pack-destination', project], root);
-  const tarball = readdirSync(project).find((name) => name.endsWith('.tgz'));
-  if (!tarball) throw new Error('npm pack made no tarball');
-  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, version: '1.0.0' }));
   // The frameworks (and vitest, and the type packages a TypeScript user adds) are the user's own:
   // install them beside the package, at the versions this repository tests with.
-  const pinned = (name: string) =>
-    `${name}@${(JSON.parse(readFileSync(join(root, 'node_modules', name, 'package.json'), 'utf8')) as { version: string }).version}`;
-  run('npm', [
-    'install', '--no-audit', '--no-fund', '--prefer-offline', '--loglevel=error',
-    `./${tarball}`, pinned('hono'), pinned('express'), pinned('fastify'), pinned('vitest'), pinned('@types/express'), pinned('@types/node'),
+  project = consumerProject([
+    pinned('hono'), pinned('express'), pinned('fastify'), pinned('vitest'), pinned('@types/express'), pinned('@types/node'),
     // The Lambda, Koa and NestJS subpaths: Koa and NestJS are the user's (Lambda needs nothing).
     pinned('koa'), pinned('@types/koa'), pinned('@koa/router'), pinned('@nestjs/common'), pinned('@nestjs/core'), pinned('rxjs'), pinned('reflect-metadata'),
   ]);
