@@ -14,11 +14,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { redisStore, type RedisClientLike, type UpstashRedisClientLike } from '../../src/stores/redis.ts';
 import { checkStore } from '../../src/testing/check-store.ts';
 import { connectIORedis, sharedRedisUrl, uniquePrefix } from '../support/redis.ts';
-import { freePort } from '../support/redis-server.ts';
+import { findRedisServer, freePort, startRedisServer, type RedisServer } from '../support/redis-server.ts';
 
-const available = sharedRedisUrl !== null;
+// It starts a redis-server of its own (see beforeAll), so it needs the binary, not only a URL.
+const available = sharedRedisUrl !== null && findRedisServer() !== undefined;
 let bridge: Server;
 let redis: IORedis;
+let server: RedisServer;
 let url: string;
 /** Every command the bridge received, as Upstash sent it. */
 const commands: unknown[][] = [];
@@ -28,7 +30,10 @@ const encode = (value: unknown): unknown =>
 
 beforeAll(async () => {
   if (!available) return;
-  redis = await connectIORedis(sharedRedisUrl!);
+  // A redis-server of this file's own: the script cache is server-wide, and another file on the
+  // shared server may load a script between this file's SCRIPT FLUSH and its EVALSHA.
+  server = await startRedisServer();
+  redis = await connectIORedis(server.url);
   bridge = createServer((request, response) => {
     let body = '';
     request.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
@@ -68,6 +73,7 @@ afterAll(async () => {
   if (!available) return;
   await new Promise<void>((resolve) => bridge.close(() => resolve()));
   redis.disconnect();
+  await server.close();
 });
 
 const upstash = (base: string) => new Upstash({ url: base, token: 'test-token', retry: false, enableTelemetry: false });
