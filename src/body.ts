@@ -161,7 +161,7 @@ export function readRequestBody(request: Request, limit: number): Promise<Uint8A
   // Before reading: an encoding no runtime can be relied on to decode is refused unread.
   let coding: ContentCoding | undefined;
   try {
-    unread(request);
+    if (request.bodyUsed) throw bodyUnavailable();
     coding = contentCoding(request.headers.get('content-encoding'));
   } catch (error) {
     return Promise.reject(error);
@@ -172,17 +172,44 @@ export function readRequestBody(request: Request, limit: number): Promise<Uint8A
 /**
  * {@link readRequestBody} for a caller that already knows the body's coding (it parsed
  * `content-encoding` itself): the header is not read again.
+ *
+ * An unencoded body whose `content-length` is declared, and within `limit`, is read whole with
+ * `arrayBuffer()`: the runtime's HTTP parser frames the body by that length (RFC 9112 section
+ * 6.3), so no more than `limit` bytes can arrive, and on Node this skips the web stream a reader
+ * would build per request (`@hono/node-server` reads such a body straight off the socket). The
+ * size is still checked once read, for a `Request` built by hand with a length that does not hold.
+ * A body without a declared length, or an encoded one, is read chunk by chunk and counted as it
+ * arrives.
  */
 export async function readCodedBody(request: Request, coding: ContentCoding | undefined, limit: number): Promise<Uint8Array> {
-  unread(request);
+  // `bodyUsed` first: reading `body` would make some runtimes' lazy requests build their stream.
+  if (request.bodyUsed) throw bodyUnavailable();
   const declared = declaredLength(request.headers.get('content-length'));
   if (declared !== undefined && declared > limit) throw payloadTooLarge(limit, declared);
+  if (coding === undefined && declared !== undefined) return readWhole(request, limit);
+  unread(request);
   const stream = request.body;
   if (stream === null) return new Uint8Array(0);
   if (coding === undefined) return readLimited(stream, limit, { tooLarge: () => payloadTooLarge(limit) });
   // Decoded as it arrives, never joined first: the bytes received count against the limit too
   // (a stream of empty gzip members decodes to nothing, and must still stop).
   return readDecoded(stream.pipeThrough(byteLimit(limit)), coding, limit);
+}
+
+/** The body read whole (see {@link readCodedBody}), refused past `limit` all the same. */
+async function readWhole(request: Request, limit: number): Promise<Uint8Array> {
+  let buffer: ArrayBuffer;
+  try {
+    buffer = await request.arrayBuffer();
+  } catch (error) {
+    // A stream someone else locked (took a reader of) without reading it is refused by
+    // `arrayBuffer()` with a bare TypeError: say what happened. A stream that failed while read
+    // (the client went away) is disturbed, so `bodyUsed` is true and the error passes as it is.
+    if (!request.bodyUsed && request.body?.locked === true) throw bodyUnavailable();
+    throw error;
+  }
+  if (buffer.byteLength > limit) throw payloadTooLarge(limit, buffer.byteLength);
+  return new Uint8Array(buffer);
 }
 
 /** A pass-through that fails with `PAYLOAD_TOO_LARGE` once more than `limit` bytes went through. */
@@ -197,14 +224,16 @@ function byteLimit(limit: number): TransformStream<Uint8Array, Uint8Array> {
   });
 }
 
+function bodyUnavailable(): WebhookError {
+  return new WebhookError(
+    'BODY_UNAVAILABLE',
+    'the request body was already read (request.json() or request.text() ran first), so the raw bytes that were ' +
+      'signed are gone. Verify before reading the body, then use webhook.json() or webhook.text()',
+  );
+}
+
 function unread(request: Request): void {
   // A locked stream (someone took its reader) is as gone as a read one; without this check
   // getReader() would throw a bare TypeError.
-  if (request.bodyUsed || request.body?.locked === true) {
-    throw new WebhookError(
-      'BODY_UNAVAILABLE',
-      'the request body was already read (request.json() or request.text() ran first), so the raw bytes that were ' +
-        'signed are gone. Verify before reading the body, then use webhook.json() or webhook.text()',
-    );
-  }
+  if (request.bodyUsed || request.body?.locked === true) throw bodyUnavailable();
 }

@@ -16,6 +16,7 @@ import {
   type Outgoing,
   type Reply,
 } from './conformance.ts';
+import { realHttpBehaviour, servedFetch } from './node-http.ts';
 
 async function replyOf(res: Response): Promise<Reply> {
   return { status: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
@@ -47,6 +48,10 @@ function build(options: AdapterOptions, recorder: Recorder): (request: Request) 
 }
 
 adapterConformance('Fetch', async (options, recorder) => endpointOf(build(options, recorder)));
+// On Node, through @hono/node-server: a declared-length body is read whole with arrayBuffer(), a
+// chunked one chunk by chunk (src/body.ts), and both must hold over a real connection.
+adapterConformance('Fetch (@hono/node-server, real HTTP)', async (options, recorder) => (await servedFetch(build(options, recorder))).endpoint);
+realHttpBehaviour('Fetch (@hono/node-server)', (options, recorder) => servedFetch(build(options, recorder)), { closesConnection: false });
 
 describe('Fetch: the handler', () => {
   it('returns the handler’s Response as it is, and 204 for nothing', async () => {

@@ -1,6 +1,4 @@
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:http';
-import { createAdaptorServer } from '@hono/node-server';
 import { Hono as HonoLatest } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { Hono as Hono46 } from 'hono46';
@@ -21,7 +19,7 @@ import {
   type Outgoing,
   type Reply,
 } from './conformance.ts';
-import { listen, realHttpBehaviour, type Served } from './node-http.ts';
+import { realHttpBehaviour, servedFetch } from './node-http.ts';
 
 type Hono = HonoLatest;
 type HonoClass = typeof HonoLatest;
@@ -64,25 +62,11 @@ function endpointOf(app: Hono): Endpoint {
   };
 }
 
-/** The same app on @hono/node-server, over real HTTP on 127.0.0.1. */
-async function served(app: Hono): Promise<Served> {
-  const server = createAdaptorServer({ fetch: app.fetch }) as Server;
-  const listening = await listen(server);
-  const endpoint: Endpoint = {
-    async send({ headers, body, path = '/hook' }: Outgoing): Promise<Reply> {
-      const res = await fetch(`http://127.0.0.1:${listening.port}${path}`, { method: 'POST', headers, body: bodyInit(body) });
-      return replyOf(res, await res.text());
-    },
-    close: listening.close,
-  };
-  return { server, port: listening.port, endpoint, close: listening.close };
-}
-
 for (const [label, Hono] of VERSIONS) {
   adapterConformance(`${label} (app.request)`, async (options, recorder) => endpointOf(buildApp(Hono, options, recorder)));
-  adapterConformance(`${label} (@hono/node-server, real HTTP)`, async (options, recorder) => (await served(buildApp(Hono, options, recorder))).endpoint);
+  adapterConformance(`${label} (@hono/node-server, real HTTP)`, async (options, recorder) => (await servedFetch(buildApp(Hono, options, recorder).fetch)).endpoint);
   // @hono/node-server tells when the client leaves; connection handling is the server's.
-  realHttpBehaviour(`${label} (@hono/node-server)`, (options, recorder) => served(buildApp(Hono, options, recorder)), { closesConnection: false });
+  realHttpBehaviour(`${label} (@hono/node-server)`, (options, recorder) => servedFetch(buildApp(Hono, options, recorder).fetch), { closesConnection: false });
 
   describe(`${label}: the body after the middleware`, () => {
     it('lets the route read c.req.json(), c.req.text() and c.req.arrayBuffer(), as often as it likes', async () => {

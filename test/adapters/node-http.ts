@@ -7,11 +7,23 @@
 import { once } from 'node:events';
 import { request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import { createAdaptorServer } from '@hono/node-server';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
-import { expectDuplicate, expectInProgress, expectProcessed, gatedStore, JSON_TYPE, Recorder, signed, type Endpoint } from './conformance.ts';
+import {
+  bodyInit,
+  expectDuplicate,
+  expectInProgress,
+  expectProcessed,
+  gatedStore,
+  JSON_TYPE,
+  Recorder,
+  signed,
+  type Endpoint,
+  type Outgoing,
+} from './conformance.ts';
 
 /** Listens on 127.0.0.1 and records, per socket, how many bytes the server read from it. */
 export async function listen(server: Server): Promise<{ port: number; bytesRead(): number; close(): Promise<void> }> {
@@ -28,6 +40,23 @@ export async function listen(server: Server): Promise<{ port: number; bytesRead(
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/**
+ * A Fetch handler (a Hono app's `fetch`, or this package's Fetch handler) on @hono/node-server,
+ * over real HTTP on 127.0.0.1.
+ */
+export async function servedFetch(handle: (request: Request) => Response | Promise<Response>): Promise<Served> {
+  const server = createAdaptorServer({ fetch: handle }) as Server;
+  const listening = await listen(server);
+  const endpoint: Endpoint = {
+    async send({ headers, body, path = '/hook' }: Outgoing) {
+      const res = await fetch(`http://127.0.0.1:${listening.port}${path}`, { method: 'POST', headers, body: bodyInit(body) });
+      return { status: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
+    },
+    close: listening.close,
+  };
+  return { server, port: listening.port, endpoint, close: listening.close };
 }
 
 export interface StreamedReply {
