@@ -68,7 +68,7 @@ export function loadWarning(title: string, load: LoadSample): string {
   );
 }
 
-export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores'] as const;
+export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'receiver'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 // ---------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
  *
  *   npm run bench                       the full run (under ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
- *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign, forged, stores
+ *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign, forged, stores, receiver
  *                                       (`--only <name>` is the same flag under its older name)
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  *   npm run bench -- --readme           only regenerate README.md's benchmark table from bench/RESULTS.md
@@ -28,6 +28,7 @@ import { runForged } from './forged.ts';
 import { updateReadme } from './readme.ts';
 import { runHttp } from './http.ts';
 import { runMemory } from './memory.ts';
+import { runReceiver } from './receiver.ts';
 import { runRedis } from './redis.ts';
 import {
   FULL_RUN_BUDGET_SECONDS,
@@ -57,6 +58,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   sign: runSign,
   forged: runForged,
   stores: runStores,
+  receiver: runReceiver,
 };
 
 function isSectionId(value: string): value is SectionId {

@@ -77,14 +77,27 @@ interface Entry {
   until: number;
 }
 
+/** A completed id, with its key, so the order of completions can find it in the map. */
+interface Completion extends Entry {
+  key: string;
+}
+
 /**
- * One key class's entries. Live claims and completed ids are kept in two maps, each in insertion
- * order: completions of one endpoint share one TTL, so the first completion is the first to
- * expire, and finding room is usually a look at the front rather than a scan.
+ * One key class's entries. Live claims and completed ids are kept in two maps. Completions are
+ * also queued in the order they were recorded: completions of one endpoint share one TTL, so the
+ * first completion is the first to expire, and finding room is a look at the front of the queue
+ * rather than a scan.
+ *
+ * The queue is an array with a moving head, not the map's own order: a `Map` keeps the slots of
+ * deleted entries until it is rehashed, so reading the first entry of a map used as a queue skips
+ * every entry deleted from its front since, which made each claim of a full store cost a pass
+ * over tens of thousands of holes.
  */
 class Space {
   readonly claims = new Map<string, Entry>();
-  readonly done = new Map<string, Entry>();
+  readonly done = new Map<string, Completion>();
+  #order: Completion[] = [];
+  #head = 0;
   /**
    * A time before which no claim's lock runs out (a lower bound on the earliest `until`): while
    * the clock is below it, a full store of live claims is known without a scan, so a store that
@@ -99,6 +112,46 @@ class Space {
     if (entry.until < this.#claimsLiveUntil) this.#claimsLiveUntil = entry.until;
   }
 
+  /** Records a completion, at the back of the order. */
+  remember(completion: Completion): void {
+    this.done.set(completion.key, completion);
+    this.#order.push(completion);
+    // A completion deleted from the map (its id claimed again after it expired) stays queued until
+    // it reaches the front; rebuilt from the map when such leftovers outnumber the live ones, the
+    // queue stays within twice the map's size.
+    if (this.#order.length - this.#head > 2 * this.done.size + 1024) {
+      this.#order = [...this.done.values()];
+      this.#head = 0;
+    }
+  }
+
+  /** The oldest completion still remembered, leftovers at the front dropped on the way. */
+  #oldest(): Completion | undefined {
+    const order = this.#order;
+    while (this.#head < order.length) {
+      const first = order[this.#head]!;
+      if (this.done.get(first.key) === first) return first;
+      this.#head++;
+    }
+    // Drained: start again at the beginning of a fresh array rather than grow this one forever.
+    if (this.#head > 0) {
+      this.#order = [];
+      this.#head = 0;
+    }
+    return undefined;
+  }
+
+  #forget(completion: Completion): true {
+    this.done.delete(completion.key);
+    this.#head++;
+    // The array is cut down once its dropped front is at least half of it: amortised O(1).
+    if (this.#head >= 1024 && this.#head * 2 >= this.#order.length) {
+      this.#order = this.#order.slice(this.#head);
+      this.#head = 0;
+    }
+    return true;
+  }
+
   /**
    * Room for one more entry, freeing the least valuable one: an expired completion, then an
    * expired claim, then the oldest completion still remembered (the bound forgets it early:
@@ -107,11 +160,8 @@ class Space {
    */
   makeRoom(time: number): boolean {
     if (this.claims.size + this.done.size < this.max) return true;
-    const first = this.done.entries().next();
-    if (!first.done && first.value[1].until <= time) {
-      this.done.delete(first.value[0]);
-      return true;
-    }
+    const first = this.#oldest();
+    if (first !== undefined && first.until <= time) return this.#forget(first);
     if (time >= this.#claimsLiveUntil) {
       let earliest = Number.POSITIVE_INFINITY;
       for (const [key, entry] of this.claims) {
@@ -123,10 +173,7 @@ class Space {
       }
       this.#claimsLiveUntil = earliest;
     }
-    if (!first.done) {
-      this.done.delete(first.value[0]);
-      return true;
-    }
+    if (first !== undefined) return this.#forget(first);
     return false;
   }
 }
@@ -205,7 +252,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         return done !== undefined && done.token === token && done.until > time;
       }
       space.claims.delete(key);
-      space.done.set(key, { token, until: time + ttlMs });
+      space.remember({ key, token, until: time + ttlMs });
       return true;
     },
     release(key, token) {

@@ -27,6 +27,31 @@ describe('memoryStore', () => {
     expect(DEFAULT_MEMORY_STORE_UNSIGNED_MAX).toBe(10_000);
   });
 
+  it('forgets completed ids oldest first also after ids came back past their TTL (the order of completions stays right)', () => {
+    let now = 0;
+    const ops = direct(memoryStore({ max: 50, now: () => now }));
+    const deliver = (id: string, ttlMs: number) => {
+      const claimed = ops.claim(id, 1000);
+      if (claimed.status !== 'acquired') throw new Error(`${id} was ${claimed.status}`);
+      expect(ops.complete(id, claimed.token, ttlMs)).toBe(true);
+    };
+    // One id completed, expired and delivered again 3 000 times: each round leaves its earlier
+    // completion behind in the order of completions, far more than the store holds.
+    for (let i = 0; i < 3000; i++) {
+      deliver('d:s:again', 10);
+      now += 11;
+    }
+    expect(ops.claim('d:s:again', 1000)).toMatchObject({ status: 'acquired' });
+    // Fill the store with 49 completions that stay remembered, then one more id past the bound:
+    // the oldest of them goes, and only it.
+    for (let i = 0; i < 49; i++) deliver(`d:s:${i}`, 1_000_000);
+    deliver('d:s:extra', 1_000_000);
+    for (let i = 1; i < 49; i++) expect(ops.claim(`d:s:${i}`, 1000)).toEqual({ status: 'completed' });
+    expect(ops.claim('d:s:extra', 1000)).toEqual({ status: 'completed' });
+    // Last, as a claim of a forgotten id takes room itself.
+    expect(ops.claim('d:s:0', 1000).status).toBe('acquired');
+  });
+
   it('never evicts a live claim: completed ids go first, and full of live claims it refuses with StoreError full', async () => {
     let now = 0;
     const store = memoryStore({ max: 2, now: () => now });

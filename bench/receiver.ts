@@ -1,0 +1,97 @@
+/**
+ * Section 10: what idempotency adds to a verification, in one process, with the memory store:
+ *
+ * - verify alone: `createVerifier().verify` of a signed 1 KiB message (the baseline);
+ * - claim + complete: `receiver.claim` of the same kind of message, then `claim.complete()`, the
+ *   handler's work left out (what an adapter does around it);
+ * - handle: `receiver.handle` with a handler that does nothing, the whole delivery.
+ *
+ * Every call gets a message with an id of its own, signed in `prepare` (untimed), so each claim
+ * is a first delivery that the store records; the verify baseline gets the same messages. The
+ * store runs with its default bound, so in steady state it forgets completed ids as it records
+ * new ones, as a busy receiver's does.
+ */
+
+import { jsonBody, KiB, newSecret, signedMessage, type SignedMessage } from './fixtures.ts';
+import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
+import { ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
+
+const VERIFY = 'verify alone';
+const CLAIM = 'claim + complete';
+const HANDLE = 'handle, a handler that does nothing';
+
+/** Keeps results alive (a module variable is never optimised away), so no timed call is either. */
+let sink = 0;
+
+export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
+  const { createReceiver, createVerifier, memoryStore } = config.pkg.index;
+  const { secret, key } = newSecret();
+  const body = jsonBody(KiB);
+  const verifier = createVerifier({ secrets: secret });
+  const receiver = createReceiver({ secrets: secret, idempotency: { store: memoryStore() } });
+  let serial = 0;
+
+  /** A candidate that uses up `n` freshly signed messages per batch. */
+  const fresh = (name: string, run: (message: SignedMessage) => Promise<void>): Candidate => {
+    let batch: SignedMessage[] = [];
+    return {
+      name,
+      prepare(n) {
+        batch = Array.from({ length: n }, () => signedMessage(key, body, `msg_${(serial++).toString(36).padStart(10, '0')}`));
+      },
+      async run(n) {
+        for (let i = 0; i < n; i++) await run(batch[i]!);
+      },
+    };
+  };
+
+  const candidates: Candidate[] = [
+    fresh(VERIFY, async ({ headers, body: raw }) => {
+      sink ^= (await verifier.verify({ headers, body: raw })).id.length;
+    }),
+    fresh(CLAIM, async ({ headers, body: raw }) => {
+      const claim = await receiver.claim({ headers, body: raw });
+      if (claim.outcome !== 'acquired') throw new Error(`a fresh id was answered ${claim.outcome}: the comparison would be meaningless`);
+      await claim.complete();
+      sink ^= claim.webhook.id.length;
+    }),
+    fresh(HANDLE, async ({ headers, body: raw }) => {
+      const result = await receiver.handle({ headers, body: raw }, () => undefined);
+      if (result.outcome !== 'processed') throw new Error(`a fresh id was answered ${result.outcome}: the comparison would be meaningless`);
+      sink ^= result.webhook.id.length;
+    }),
+  ];
+  const timings = await timeInterleaved(candidates, {
+    reps: config.quick ? 3 : 7,
+    rounds: config.quick ? 3 : 21,
+    batchMs: 2,
+    warmupMs: config.quick ? 20 : 300,
+  });
+  await receiver.close();
+  const base = series(timings, VERIFY);
+  const rows = candidates.map((c) => [c.name, timeSummary(summarize(series(timings, c.name))), c.name === VERIFY ? '1' : ratioText(summarize(ratios(series(timings, c.name), base)))]);
+  const claimOverVerify = summarize(ratios(series(timings, CLAIM), base));
+  const median = (name: string) => timeText(summarize(series(timings, name)).median);
+
+  const text = [
+    'Time per delivery, 1 KiB JSON, one `whsec_` secret, the memory store with its default bound. Every call gets a message ' +
+      'with an id of its own, signed beforehand (untimed), so each claim is a first delivery; the baseline verifies the same kind ' +
+      'of message. "Claim + complete" is what an adapter adds around the handler; "handle" is the whole delivery.',
+    '',
+    table(['candidate', 'time per call', '÷ verify alone'], rows),
+  ].join('\n');
+  return {
+    id: 'receiver',
+    title: '10. Receiver: claim and complete',
+    body: text,
+    targets: [
+      {
+        what: 'receiver claim + complete ÷ verify alone, memory store, 1 KiB',
+        target: '≤ 1.25',
+        measured: ratioText(claimOverVerify),
+        context: `${median(CLAIM)} vs ${median(VERIFY)}; handle ${median(HANDLE)}`,
+        pass: claimOverVerify.median <= 1.25,
+      },
+    ],
+  };
+}
