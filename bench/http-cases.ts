@@ -7,9 +7,12 @@ export type Framework = (typeof FRAMEWORKS)[number];
  * - none: the body parsed, nothing verified (the ceiling);
  * - inline: the hand-written `node:crypto` check (fixtures.ts);
  * - standardwebhooks: the `standardwebhooks` package's `verify`, inline;
- * - adapter: this package's adapter, verification and the memory store on.
+ * - adapter: this package's adapter, verification and the memory store on;
+ * - fetch: Hono only: this package's Fetch handler (`webhook-receiver/fetch`, memory store) served
+ *   by `@hono/node-server` with no Hono app in between, against the Hono adapter on the same
+ *   server (issue 17: the Fetch path on Node).
  */
-export const VARIANTS = ['none', 'inline', 'standardwebhooks', 'adapter'] as const;
+export const VARIANTS = ['none', 'inline', 'standardwebhooks', 'adapter', 'fetch'] as const;
 export type Variant = (typeof VARIANTS)[number];
 
 export const WEBHOOK_PATH = '/webhooks';
@@ -22,8 +25,26 @@ export const TARGETED: readonly Framework[] = ['express', 'fastify', 'hono', 'no
 
 /** The variants measured for `framework`. */
 export function variantsOf(framework: Framework): readonly Variant[] {
-  return TARGETED.includes(framework) ? VARIANTS : ['inline', 'adapter'];
+  if (framework === 'hono') return VARIANTS;
+  return TARGETED.includes(framework) ? ['none', 'inline', 'standardwebhooks', 'adapter'] : ['inline', 'adapter'];
 }
+
+/**
+ * The stores measured behind the Fastify adapter (section 10, issue 17): the memory store as the
+ * baseline; the Redis store on ioredis (with `enableAutoPipelining`) and on node-redis (default
+ * client); the Postgres store on a `pg` Pool.
+ */
+export const STORES = ['memory', 'ioredis', 'node-redis', 'postgres'] as const;
+export type StoreKind = (typeof STORES)[number];
+
+/** The argument that makes http-server.ts serve the Fastify adapter with a store: `store <kind>`. */
+export const STORE_MODE = 'store';
+
+/** Connections of the stores section (the issue's figure: Fastify, 16 connections). */
+export const STORE_CONNECTIONS = 16;
+
+/** Connections of the `pg` Pool behind the Postgres-store server. */
+export const POSTGRES_POOL_SIZE = 16;
 
 /**
  * The frameworks to measure: all, or those named in BENCH_HTTP_FRAMEWORKS (comma-separated), to

@@ -4,9 +4,14 @@
  * it sends `{ port }` when it listens, answers `{ type: 'stats' }` with how many events its
  * handler processed and the CPU time it has used, and exits when the channel closes.
  *
+ *   http-server.ts <framework> <variant>
  *   variants: none (no verification), inline (hand-written node:crypto check),
  *             standardwebhooks (inline library check), adapter (this package, memory store);
+ *             Hono also: fetch (this package's Fetch handler on @hono/node-server, no Hono app);
  *             Koa and NestJS (on Express and on Fastify): inline and adapter only
+ *   http-server.ts store <memory|ioredis|node-redis|postgres>
+ *             the Fastify adapter with that store (section 10); the Redis server's URL arrives
+ *             in BENCH_REDIS_URL, the Postgres server's in BENCH_POSTGRES_URL
  *
  * Every variant ends the same way: the handler gets the parsed JSON event, counts it, and
  * answers 204. The secret arrives in the environment (BENCH_SECRET), and so does the directory of
@@ -18,12 +23,16 @@ if (build === undefined) throw new Error('BENCH_BUILD must name the directory of
 const { webhooks: expressWebhooks } = await importBuilt<typeof import('../adapters/express.ts')>(build, 'express');
 const { webhooks: fastifyWebhooks } = await importBuilt<typeof import('../adapters/fastify.ts')>(build, 'fastify');
 const { webhooks: honoWebhooks } = await importBuilt<typeof import('../adapters/hono.ts')>(build, 'hono');
+const { webhookHandler } = await importBuilt<typeof import('../adapters/fetch.ts')>(build, 'fetch');
 const { webhooks: koaWebhooks } = await importBuilt<typeof import('../adapters/koa.ts')>(build, 'koa');
 const nest = await importBuilt<typeof import('../adapters/nestjs.ts')>(build, 'nestjs');
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { createClient } from 'redis';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
@@ -33,10 +42,12 @@ import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Webhook } from 'standardwebhooks';
+import type { RedisClientLike } from '../src/stores/redis.ts';
+import type { IdempotencyStore } from '../src/stores/types.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { importBuilt } from './build.ts';
 import { handWrittenVerify } from './fixtures.ts';
-import { FRAMEWORKS, VARIANTS, WEBHOOK_PATH as PATH, type Framework, type Variant } from './http-cases.ts';
+import { FRAMEWORKS, POSTGRES_POOL_SIZE, STORE_MODE, STORES, VARIANTS, WEBHOOK_PATH as PATH, type Framework, type StoreKind, type Variant } from './http-cases.ts';
 
 const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
 
@@ -172,11 +183,18 @@ function honoApp(variant: Variant, secret: string, key: Buffer): Server {
       handled(event);
       return c.body(null, 204);
     });
-  } else {
+  } else if (variant === 'adapter') {
     app.post(PATH, honoWebhooks({ secrets: secret }), (c) => {
       handled(c.get('webhook').json());
       return c.body(null, 204);
     });
+  } else {
+    // The Fetch handler alone, as `serve({ fetch })` runs it (serve is createAdaptorServer and
+    // listen): no Hono app, no routing; the handler's nothing is the 204.
+    const receive = webhookHandler({ secrets: secret }, (webhook) => {
+      handled(webhook.json());
+    });
+    return createAdaptorServer({ fetch: (request) => receive(request) }) as Server;
   }
   return createAdaptorServer({ fetch: app.fetch }) as Server;
 }
@@ -242,6 +260,63 @@ function koaApp(variant: Variant, secret: string, key: Buffer): Server {
   return createServer(app.callback());
 }
 
+/** What the store server closes when the orchestrator hangs up. */
+let closeStore: () => Promise<void> = async () => {};
+
+/**
+ * The store behind the adapter: the memory store (the adapter's default), or a shared store on a
+ * client built here as an app would build it. ioredis gets `enableAutoPipelining: true`, the
+ * setting its README recommends for throughput: commands issued in the same tick leave in one
+ * socket write. node-redis needs nothing: its default client already writes a tick's commands
+ * together. The `pg` Pool keeps idle connections (`idleTimeoutMillis: 0`): the bench pauses
+ * between runs, where a server with steady traffic would not.
+ */
+async function storeOf(kind: StoreKind, build: string): Promise<IdempotencyStore | undefined> {
+  if (kind === 'memory') return undefined;
+  if (kind === 'postgres') {
+    const url = process.env.BENCH_POSTGRES_URL;
+    if (url === undefined) throw new Error('BENCH_POSTGRES_URL must name the Postgres server');
+    const { postgresStore } = await importBuilt<typeof import('../src/stores/postgres.ts')>(build, 'postgres');
+    const pool = new pg.Pool({ connectionString: url, max: POSTGRES_POOL_SIZE, idleTimeoutMillis: 0 });
+    const store = postgresStore({ client: pool, table: `bench_http_claims_${process.pid}` });
+    await store.setup();
+    closeStore = () => pool.end();
+    return store;
+  }
+  const url = process.env.BENCH_REDIS_URL;
+  if (url === undefined) throw new Error('BENCH_REDIS_URL must name the Redis server');
+  const { redisStore } = await importBuilt<typeof import('../src/stores/redis.ts')>(build, 'redis');
+  let client: RedisClientLike;
+  if (kind === 'ioredis') {
+    const redis = new Redis(url, { lazyConnect: true, enableAutoPipelining: true });
+    await redis.connect();
+    client = redis;
+    closeStore = async () => redis.disconnect();
+  } else {
+    const redis = createClient({ url });
+    redis.on('error', () => {});
+    await redis.connect();
+    client = redis as unknown as RedisClientLike;
+    closeStore = async () => redis.destroy();
+  }
+  return redisStore({ client, prefix: `bench-http:${process.pid}:` });
+}
+
+/** The Fastify adapter cell of section 4 (memory store) with the store of `kind`. */
+async function fastifyStoreApp(kind: StoreKind, secret: string, build: string): Promise<Server> {
+  const store = await storeOf(kind, build);
+  const app = Fastify({ logger: false });
+  await app.register(async (scope) => {
+    await scope.register(fastifyWebhooks, store === undefined ? { secrets: secret } : { secrets: secret, idempotency: { store } });
+    scope.post(PATH, async (request, reply) => {
+      handled(request.body);
+      return reply.code(204).send();
+    });
+  });
+  await app.ready();
+  return app.server;
+}
+
 /** Express's request and Fastify's both carry `rawBody` and `headers` with `rawBody: true`. */
 interface NestRequest {
   rawBody?: Buffer;
@@ -288,25 +363,29 @@ async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret
 }
 
 async function main(): Promise<void> {
-  const [framework, variant] = process.argv.slice(2) as [Framework, Variant];
-  if (!FRAMEWORKS.includes(framework) || !VARIANTS.includes(variant)) throw new Error(`usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>`);
+  const [framework, variant] = process.argv.slice(2) as [Framework | typeof STORE_MODE, Variant | StoreKind];
+  const storeMode = framework === STORE_MODE && (STORES as readonly string[]).includes(variant);
+  if (!storeMode && (!(FRAMEWORKS as readonly string[]).includes(framework) || !(VARIANTS as readonly string[]).includes(variant))) {
+    throw new Error(`usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>, or http-server.ts ${STORE_MODE} <${STORES.join('|')}>`);
+  }
   const secret = process.env.BENCH_SECRET;
   if (secret === undefined || !secret.startsWith('whsec_')) throw new Error('BENCH_SECRET must hold a whsec_ secret');
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
   if (typeof process.send !== 'function') throw new Error('http-server.ts runs as a child with an IPC channel');
 
-  const server =
-    framework === 'express'
-      ? expressApp(variant, secret, key)
+  const server = storeMode
+    ? await fastifyStoreApp(variant as StoreKind, secret, build!)
+    : framework === 'express'
+      ? expressApp(variant as Variant, secret, key)
       : framework === 'fastify'
-        ? await fastifyApp(variant, secret, key)
+        ? await fastifyApp(variant as Variant, secret, key)
         : framework === 'hono'
-          ? honoApp(variant, secret, key)
+          ? honoApp(variant as Variant, secret, key)
           : framework === 'koa'
-            ? koaApp(variant, secret, key)
+            ? koaApp(variant as Variant, secret, key)
             : framework === 'nestjs-express' || framework === 'nestjs-fastify'
-              ? await nestApp(framework === 'nestjs-express' ? 'express' : 'fastify', variant, secret, key)
-              : nodeApp(variant, secret, key);
+              ? await nestApp(framework === 'nestjs-express' ? 'express' : 'fastify', variant as Variant, secret, key)
+              : nodeApp(variant as Variant, secret, key);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
@@ -317,7 +396,9 @@ async function main(): Promise<void> {
       process.send!({ type: 'stats', processed, cpuMicros: cpu.user + cpu.system });
     }
   });
-  process.once('disconnect', () => process.exit(0));
+  process.once('disconnect', () => {
+    closeStore().finally(() => process.exit(0));
+  });
   process.send({ type: 'ready', port: (server.address() as AddressInfo).port });
 }
 

@@ -2,7 +2,9 @@
  * Section 4: HTTP on 127.0.0.1, a 1 KiB JSON body, for Express, Fastify, Hono (on
  * @hono/node-server) and plain node:http, each with four variants (http-cases.ts): no
  * verification, a hand-written inline `node:crypto` check, an inline `standardwebhooks` check,
- * and this package's adapter with verification and the memory store.
+ * and this package's adapter with verification and the memory store. Hono has a fifth: this
+ * package's Fetch handler on the same `@hono/node-server`, without Hono (issue 17). Koa and NestJS
+ * have the inline check and the adapter only.
  *
  * Each server runs in its own process (http-server.ts), and autocannon in another
  * (http-load.ts). Every request carries its own `webhook-id` and a valid signature, so the
@@ -21,17 +23,18 @@ import { fixed, rateText, ratioText, ROOT, table, type BenchConfig, type Section
 import { ratios, summarize } from './stats.ts';
 
 const CONNECTIONS = 10;
-const START_TIMEOUT_MS = 30_000;
+export const START_TIMEOUT_MS = 30_000;
 
 const VARIANT_LABELS: Record<Variant, string> = {
   none: '(a) no verification',
   inline: '(b) hand-written node:crypto check',
   standardwebhooks: '(c) inline standardwebhooks',
   adapter: '(d) our adapter + memory store',
+  fetch: '(e) our Fetch handler + memory store, on @hono/node-server without Hono',
 };
 
 /** A child with an IPC channel, and a way to wait for its next message of a given type. */
-class Child {
+export class Child {
   readonly #process: ChildProcess;
   readonly #waiting: { type: string; resolve: (message: Record<string, unknown>) => void }[] = [];
   #stderr = '';
@@ -83,6 +86,70 @@ class Child {
   }
 }
 
+/** A server child and the port it listens on. */
+export interface ServerChild {
+  child: Child;
+  port: number;
+}
+
+/** One run's autocannon figures, and the server's CPU time per request it processed (µs). */
+export interface CheckedRun extends RunResult {
+  cpuPerRequest: number;
+  processed: number;
+}
+
+/**
+ * Requests per second a run's pool of pre-signed requests is sized for: twice the fastest run of
+ * the cell so far (at least 10 000), or 60 000 before its first run. Signing 150 000 requests costs
+ * the load generator about 0.35 s before every run, which slow cells (a few thousand req/s) do not
+ * need; a request past the pool is signed on the fly and counted.
+ */
+export function poolRps(fastestOfCell: number): number {
+  return fastestOfCell > 0 ? Math.max(10_000, 2 * fastestOfCell) : 60_000;
+}
+
+/**
+ * One load run against `server`, checked: every answer must be the handler's 204 and every 204 a
+ * processed event (a few more may have been processed while autocannon closed its connections at
+ * the end); anything else fails the run.
+ */
+export async function checkedRun(load: Child, server: ServerChild, what: string, seconds: number, connections: number, expectedRps: number): Promise<CheckedRun> {
+  type Stats = { processed: number; cpuMicros: number };
+  const before = await server.child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
+  const request: RunRequest = {
+    type: 'run',
+    url: `http://127.0.0.1:${server.port}${WEBHOOK_PATH}`,
+    seconds,
+    connections,
+    expectedRps,
+    tag: randomBytes(6).toString('hex'),
+  };
+  const result = await load.ask<RunResult>('result', request, (seconds + 60) * 1000, `load on ${what}`);
+  const after = await server.child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
+  const processed = after.processed - before.processed;
+  const answered = result.statusCodes['204'] ?? 0;
+  const others = Object.entries(result.statusCodes).filter(([code]) => code !== '204');
+  if (others.length > 0 || result.errors > 0 || result.timeouts > 0 || answered === 0 || processed < answered || processed > answered + connections) {
+    throw new Error(
+      `${what}: the run was not clean: statuses ${JSON.stringify(result.statusCodes)}, ${result.errors} errors, ` +
+        `${result.timeouts} timeouts, ${processed} events processed for ${answered} answers 204`,
+    );
+  }
+  return { ...result, processed, cpuPerRequest: (after.cpuMicros - before.cpuMicros) / processed };
+}
+
+/** Starts a server child (http-server.ts with `args`) and waits for its port. */
+export async function startServer(args: readonly string[], env: Record<string, string>, what: string): Promise<ServerChild> {
+  const child = new Child('http-server.ts', args, env);
+  try {
+    const { port } = await child.ask<{ port: number }>('ready', undefined, START_TIMEOUT_MS, `starting ${what}`);
+    return { child, port };
+  } catch (error) {
+    await child.stop();
+    throw error;
+  }
+}
+
 interface Cell {
   rps: number[];
   p99: number[];
@@ -100,14 +167,17 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
   // The smoke run only proves that every cell works: no warm-up.
   const warmupSeconds = config.quick ? 0 : 1;
   const reps = config.quick ? 1 : 5;
+  // Koa and NestJS have no target (their rows are context): three repetitions instead of five keep
+  // the whole run within its ten minutes now that section 10 and the Fetch cell were added.
+  const repsOf = (framework: Framework) => (config.quick || TARGETED.includes(framework) ? reps : 3);
   const { secret } = newSecret();
   const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir };
   const frameworks = selectedFrameworks(process.env.BENCH_HTTP_FRAMEWORKS);
   const load = new Child('http-load.ts', [], env);
   const cells = new Map<string, Cell>();
-  // Pools are sized for the fastest run seen so far (at least 60 000 req/s): a request signed on
-  // the fly costs the load generator time, which would slow the cells it bottlenecks.
-  let fastestRps = 60_000;
+  // Each cell's pool is sized by its own fastest run (poolRps): a request signed on the fly costs
+  // the load generator time, which would slow the cells it bottlenecks.
+  const fastest = new Map<string, number>();
   const cellOf = (framework: Framework, variant: Variant): Cell => {
     const name = `${framework} ${variant}`;
     let cell = cells.get(name);
@@ -119,50 +189,23 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
     await load.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
     for (const framework of frameworks) {
       const variants = variantsOf(framework);
-      const servers = new Map<Variant, { child: Child; port: number }>();
+      const servers = new Map<Variant, ServerChild>();
       try {
-        await Promise.all(
-          variants.map(async (variant) => {
-            const child = new Child('http-server.ts', [framework, variant], env);
-            servers.set(variant, { child, port: 0 });
-            const { port } = await child.ask<{ port: number }>('ready', undefined, START_TIMEOUT_MS, `starting ${framework} ${variant}`);
-            servers.get(variant)!.port = port;
-          }),
-        );
-        type Stats = { processed: number; cpuMicros: number };
-        const measure = async (variant: Variant, duration: number): Promise<RunResult & { cpuPerRequest: number }> => {
-          const { child, port } = servers.get(variant)!;
-          const cell = cellOf(framework, variant);
+        // Settled, not all: a server that fails to start must not leave the others running.
+        const started = await Promise.allSettled(variants.map(async (variant) => [variant, await startServer([framework, variant], env, `${framework} ${variant}`)] as const));
+        for (const outcome of started) if (outcome.status === 'fulfilled') servers.set(...outcome.value);
+        const failed = started.find((outcome) => outcome.status === 'rejected');
+        if (failed !== undefined) throw failed.reason;
+        const measure = async (variant: Variant, duration: number): Promise<CheckedRun> => {
           const what = `${framework} ${variant}`;
-          const before = await child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
-          const request: RunRequest = {
-            type: 'run',
-            url: `http://127.0.0.1:${port}${WEBHOOK_PATH}`,
-            seconds: duration,
-            connections: CONNECTIONS,
-            expectedRps: fastestRps,
-            tag: randomBytes(6).toString('hex'),
-          };
-          const result = await load.ask<RunResult>('result', request, (duration + 60) * 1000, `load on ${what}`);
-          const after = await child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
-          const processed = after.processed - before.processed;
-          // Every answer must be the handler's 204, and every 204 a processed event (a few more may
-          // have been processed while autocannon closed its connections at the end).
-          const answered = result.statusCodes['204'] ?? 0;
-          const others = Object.entries(result.statusCodes).filter(([code]) => code !== '204');
-          if (others.length > 0 || result.errors > 0 || result.timeouts > 0 || answered === 0 || processed < answered || processed > answered + CONNECTIONS) {
-            throw new Error(
-              `${what}: the run was not clean: statuses ${JSON.stringify(result.statusCodes)}, ${result.errors} errors, ` +
-                `${result.timeouts} timeouts, ${processed} events processed for ${answered} answers 204`,
-            );
-          }
-          fastestRps = Math.max(fastestRps, result.rps);
-          cell.signedOnTheFly += result.signedOnTheFly;
-          return { ...result, cpuPerRequest: (after.cpuMicros - before.cpuMicros) / processed };
+          const result = await checkedRun(load, servers.get(variant)!, what, duration, CONNECTIONS, poolRps(fastest.get(what) ?? 0));
+          fastest.set(what, Math.max(fastest.get(what) ?? 0, result.rps));
+          cellOf(framework, variant).signedOnTheFly += result.signedOnTheFly;
+          return result;
         };
 
         if (warmupSeconds > 0) for (const variant of variants) await measure(variant, warmupSeconds);
-        for (let rep = 0; rep < reps; rep++) {
+        for (let rep = 0; rep < repsOf(framework); rep++) {
           for (let k = 0; k < variants.length; k++) {
             const variant = variants[(rep + k) % variants.length]!;
             const result = await measure(variant, seconds);
@@ -230,10 +273,24 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
         pass: overStandard.median <= 1 / 1.4,
       });
     }
+    if (framework === 'hono') {
+      // Issue 17: the Fetch handler on Node against the Hono adapter on the same server, same runs.
+      const fetchOverAdapter = summarize(ratios(rps('fetch'), rps('adapter')));
+      targets.push({
+        what: 'Fetch handler on Node ÷ Hono adapter on Node, req/s, 1 KiB',
+        target: '≥ 0.9',
+        measured: ratioText(fetchOverAdapter),
+        context:
+          `req/s ${rateText(summarize(rps('fetch')).median)} vs ${rateText(summarize(rps('adapter')).median)}; server CPU ${cpu('fetch')} vs ${cpu('adapter')} µs per request, ` +
+          `ratio ${ratioText(summarize(ratios(cpuOf('fetch'), cpuOf('adapter'))))}`,
+        pass: fetchOverAdapter.median >= 0.9,
+      });
+    }
   }
 
   const body = [
     `autocannon in its own process, ${CONNECTIONS} connections, ${seconds} s per run, ${reps} repetition${reps === 1 ? '' : 's'} ` +
+      (repsOf('koa') === reps ? '' : `(Koa and NestJS, which have no target: ${repsOf('koa')}) `) +
       `${warmupSeconds > 0 ? `after a ${warmupSeconds} s warm-up per server` : 'without warm-up'}; each server in its own process. Every request: POST, 1 KiB JSON, its own ` +
       '`webhook-id`, a valid signature; every handler gets the parsed event and answers 204 (checked: every answer was a 204 ' +
       'and every 204 a processed event). Requests per second are medians over repetitions (min–max); p99 latency is the median of the runs\' p99.',
@@ -251,7 +308,9 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
       '`c.req.arrayBuffer()`, (c) `c.req.text()`, (d) `webhooks()`; node:http (a)/(b)/(c) the stream read by hand, (d) the ' +
       'Express middleware of this package used as a plain `(req, res, next)` function; Koa (b) the stream read by hand in a ' +
       'middleware, (d) `webhooks()` before the handler; NestJS on Express and on Fastify, both created with `rawBody: true`: ' +
-      '(b) a route that checks `req.rawBody` by hand, (d) the same route behind `WebhookInterceptor`.' +
+      '(b) a route that checks `req.rawBody` by hand, (d) the same route behind `WebhookInterceptor`. Row (e) is this package\'s ' +
+      'Fetch handler (`webhook-receiver/fetch`) served by `@hono/node-server` as `serve({ fetch })` serves it, without a Hono ' +
+      'app, measured in the same repetitions as the Hono rows; its handler reads `webhook.json()` and returns nothing (204).' +
       (onTheFly > 0 ? ` ${onTheFly} requests outran the pre-signed pool and were signed by the load generator on the fly.` : ''),
   ].join('\n');
   return { id: 'http', title: '4. HTTP', body, targets };

@@ -1,5 +1,5 @@
 /**
- * Section 10: what idempotency adds to a verification, in one process, with the memory store:
+ * Section 11: what idempotency adds to a verification, in one process, with the memory store:
  *
  * - verify alone: `createVerifier().verify` of a signed 1 KiB message (the baseline);
  * - claim + complete: `receiver.claim` of the same kind of message, then `claim.complete()`, the
@@ -82,7 +82,7 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
   ].join('\n');
   return {
     id: 'receiver',
-    title: '10. Receiver: claim and complete',
+    title: '11. Receiver: claim and complete',
     body: text,
     targets: [
       {

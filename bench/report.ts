@@ -68,7 +68,7 @@ export function loadWarning(title: string, load: LoadSample): string {
   );
 }
 
-export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'receiver'] as const;
+export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 // ---------------------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ function redisServerVersion(): string {
   }
 }
 
-const PACKAGES = ['standardwebhooks', 'svix', 'express', 'fastify', 'hono', '@hono/node-server', 'autocannon', 'ioredis'] as const;
+const PACKAGES = ['standardwebhooks', 'svix', 'express', 'fastify', 'hono', '@hono/node-server', 'autocannon', 'ioredis', 'redis', 'pg'] as const;
 
 export function environmentText(): string {
   const cpu = cpus();

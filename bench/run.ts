@@ -3,7 +3,8 @@
  *
  *   npm run bench                       the full run (under ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
- *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign, forged, stores, receiver
+ *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign, forged, stores,
+ *                                       http-stores, receiver
  *                                       (`--only <name>` is the same flag under its older name)
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  *   npm run bench -- --readme           only regenerate README.md's benchmark table from bench/RESULTS.md
@@ -27,6 +28,7 @@ import { buildPackage } from './build.ts';
 import { runForged } from './forged.ts';
 import { updateReadme } from './readme.ts';
 import { runHttp } from './http.ts';
+import { runHttpStores } from './http-stores.ts';
 import { runMemory } from './memory.ts';
 import { runReceiver } from './receiver.ts';
 import { runRedis } from './redis.ts';
@@ -58,6 +60,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   sign: runSign,
   forged: runForged,
   stores: runStores,
+  'http-stores': runHttpStores,
   receiver: runReceiver,
 };
 

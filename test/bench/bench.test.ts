@@ -53,6 +53,7 @@ function tableAfter(markdown: string, heading: string): string[][] {
 }
 
 const redisPresent = findRedisServer() !== undefined || isCI();
+const storesPresent = redisPresent && (findPostgresBin() !== undefined || Boolean(process.env.DATABASE_URL));
 
 describe('npm run bench -- --quick', () => {
   it(
@@ -84,10 +85,19 @@ describe('npm run bench -- --quick', () => {
         ...['fastify', 'hono', 'node:http'].flatMap((framework) => [
           `adapter server CPU per request ÷ hand-written inline check, ${framework}`,
           `adapter server CPU per request ÷ inline \`standardwebhooks\`, ${framework}`,
+          ...(framework === 'hono' ? ['Fetch handler on Node ÷ Hono adapter on Node, req/s, 1 KiB'] : []),
         ]),
         ...(redisPresent ? ['Redis round trips per claim (steady state; ioredis and node-redis)'] : []),
         'memory store heap after 50,000 ids, bound 10,000 (quick run)',
         'reusable signer ÷ bare `createHmac`, 1 KiB',
+        ...(storesPresent
+          ? [
+              'Redis-store adapter ÷ memory-store adapter, req/s, Fastify, 16 connections (ioredis, `enableAutoPipelining: true`)',
+              'Redis-store adapter ÷ memory-store adapter, req/s, Fastify, 16 connections (node-redis, default client)',
+              'Postgres-store adapter ÷ memory-store adapter, req/s, Fastify, 16 connections (`pg` Pool, max 16)',
+            ]
+          : []),
+        'receiver claim + complete ÷ verify alone, memory store, 1 KiB',
       ];
       expect(what).toEqual(expected);
       for (const row of targets) {
@@ -121,7 +131,9 @@ describe('npm run bench -- --quick', () => {
       const http = tableAfter(report, '## 4. HTTP');
       expect(http.map((row) => `${row[0]} ${row[1]!.slice(0, 3)}`)).toEqual(
         [
-          ...['express', 'fastify', 'hono', 'node:http'].flatMap((framework) => ['(a)', '(b)', '(c)', '(d)'].map((v) => `${framework} ${v}`)),
+          ...['express', 'fastify', 'hono', 'node:http'].flatMap((framework) =>
+            [...['(a)', '(b)', '(c)', '(d)'], ...(framework === 'hono' ? ['(e)'] : [])].map((v) => `${framework} ${v}`),
+          ),
           // Koa and NestJS (issue 15): the inline check and the adapter only.
           ...['koa', 'nestjs-express', 'nestjs-fastify'].flatMap((framework) => ['(b)', '(d)'].map((v) => `${framework} ${v}`)),
         ],
@@ -149,18 +161,36 @@ describe('npm run bench -- --quick', () => {
         'bare createHmac',
       ]);
       // Every section says how long it took and what the machine's load was meanwhile.
-      expect(report.match(/^_Section wall time: [\d.]+ s; load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(9);
+      expect(report.match(/^_Section wall time: [\d.]+ s; load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(11);
       const forged = tableAfter(report, '## 8. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
-      if (redisPresent && (findPostgresBin() !== undefined || process.env.DATABASE_URL)) {
+      if (storesPresent) {
         const stores = tableAfter(report, '## 9. Shared stores under concurrency');
         expect(stores.map((row) => `${row[0]} ${row[1]}`)).toEqual(
           ['Redis (ioredis)', 'Postgres (pg)', 'Postgres (postgres.js)'].flatMap((store) => ['1', '16', '128'].map((width) => `${store} ${width}`)),
         );
         for (const row of stores) expect(row[2]).toMatch(/^[\d,]+$/);
+        // Section 10: the Fastify adapter with each store, server and database CPU per request.
+        const behind = tableAfter(report, '## 10. Stores behind an adapter (HTTP)');
+        expect(behind.map((row) => row[0])).toEqual([
+          'memory store (default)',
+          'Redis store, ioredis, `enableAutoPipelining: true`',
+          'Redis store, node-redis, default client',
+          'Postgres store, `pg` Pool (max 16)',
+        ]);
+        for (const row of behind) {
+          expect(row[1]).toMatch(/^[\d,]+ \(/);
+          expect(row[3]).toMatch(/^\d+\.\d µs \(/);
+        }
+        for (const row of behind.slice(1)) expect(row[5]).toMatch(/^\d+\.\d µs \(/);
       } else {
         expect(report).toContain('SKIPPED:');
       }
+      expect(tableAfter(report, '## 11. Receiver: claim and complete').map((row) => row[0])).toEqual([
+        'verify alone',
+        'claim + complete',
+        'handle, a handler that does nothing',
+      ]);
     },
     TIME_LIMIT_MS + 10_000,
   );
@@ -170,7 +200,7 @@ describe('npm run bench -- --quick', () => {
       const result = await runBench([flag, 'nonsense']);
       expect(result.code).toBe(1);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toContain('--section takes one of verify, rotation, webcrypto, http, redis, memory, sign, forged, stores; got "nonsense"');
+      expect(result.stderr).toContain('--section takes one of verify, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver; got "nonsense"');
     }
   }, 60_000);
 

@@ -1,0 +1,236 @@
+/**
+ * Section 10: the shared stores behind an adapter, over HTTP (issue 17). The Fastify adapter of
+ * section 4 (1 KiB JSON, every request its own `webhook-id` and a valid signature, the handler
+ * answering 204 after reading the parsed event), 16 autocannon connections, with four stores:
+ *
+ * - the memory store (the adapter's default): the baseline;
+ * - the Redis store on ioredis, built with `enableAutoPipelining: true` (its recommended setting);
+ * - the Redis store on node-redis (`redis`), default client: it already writes a tick's commands together;
+ * - the Postgres store on a `pg` Pool of 16 connections.
+ *
+ * Servers, load generator and databases each run in their own process; redis-server and a
+ * throw-away PostgreSQL cluster are started here on 127.0.0.1 as section 9 starts them (Redis
+ * without persistence, Postgres with fsync off). The four cells run in each repetition in an order
+ * that rotates, so a ratio compares runs that were back to back. The database's own CPU time is
+ * outside the server process: it is read from Redis (`INFO cpu`) and from /proc for the
+ * postmaster and its backends, and shown beside the server's.
+ */
+
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { Redis } from 'ioredis';
+import { findPostgresBin, startPostgresServer } from '../test/support/postgres-server.ts';
+import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-server.ts';
+import { newSecret } from './fixtures.ts';
+import { POSTGRES_POOL_SIZE, STORE_CONNECTIONS, STORE_MODE, STORES, type StoreKind } from './http-cases.ts';
+import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
+import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { ratios, summarize } from './stats.ts';
+
+const TITLE = '10. Stores behind an adapter (HTTP)';
+
+const LABELS: Record<StoreKind, string> = {
+  memory: 'memory store (default)',
+  ioredis: 'Redis store, ioredis, `enableAutoPipelining: true`',
+  'node-redis': 'Redis store, node-redis, default client',
+  postgres: `Postgres store, \`pg\` Pool (max ${POSTGRES_POOL_SIZE})`,
+};
+
+interface Cell {
+  rps: number[];
+  p99: number[];
+  /** Server process CPU per processed request, µs. */
+  cpu: number[];
+  /** The database's CPU per processed request, µs (Redis or Postgres cells, when it can be read). */
+  dbCpu: number[];
+  signedOnTheFly: number;
+}
+
+/** Clock ticks per second of /proc's CPU times. */
+function clockTicks(): number {
+  try {
+    const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8', timeout: 5000 }).trim());
+    return Number.isFinite(ticks) && ticks > 0 ? ticks : 100;
+  } catch {
+    return 100;
+  }
+}
+
+/** The fields of /proc/<pid>/stat after the command name (index 0 is field 3, the state). */
+function statFields(pid: number | string): string[] | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return text.slice(text.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU time (µs) of the postmaster `root` and its backends: its own user + system time, its reaped
+ * children's (a backend that exited is counted there), and every live child's. Only Linux has
+ * /proc: elsewhere `undefined`.
+ */
+function processTreeMicros(root: number, ticks: number): number | undefined {
+  const own = statFields(root);
+  if (own === undefined) return undefined;
+  // utime, stime, cutime, cstime are fields 14–17.
+  let total = Number(own[11]) + Number(own[12]) + Number(own[13]) + Number(own[14]);
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const fields = statFields(name);
+    if (fields !== undefined && Number(fields[1]) === root) total += Number(fields[11]) + Number(fields[12]);
+  }
+  return (total * 1e6) / ticks;
+}
+
+/** redis-server's own CPU time (µs), from `INFO cpu`. */
+async function redisMicros(redis: Redis): Promise<number> {
+  const info = await redis.info('cpu');
+  const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
+  return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
+export async function runHttpStores(config: BenchConfig): Promise<SectionReport> {
+  const notices: string[] = [];
+  if (findRedisServer() === undefined) notices.push('redis-server is not on the PATH');
+  if (findPostgresBin() === undefined && !process.env.DATABASE_URL) notices.push('PostgreSQL is not installed and DATABASE_URL is unset');
+  if (notices.length > 0) {
+    const notice = `${notices.join('; ')}, so the section on stores behind an adapter cannot run`;
+    if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
+    return { id: 'http-stores', title: TITLE, body: `SKIPPED: ${notice}.`, targets: [] };
+  }
+  // As section 4: two-second runs after a one-second warm-up, five repetitions; the smoke run
+  // only proves that every cell works.
+  const seconds = config.quick ? 1 : 2;
+  const warmupSeconds = config.quick ? 0 : 1;
+  const reps = config.quick ? 1 : 5;
+  const ticks = clockTicks();
+
+  const redisServer = await startRedisServer();
+  const servers = new Map<StoreKind, ServerChild>();
+  let pgServer: Awaited<ReturnType<typeof startPostgresServer>> | undefined;
+  let redis: Redis | undefined;
+  let load: Child | undefined;
+  const cells = new Map<StoreKind, Cell>(STORES.map((kind) => [kind, { rps: [], p99: [], cpu: [], dbCpu: [], signedOnTheFly: 0 }]));
+  try {
+    pgServer = process.env.DATABASE_URL ? undefined : await startPostgresServer();
+    const postgresUrl = process.env.DATABASE_URL ?? pgServer!.url;
+    redis = new Redis(redisServer.url, { lazyConnect: true });
+    await redis.connect();
+    const { secret } = newSecret();
+    const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgresUrl };
+    load = new Child('http-load.ts', [], env);
+    await load.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
+    // Settled, not all: a server that fails to start must not leave the others running.
+    const started = await Promise.allSettled(STORES.map(async (kind) => [kind, await startServer([STORE_MODE, kind], env, `Fastify with the ${kind} store`)] as const));
+    for (const outcome of started) if (outcome.status === 'fulfilled') servers.set(...outcome.value);
+    const failed = started.find((outcome) => outcome.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+
+    // The database's CPU time, when it can be read: redis-server's from INFO; the local
+    // Postgres cluster's from /proc (not a DATABASE_URL server, whose processes are elsewhere).
+    const client = redis;
+    const dbMicros = async (kind: StoreKind): Promise<number | undefined> => {
+      if (kind === 'memory') return undefined;
+      if (kind === 'postgres') return pgServer === undefined ? undefined : processTreeMicros(pgServer.pid, ticks);
+      return redisMicros(client);
+    };
+    const fastest = new Map<StoreKind, number>();
+    const measure = async (kind: StoreKind, duration: number) => {
+      const dbBefore = await dbMicros(kind);
+      const result = await checkedRun(load!, servers.get(kind)!, `Fastify with the ${kind} store`, duration, STORE_CONNECTIONS, poolRps(fastest.get(kind) ?? 0));
+      const dbAfter = await dbMicros(kind);
+      fastest.set(kind, Math.max(fastest.get(kind) ?? 0, result.rps));
+      const cell = cells.get(kind)!;
+      cell.signedOnTheFly += result.signedOnTheFly;
+      return { ...result, dbCpu: dbBefore === undefined || dbAfter === undefined ? undefined : (dbAfter - dbBefore) / result.processed };
+    };
+
+    if (warmupSeconds > 0) for (const kind of STORES) await measure(kind, warmupSeconds);
+    for (let rep = 0; rep < reps; rep++) {
+      for (let k = 0; k < STORES.length; k++) {
+        const kind = STORES[(rep + k) % STORES.length]!;
+        const result = await measure(kind, seconds);
+        const cell = cells.get(kind)!;
+        cell.rps.push(result.rps);
+        cell.p99.push(result.p99);
+        cell.cpu.push(result.cpuPerRequest);
+        if (result.dbCpu !== undefined) cell.dbCpu.push(result.dbCpu);
+      }
+    }
+  } finally {
+    await Promise.all([...servers.values()].map((s) => s.child.stop()));
+    await load?.stop();
+    redis?.disconnect();
+    await redisServer.close();
+    await pgServer?.close();
+  }
+
+  const cellOf = (kind: StoreKind) => cells.get(kind)!;
+  const rpsOf = (kind: StoreKind) => cellOf(kind).rps;
+  const cpuOf = (kind: StoreKind) => cellOf(kind).cpu;
+  const cpuText = (values: readonly number[]) => {
+    if (values.length === 0) return '–';
+    const s = summarize(values);
+    return `${fixed(s.median, 1)} µs (${fixed(s.min, 1)}–${fixed(s.max, 1)})`;
+  };
+  const rows = STORES.map((kind) => {
+    const cell = cellOf(kind);
+    const r = summarize(cell.rps);
+    const p99 = summarize(cell.p99).median;
+    return [
+      LABELS[kind],
+      `${rateText(r.median)} (${rateText(r.min)}–${rateText(r.max)})`,
+      kind === 'memory' ? '1' : ratioText(summarize(ratios(cell.rps, rpsOf('memory')))),
+      cpuText(cell.cpu),
+      kind === 'memory' ? '1' : ratioText(summarize(ratios(cell.cpu, cpuOf('memory')))),
+      kind === 'memory' ? 'none' : cpuText(cell.dbCpu),
+      p99 < 1 ? '< 1 ms' : `${fixed(p99, 0)} ms`,
+    ];
+  });
+
+  const target = (kind: StoreKind, what: string, minimum: number): TargetResult => {
+    const overMemory = summarize(ratios(rpsOf(kind), rpsOf('memory')));
+    const median = (values: readonly number[]) => fixed(summarize(values).median, 1);
+    const db = cellOf(kind).dbCpu.length > 0 ? `; the ${kind === 'postgres' ? 'Postgres server' : 'redis-server'} ${median(cellOf(kind).dbCpu)} µs more` : '';
+    return {
+      what,
+      target: `≥ ${minimum}`,
+      measured: ratioText(overMemory),
+      context:
+        `req/s ${rateText(summarize(rpsOf(kind)).median)} vs ${rateText(summarize(rpsOf('memory')).median)}; server CPU ${median(cpuOf(kind))} vs ${median(cpuOf('memory'))} µs per request, ` +
+        `ratio ${ratioText(summarize(ratios(cpuOf(kind), cpuOf('memory'))))}${db}`,
+      pass: overMemory.median >= minimum,
+    };
+  };
+  const targets = [
+    target('ioredis', 'Redis-store adapter ÷ memory-store adapter, req/s, Fastify, 16 connections (ioredis, `enableAutoPipelining: true`)', 0.8),
+    target('node-redis', 'Redis-store adapter ÷ memory-store adapter, req/s, Fastify, 16 connections (node-redis, default client)', 0.8),
+    target('postgres', `Postgres-store adapter ÷ memory-store adapter, req/s, Fastify, 16 connections (\`pg\` Pool, max ${POSTGRES_POOL_SIZE})`, 0.5),
+  ];
+
+  const onTheFly = STORES.reduce((sum, kind) => sum + cellOf(kind).signedOnTheFly, 0);
+  const body = [
+    `The Fastify adapter of section 4 with each store: autocannon in its own process, ${STORE_CONNECTIONS} connections, ${seconds} s per run, ` +
+      `${reps} repetition${reps === 1 ? '' : 's'} ${warmupSeconds > 0 ? `after a ${warmupSeconds} s warm-up per server` : 'without warm-up'}, ` +
+      'the four servers in one rotating order per repetition. Every request: POST, 1 KiB JSON, its own `webhook-id` (fresh, so every ' +
+      'delivery claims and completes), a valid signature; every handler gets the parsed event and answers 204 (checked: every ' +
+      'answer was a 204 and every 204 a processed event). req/s are medians over repetitions (min–max); ratios are taken within ' +
+      'each repetition.',
+    '',
+    table(['store', 'req/s', 'req/s ÷ memory', 'server CPU per request', 'CPU ÷ memory', 'database CPU per request', 'p99'], rows),
+    '',
+    'Client settings are each library\'s recommended ones and are set by the app, never by the store: ioredis with ' +
+      '`enableAutoPipelining: true` (commands issued in the same tick leave in one write), node-redis as `createClient({ url })` ' +
+      `(it already pipelines a tick's commands), \`pg\` as \`new Pool({ max: ${POSTGRES_POOL_SIZE} })\` (idle connections kept, ` +
+      '`idleTimeoutMillis: 0`, as a server with steady traffic keeps them). redis-server (persistence off) and PostgreSQL ' +
+      '(a local cluster, fsync off) run on the same two cores, so they compete with the server and the load generator.',
+    '',
+    '"Server CPU per request" is the Node server process\'s CPU time only: the database\'s own work is outside it. ' +
+      '"Database CPU per request" is that work, for context: redis-server\'s from `INFO cpu`, PostgreSQL\'s from /proc ' +
+      '(the postmaster and its backends). Adding the two gives what a delivery costs the machine.' +
+      (onTheFly > 0 ? ` ${onTheFly} requests outran the pre-signed pool and were signed by the load generator on the fly.` : ''),
+  ].join('\n');
+  return { id: 'http-stores', title: TITLE, body, targets };
+}
