@@ -452,3 +452,74 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
     });
   });
 });
+
+describe('postgresStore with pg: prepared statements, and clean-up scans bounded by the index', () => {
+  const test = it.skipIf(!available);
+
+  /** One connection, so that pg_prepared_statements shows what this client prepared. */
+  async function withClient<T>(fn: (client: pg.Client, table: string) => Promise<T>): Promise<T> {
+    const client = new pg.Client({ connectionString: sharedPostgresUrl! });
+    await client.connect();
+    const table = uniqueTable('prepared');
+    try {
+      return await fn(client, table);
+    } finally {
+      await client.query(`DROP TABLE IF EXISTS "${table}"`);
+      await client.end();
+    }
+  }
+
+  const prepared = async (client: pg.Client) =>
+    (await client.query<{ name: string; statement: string }>(`SELECT name, statement FROM pg_prepared_statements ORDER BY name`)).rows;
+
+  test('sends its statements by name, prepared once per connection; prepare: false sends them unnamed', async () => {
+    await withClient(async (client, table) => {
+      const store = postgresStore({ client, table });
+      await store.setup();
+      for (let i = 0; i < 3; i++) {
+        const claimed = token(await store.claim(`default:s:msg_${i}`, 10_000));
+        expect(await store.complete(`default:s:msg_${i}`, claimed, 60_000)).toBe(true);
+      }
+      const names = (await prepared(client)).map((row) => row.name);
+      expect(names).toEqual([expect.stringMatching(/^webhook_receiver_claim_[0-9a-f]{8}$/), expect.stringMatching(/^webhook_receiver_complete_[0-9a-f]{8}$/)]);
+      // A second store on another table prepares statements of its own, never one name for two texts.
+      const other = postgresStore({ client, table: `${table}_b` });
+      await other.setup();
+      try {
+        token(await other.claim('default:s:msg_0', 10_000));
+        const rows = await prepared(client);
+        expect(rows).toHaveLength(3);
+        expect(new Set(rows.map((row) => row.name)).size).toBe(3);
+      } finally {
+        await client.query(`DROP TABLE IF EXISTS "${table}_b"`);
+      }
+    });
+    await withClient(async (client, table) => {
+      const store = postgresStore({ client, table, prepare: false });
+      await store.setup();
+      token(await store.claim('default:s:msg_1', 10_000));
+      expect(await prepared(client)).toEqual([]);
+    });
+    expect(() => postgresStore({ client: new pg.Pool(), prepare: 'yes' as never })).toThrow(new TypeError('postgresStore prepare must be a boolean'));
+  });
+
+  test('the claim\'s sweep and cleanup() find expired rows through the expires_at index, not a pass over every row', async () => {
+    await withClient(async (client, table) => {
+      const store = postgresStore({ client, table });
+      await store.setup();
+      token(await store.claim('default:s:first', 10_000));
+      await store.cleanup();
+      // 20 000 live rows: a sweep bounded only by a filter would read every one of them.
+      await client.query(`INSERT INTO "${table}" SELECT 'default:s:' || i, 't', true, now() + interval '1 day' FROM generate_series(1, 20000) i`);
+      await client.query(`ANALYZE "${table}"`);
+      const statements = await prepared(client);
+      const claim = statements.find((row) => row.name.startsWith('webhook_receiver_claim_'))!;
+      const cleanup = statements.find((row) => row.name.startsWith('webhook_receiver_cleanup_'))!;
+      const planOf = async (sql: string) => (await client.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) ${sql}`)).rows.map((row: Record<string, string>) => row['QUERY PLAN']).join('\n');
+      for (const plan of [await planOf(`EXECUTE ${claim.name}('default:s:new', 'tok', 10000, 64)`), await planOf(`EXECUTE ${cleanup.name}(64)`)]) {
+        expect(plan).toMatch(new RegExp(`Index Scan using ${table}_expires_at on ${table}[^\\n]*\\n[^\\n]*Index Cond: \\(expires_at < `));
+        expect(plan).not.toMatch(/Rows Removed by Filter: [1-9]\d{3,}/);
+      }
+    });
+  });
+});
