@@ -9,7 +9,8 @@
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { clientLeftResponse, respond, signalAborted } from './web.ts';
+import { contentCoding, readCodedBody } from '../src/body.ts';
+import { clientLeftResponse, nodeBindingsOf, respond, signalAborted, type NodeBindings } from './web.ts';
 
 export type { AdapterOptions, RejectionContext, WaitUntil } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
@@ -120,14 +121,17 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
   const delivery = new Delivery(options);
 
   return async function webhookHandler(request, ...platform) {
+    // On @hono/node-server, Node's own request and response come along: their headers and their
+    // state cost nothing, where the Request's headers and signal are built on first use.
+    const node = nodeBindingsOf(platform[0]);
     let claim;
     try {
-      claim = await delivery.receiver.claim(request);
+      claim = await (node === undefined ? delivery.receiver.claim(request) : delivery.receiver.claim({ headers: node.incoming.headers, body: await nodeBody(request, node, delivery.limit) }));
     } catch (error) {
       // The URL as sent: the path keeps its percent-encoding (issue 12, log injection).
-      return respond(delivery.refuse(error, request.method, request.url, request.headers));
+      return respond(delivery.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
     }
-    const early = delivery.admit(claim, signalAborted(request));
+    const early = delivery.admit(claim, node !== undefined ? node.outgoing.destroyed : signalAborted(request));
     if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
     try {
@@ -141,6 +145,13 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
 }
 
 /** The handler's answer as a `Response`; anything else is a programming error (and releases). */
+/** The raw body of a request served by @hono/node-server, as `verifyRequest` would read it, its headers taken from Node. */
+function nodeBody(request: Request, node: NodeBindings, limit: number): Promise<Uint8Array> {
+  const { headers } = node.incoming;
+  const length = headers['content-length'];
+  return readCodedBody(request, contentCoding(headers['content-encoding']), limit, typeof length === 'string' ? length : null);
+}
+
 async function answerOf(handler: WebhookHandler, webhook: VerifiedWebhook, request: Request, context: WebhookContext): Promise<Response> {
   const response = await handler(webhook, request, context);
   if (response === undefined) return new Response(null, { status: 204 });

@@ -15,7 +15,7 @@ import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../s
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { clientLeftResponse, respond, signalAborted } from './web.ts';
+import { clientLeftResponse, nodeBindingsOf, respond, signalAborted, type NodeBindings } from './web.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
@@ -67,25 +67,9 @@ const CONSUMED_MESSAGE =
   'middleware), so the raw bytes that were signed are gone. Mount webhooks() before any middleware that reads the ' +
   'body; in the route, c.req.json() and c.req.text() still work after it';
 
-/** What @hono/node-server passes as `c.env` (its `HttpBindings`): the Node request and response. */
-interface NodeBindings {
-  incoming: { headers: Record<string, string | string[] | undefined> };
-  outgoing: { destroyed: boolean };
-}
-
-/**
- * The Node request and response behind `c` when @hono/node-server serves it over HTTP/1, else
- * `undefined` (Bun, Deno, Workers, `app.request()`). Both are checked by shape, so a Worker
- * binding that happens to be named `incoming` is never taken for them.
- *
- * They are what the platform itself says, read at no cost. On @hono/node-server,
- * `c.req.raw.headers` builds a Fetch `Headers` from Node's header object on first use, and
- * `c.req.raw.signal` an AbortController (some 2 µs on Node 20), for every request.
- */
+/** The Node request and response behind `c` (see {@link nodeBindingsOf}). */
 function nodeBindings(c: Context): NodeBindings | undefined {
-  const env = c.env as { incoming?: { headers?: unknown }; outgoing?: { destroyed?: unknown } } | undefined;
-  const headers = env?.incoming?.headers;
-  return typeof headers === 'object' && headers !== null && typeof env?.outgoing?.destroyed === 'boolean' ? (env as NodeBindings) : undefined;
+  return nodeBindingsOf(c.env);
 }
 
 /**

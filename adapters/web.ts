@@ -11,6 +11,28 @@ export function respond(response: WebhookResponse): Response {
   return new Response(response.body, response);
 }
 
+/** What @hono/node-server passes a Fetch handler after the request (its `HttpBindings`): the Node request and response. */
+export interface NodeBindings {
+  incoming: { headers: Record<string, string | string[] | undefined> };
+  outgoing: { destroyed: boolean };
+}
+
+/**
+ * The Node request and response that @hono/node-server passes with a request served over HTTP/1
+ * (a Hono `c.env`, or a Fetch handler's second argument), else `undefined` (Bun, Deno, Workers,
+ * `app.request()`). Both are checked by shape, so a Worker binding that happens to be named
+ * `incoming` is never taken for them.
+ *
+ * They are what the platform itself says, read at no cost. On @hono/node-server,
+ * `request.headers` builds a Fetch `Headers` from Node's header object on first use, and
+ * `request.signal` an AbortController (some 2 µs on Node 20), for every request.
+ */
+export function nodeBindingsOf(env: unknown): NodeBindings | undefined {
+  const candidate = env as { incoming?: { headers?: unknown }; outgoing?: { destroyed?: unknown } } | null | undefined;
+  const headers = candidate?.incoming?.headers;
+  return typeof headers === 'object' && headers !== null && typeof candidate?.outgoing?.destroyed === 'boolean' ? (candidate as NodeBindings) : undefined;
+}
+
 /**
  * `true` when the client went away: @hono/node-server, Bun, Deno and Next.js abort
  * `request.signal` when the connection closes before the response was sent. Runtimes that do

@@ -190,11 +190,12 @@ function honoApp(variant: Variant, secret: string, key: Buffer): Server {
     });
   } else {
     // The Fetch handler alone, as `serve({ fetch })` runs it (serve is createAdaptorServer and
-    // listen): no Hono app, no routing; the handler's nothing is the 204.
+    // listen): no Hono app, no routing; the handler's nothing is the 204. Passed as it is, as an
+    // app would pass it, so it gets the Node bindings @hono/node-server hands a fetch function.
     const receive = webhookHandler({ secrets: secret }, (webhook) => {
       handled(webhook.json());
     });
-    return createAdaptorServer({ fetch: (request) => receive(request) }) as Server;
+    return createAdaptorServer({ fetch: receive }) as Server;
   }
   return createAdaptorServer({ fetch: app.fetch }) as Server;
 }

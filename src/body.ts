@@ -181,10 +181,16 @@ export function readRequestBody(request: Request, limit: number): Promise<Uint8A
  * A body without a declared length, or an encoded one, is read chunk by chunk and counted as it
  * arrives.
  */
-export async function readCodedBody(request: Request, coding: ContentCoding | undefined, limit: number): Promise<Uint8Array> {
+export async function readCodedBody(
+  request: Request,
+  coding: ContentCoding | undefined,
+  limit: number,
+  /** The `content-length` header when the caller already has it (Node's own header object); else read from `request`. */
+  contentLength?: string | null,
+): Promise<Uint8Array> {
   // `bodyUsed` first: reading `body` would make some runtimes' lazy requests build their stream.
   if (request.bodyUsed) throw bodyUnavailable();
-  const declared = declaredLength(request.headers.get('content-length'));
+  const declared = declaredLength(contentLength === undefined ? request.headers.get('content-length') : contentLength);
   if (declared !== undefined && declared > limit) throw payloadTooLarge(limit, declared);
   if (coding === undefined && declared !== undefined) return readWhole(request, limit);
   unread(request);

@@ -154,6 +154,24 @@ describe('Fetch: the handler', () => {
     expect(runs).toEqual([request.id]);
   });
 
+  it("on @hono/node-server, reads the headers and the client's state from Node's own request and response", async () => {
+    const secret = generateSecret();
+    const runs: string[] = [];
+    const handle = webhookHandler({ secrets: secret }, (webhook) => void runs.push(webhook.id));
+    const request = await signed(secret, { type: 'a' });
+    const body = typeof request.body === 'string' ? request.body : Buffer.from(request.body).toString();
+    const nodeHeaders = { ...Object.fromEntries(Object.entries(request.headers).map(([name, value]) => [name.toLowerCase(), value])), 'content-length': String(Buffer.byteLength(body)) };
+    // The Request carries no webhook headers at all: only Node's header object can verify it.
+    const bare = () => new Request('https://receiver.example/hook', { method: 'POST', body });
+    const gone = await handle(bare(), { incoming: { headers: nodeHeaders }, outgoing: { destroyed: true } });
+    expect([gone.status, runs]).toEqual([499, []]);
+    const served = await handle(bare(), { incoming: { headers: nodeHeaders }, outgoing: { destroyed: false } });
+    expect([served.status, runs]).toEqual([204, [request.id]]);
+    // Anything else in that place (a Worker's env, say) is not taken for them.
+    const unsigned = await handle(bare(), { incoming: { headers: 'x' }, outgoing: { destroyed: false } });
+    expect(unsigned.status).toBe(400);
+  });
+
   it('passes the request to the handler, with its body consumed', async () => {
     const secret = generateSecret();
     const seen: unknown[] = [];
