@@ -202,3 +202,16 @@ export function renderReport(sections: readonly SectionReport[], run: RunInfo): 
   }
   return `${parts.join('\n')}\n`;
 }
+
+/**
+ * The line after which bench/RESULTS.md holds figures measured apart from the full run (other
+ * Node lines, telemetry, a before-and-after of a change): a full run rewrites what comes before it
+ * and carries the rest over unchanged.
+ */
+export const KEPT_MARKER = '<!-- kept: measured apart from the full run; a full run carries everything below over -->';
+
+/** `report` followed by the kept part of `previous` (the file it replaces), when it has one. */
+export function withKeptPart(report: string, previous: string | undefined): string {
+  const at = previous?.indexOf(KEPT_MARKER) ?? -1;
+  return at === -1 ? report : `${report.trimEnd()}\n\n${previous!.slice(at)}`;
+}

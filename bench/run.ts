@@ -18,7 +18,7 @@
  *                                       on the PATH does the same.
  */
 
-import { writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -43,6 +43,7 @@ import {
   type LoadSample,
   type SectionId,
   type SectionReport,
+  withKeptPart,
 } from './report.ts';
 import { runRotation } from './rotation.ts';
 import { runStores } from './stores.ts';
@@ -149,7 +150,8 @@ async function main(): Promise<void> {
   const results = join(ROOT, 'bench', 'RESULTS.md');
   const out = values.out ?? (config.quick || only !== undefined ? undefined : results);
   if (out !== undefined) {
-    writeFileSync(out, markdown);
+    // The figures measured apart (other Node lines, telemetry) stay when the full run is redone.
+    writeFileSync(out, out === results ? withKeptPart(markdown, existsSync(results) ? readFileSync(results, 'utf8') : undefined) : markdown);
     process.stderr.write(`bench: written to ${out}\n`);
     if (out === results) {
       updateReadme();

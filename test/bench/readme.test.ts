@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { README_END, README_START, readmeTable, withReadmeTable } from '../../bench/readme.ts';
+import { KEPT_MARKER, withKeptPart } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -54,5 +55,24 @@ describe('withReadmeTable', () => {
     const readme = readFileSync(resolve(root, 'README.md'), 'utf8');
     const results = readFileSync(resolve(root, 'bench/RESULTS.md'), 'utf8');
     expect(withReadmeTable(readme, results)).toBe(readme);
+  });
+});
+
+describe('withKeptPart', () => {
+  it('carries over what the previous RESULTS.md keeps below its marker, and only that', () => {
+    const previous = `# Benchmark results\n\nold figures\n\n${KEPT_MARKER}\n\n## Verify on each Node line\n\nkept table\n`;
+    expect(withKeptPart('# Benchmark results\n\nnew figures\n', previous)).toBe(
+      `# Benchmark results\n\nnew figures\n\n${KEPT_MARKER}\n\n## Verify on each Node line\n\nkept table\n`,
+    );
+    expect(withKeptPart('new\n', '# old, no marker\n')).toBe('new\n');
+    expect(withKeptPart('new\n', undefined)).toBe('new\n');
+  });
+
+  it('the committed RESULTS.md keeps the figures measured apart from the full run', () => {
+    const results = readFileSync(resolve(root, 'bench/RESULTS.md'), 'utf8');
+    const kept = results.slice(results.indexOf(KEPT_MARKER));
+    expect(results.indexOf(KEPT_MARKER)).toBeGreaterThan(0);
+    expect(kept).toContain('## Verify on each Node line');
+    expect(kept).toContain('## Telemetry overhead');
   });
 });
