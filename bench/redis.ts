@@ -13,6 +13,7 @@ import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import type { RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
+import { openMonitor, type MonitorEvent } from '../test/support/monitor.ts';
 import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-server.ts';
 import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport } from './report.ts';
 import { inFlight, oneAtATime, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
@@ -53,9 +54,8 @@ async function nodeRedisClient(url: string): Promise<BenchClient> {
  * from the client's own connection, without the commands scripts ran.
  */
 async function roundTrips(url: string, client: BenchClient, work: () => Promise<void>): Promise<string[]> {
-  const events: { args: string[]; source: string }[] = [];
-  const monitor = await new Redis(url, { lazyConnect: true }).monitor();
-  monitor.on('monitor', (_time: string, args: string[], source: string) => events.push({ args, source }));
+  const events: MonitorEvent[] = [];
+  const monitor = await openMonitor(url, (event) => events.push(event));
   const seen = async (message: string): Promise<number> => {
     for (let i = 0; i < 300; i++) {
       const index = events.findIndex((e) => e.args[0]?.toLowerCase() === 'echo' && e.args[1] === message);
@@ -78,7 +78,7 @@ async function roundTrips(url: string, client: BenchClient, work: () => Promise<
       .filter((e) => e.source === source)
       .map((e) => e.args[0]!.toLowerCase());
   } finally {
-    monitor.disconnect();
+    monitor.close();
   }
 }
 

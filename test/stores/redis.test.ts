@@ -17,6 +17,7 @@ import {
   connectClient,
   connectIORedis,
   countRoundTrips,
+  parseMonitorLine,
   deleteKeysUnder,
   keysUnder,
   sharedRedisUrl,
@@ -260,5 +261,17 @@ describe.skipIf(!privateRedis).each(CLIENT_KINDS)('redisStore via %s: round trip
       const store = redisStore({ client: never, timeoutMs: 150 });
       await expect(store.claim('msg_1', 10_000)).rejects.toThrow('The client is closed');
     }
+  });
+});
+
+describe('the MONITOR reader the round-trip counts use', () => {
+  it('reads the source and every quoted argument, escapes included', () => {
+    expect(parseMonitorLine('+1795502099.777970 [0 127.0.0.1:45410] "evalsha" "abc" "1" "p:k\\"q\\\\r" "\\x00\\xffz" "a\\r\\nb"')).toEqual({
+      args: ['evalsha', 'abc', '1', 'p:k"q\\r', '\u0000\u00ffz', 'a\r\nb'],
+      source: '127.0.0.1:45410',
+    });
+    expect(parseMonitorLine('+1795502099.777971 [0 lua] "GET" "k"')).toEqual({ args: ['GET', 'k'], source: 'lua' });
+    expect(parseMonitorLine('+OK')).toBeUndefined();
+    expect(parseMonitorLine('+1.0 [0 x] "unterminated')).toBeUndefined();
   });
 });

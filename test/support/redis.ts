@@ -9,6 +9,7 @@ import { Redis, type RedisOptions } from 'ioredis';
 import { createClient, type RedisClientOptions } from 'redis';
 import { inject } from 'vitest';
 import type { RedisClientLike } from '../../src/stores/redis.ts';
+import { openMonitor, type MonitorEvent } from './monitor.ts';
 import { findRedisServer, isCI } from './redis-server.ts';
 
 export { startRedisServer, type RedisServer } from './redis-server.ts';
@@ -102,10 +103,11 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
  * through MONITOR. Commands a Lua script runs are reported by MONITOR with the source `lua` and are
  * not round trips, so they are left out; so is every other connection's traffic.
  */
+export { parseMonitorLine } from './monitor.ts';
+
 export async function countRoundTrips(url: string, client: TestClient, work: () => Promise<void>): Promise<{ count: number; commands: string[] }> {
-  const events: { args: string[]; source: string }[] = [];
-  const monitor = await new Redis(url, { lazyConnect: true }).monitor();
-  monitor.on('monitor', (_time: string, args: string[], source: string) => events.push({ args, source }));
+  const events: MonitorEvent[] = [];
+  const monitor = await openMonitor(url, (event) => events.push(event));
   const marker = (name: string) => `round-trip-marker-${name}-${randomBytes(4).toString('hex')}`;
   const seen = async (message: string) => {
     for (let i = 0; i < 200; i++) {
@@ -127,6 +129,6 @@ export async function countRoundTrips(url: string, client: TestClient, work: () 
     const commands = events.slice(from + 1, to).filter((e) => e.source === source).map((e) => e.args[0]!.toLowerCase());
     return { count: commands.length, commands };
   } finally {
-    monitor.disconnect();
+    monitor.close();
   }
 }
