@@ -9,8 +9,8 @@
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { contentCoding, readCodedBody } from '../src/body.ts';
-import { clientLeftResponse, nodeBindingsOf, respond, signalAborted, type NodeBindings } from './web.ts';
+import { contentCoding } from '../src/body.ts';
+import { clientLeftResponse, nodeBindingsOf, readBodyOf, respond, signalAborted } from './web.ts';
 
 export type { AdapterOptions, RejectionContext, WaitUntil } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
@@ -126,7 +126,7 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
     const node = nodeBindingsOf(platform[0]);
     let claim;
     try {
-      claim = await (node === undefined ? delivery.receiver.claim(request) : delivery.receiver.claim({ headers: node.incoming.headers, body: await nodeBody(request, node, delivery.limit) }));
+      claim = await (node === undefined ? delivery.receiver.claim(request) : delivery.receiver.claim({ headers: node.incoming.headers, body: await readBodyOf(request, node, contentCoding(node.incoming.headers['content-encoding']), delivery.limit) }));
     } catch (error) {
       // The URL as sent: the path keeps its percent-encoding (issue 12, log injection).
       return respond(delivery.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
@@ -145,13 +145,6 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
 }
 
 /** The handler's answer as a `Response`; anything else is a programming error (and releases). */
-/** The raw body of a request served by @hono/node-server, as `verifyRequest` would read it, its headers taken from Node. */
-function nodeBody(request: Request, node: NodeBindings, limit: number): Promise<Uint8Array> {
-  const { headers } = node.incoming;
-  const length = headers['content-length'];
-  return readCodedBody(request, contentCoding(headers['content-encoding']), limit, typeof length === 'string' ? length : null);
-}
-
 async function answerOf(handler: WebhookHandler, webhook: VerifiedWebhook, request: Request, context: WebhookContext): Promise<Response> {
   const response = await handler(webhook, request, context);
   if (response === undefined) return new Response(null, { status: 204 });

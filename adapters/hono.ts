@@ -9,13 +9,13 @@
  */
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
-import { contentCoding, declaredLength, decodeBody, readCodedBody, type ContentCoding } from '../src/body.ts';
+import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
 import { WebhookError, isWebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
-import { clientLeftResponse, nodeBindingsOf, respond, signalAborted, type NodeBindings } from './web.ts';
+import { clientLeftResponse, nodeBindingsOf, readBodyOf, respond, signalAborted, type NodeBindings } from './web.ts';
 
 export type { AdapterOptions, RejectionContext } from '../src/http.ts';
 export type { WebhookContext } from '../src/receiver.ts';
@@ -137,29 +137,16 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
   const { receiver, limit } = delivery;
 
   /**
-   * The raw bytes, decoded from `coding` (the request's `content-encoding`, parsed once): the
-   * bytes an earlier middleware already read with `c.req.arrayBuffer()`; a body whose
-   * `content-length` is within the limit, read whole with `c.req.arrayBuffer()`; else the raw
-   * request, read with the byte limit (and decoded as it arrives).
-   *
-   * The declared length is trusted as the server framed the body by it (Hono's own `bodyLimit`
-   * does the same); one over the limit is refused before any of it is read. Reading through
-   * `c.req.arrayBuffer()` matters on @hono/node-server: it reads the Node stream directly, where
-   * `request.body` builds a Fetch `Request` and a web stream first, which cost three times the
-   * rest of the request (benchmark issue, section 4). A chunked body still goes through the
-   * stream, stopping at the limit.
+   * The raw bytes, decoded from `coding` (the request's `content-encoding`, parsed once): those an
+   * earlier middleware already read with `c.req.arrayBuffer()`, else the request's body as the
+   * core reads it (`readBodyOf`: whole when its declared length is within the limit, else counted
+   * as it arrives; a declared length over the limit is refused unread).
    */
   function bodyOf(c: Context, node: NodeBindings | undefined, coding: ContentCoding | undefined): Promise<Uint8Array | ArrayBuffer> {
     const cached = (c.req.bodyCache as BodyCache).arrayBuffer;
-    let bytes: Promise<ArrayBuffer> | undefined = cached;
-    if (bytes === undefined) {
-      if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
-      const length = node !== undefined ? node.incoming.headers['content-length'] : c.req.header('content-length');
-      const declared = declaredLength(typeof length === 'string' ? length : undefined);
-      if (declared === undefined || declared > limit) return readCodedBody(c.req.raw, coding, limit);
-      bytes = c.req.arrayBuffer();
-    }
-    return coding === undefined ? bytes : bytes.then((body) => decodeBody(new Uint8Array(body), coding, limit));
+    if (cached !== undefined) return coding === undefined ? cached : cached.then((body) => decodeBody(new Uint8Array(body), coding, limit));
+    if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
+    return readBodyOf(c.req.raw, node, coding, limit);
   }
 
   // Typed with the app's own environment (`webhooks<{ Bindings: … }>()`), so a wrapper that

@@ -4,6 +4,7 @@
  * only, like the adapters that use it (they run on Workers, Deno and Bun).
  */
 
+import { readCodedBody, type ContentCoding } from '../src/body.ts';
 import type { WebhookResponse } from '../src/http.ts';
 
 /** The core's framework-neutral response as a Fetch `Response`. */
@@ -31,6 +32,17 @@ export function nodeBindingsOf(env: unknown): NodeBindings | undefined {
   const candidate = env as { incoming?: { headers?: unknown }; outgoing?: { destroyed?: unknown } } | null | undefined;
   const headers = candidate?.incoming?.headers;
   return typeof headers === 'object' && headers !== null && typeof candidate?.outgoing?.destroyed === 'boolean' ? (candidate as NodeBindings) : undefined;
+}
+
+/**
+ * `request`'s raw body, as `verifyRequest` reads it (`readCodedBody`: whole when its declared
+ * length is within `limit`, else counted as it arrives), the declared length taken from Node's own
+ * headers when @hono/node-server passed them, so the `Request`'s `Headers` are never built.
+ */
+export function readBodyOf(request: Request, node: NodeBindings | undefined, coding: ContentCoding | undefined, limit: number): Promise<Uint8Array> {
+  if (node === undefined) return readCodedBody(request, coding, limit);
+  const length = node.incoming.headers['content-length'];
+  return readCodedBody(request, coding, limit, typeof length === 'string' ? length : null);
 }
 
 /**
