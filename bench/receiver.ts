@@ -14,7 +14,7 @@
 
 import { jsonBody, KiB, newSecret, signedMessage, type SignedMessage } from './fixtures.ts';
 import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
-import { ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
+import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
 const VERIFY = 'verify alone';
 const CLAIM = 'claim + complete';
@@ -74,12 +74,7 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
       sink ^= result.webhook.id.length;
     }),
   ];
-  const timings = await timeInterleaved(candidates, {
-    reps: config.quick ? 3 : 7,
-    rounds: config.quick ? 3 : 21,
-    batchMs: 2,
-    warmupMs: config.quick ? 20 : 300,
-  });
+  const timings = await timeInterleaved(candidates, microTiming(config.quick));
   await receiver.close();
   const base = series(timings, VERIFY);
   const rows = candidates.map((c) => [c.name, timeSummary(summarize(series(timings, c.name))), c.name === VERIFY ? '1' : ratioText(summarize(ratios(series(timings, c.name), base)))]);

@@ -12,7 +12,7 @@
 import type { Verifier } from '../src/verify.ts';
 import { jsonBody, KiB, newSecret, signedMessage } from './fixtures.ts';
 import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
-import { ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
+import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
 /** Keeps results alive (a module variable is never optimised away), so no timed call is either. */
 let sink = 0;
@@ -59,12 +59,7 @@ export async function runRotation(config: BenchConfig): Promise<SectionReport> {
     firstCall('one: first call', one),
   ];
 
-  const timings = await timeInterleaved(candidates, {
-    reps: config.quick ? 3 : 7,
-    rounds: config.quick ? 3 : 21,
-    batchMs: 2,
-    warmupMs: config.quick ? 20 : 200,
-  });
+  const timings = await timeInterleaved(candidates, microTiming(config.quick));
 
   const steady = summarize(ratios(series(timings, 'three: steady'), series(timings, 'one: steady')));
   const first = summarize(ratios(series(timings, 'three: first call'), series(timings, 'one: first call')));

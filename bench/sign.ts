@@ -11,7 +11,7 @@
 import { createHmac } from 'node:crypto';
 import { jsonBody, KiB, newSecret, nowSeconds } from './fixtures.ts';
 import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
-import { ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
+import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
 const SIGNER = 'createSigner(secret), then sign()';
 const SIGN_WEBHOOK = 'signWebhook({ secret, … })';
@@ -54,12 +54,7 @@ export async function runSign(config: BenchConfig): Promise<SectionReport> {
       },
     },
   ];
-  const timings = await timeInterleaved(candidates, {
-    reps: config.quick ? 3 : 7,
-    rounds: config.quick ? 3 : 21,
-    batchMs: 2,
-    warmupMs: config.quick ? 20 : 200,
-  });
+  const timings = await timeInterleaved(candidates, microTiming(config.quick));
   const base = series(timings, BARE);
   const rows = candidates.map((c) => [c.name, timeSummary(summarize(series(timings, c.name))), c.name === BARE ? '1' : ratioText(summarize(ratios(series(timings, c.name), base)))]);
   const signerOverBare = summarize(ratios(series(timings, SIGNER), base));

@@ -22,7 +22,7 @@ import { Webhook as StandardWebhook } from 'standardwebhooks';
 import { Webhook as SvixWebhook } from 'svix';
 import { handWrittenVerify, jsonBody, KiB, MiB, newSecret, signedMessage, SIZES, sizeLabel } from './fixtures.ts';
 import { fixed, ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
-import { ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
+import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
 const OURS = 'ours';
 const OURS_JSON = 'ours + json()';
@@ -112,12 +112,7 @@ export async function runVerify(config: BenchConfig): Promise<SectionReport> {
       },
     ];
 
-    const timings = await timeInterleaved(candidates, {
-      reps: config.quick ? 3 : 7,
-      rounds: config.quick ? 3 : 21,
-      batchMs: 2,
-      warmupMs: config.quick ? 20 : 200,
-    });
+    const timings = await timeInterleaved(candidates, microTiming(config.quick));
     const floor = series(timings, FLOOR);
     const ours = series(timings, OURS);
     for (const candidate of candidates) {
@@ -231,12 +226,7 @@ async function runForged(config: BenchConfig, verifier: Verifier, key: Buffer): 
       },
     },
   ];
-  const timings = await timeInterleaved(candidates, {
-    reps: config.quick ? 3 : 7,
-    rounds: config.quick ? 3 : 21,
-    batchMs: 2,
-    warmupMs: config.quick ? 20 : 200,
-  });
+  const timings = await timeInterleaved(candidates, microTiming(config.quick));
   const hand = series(timings, HAND_FORGED);
   const floor = series(timings, FORGED_FLOOR);
   const rows = candidates.map((c) => {
