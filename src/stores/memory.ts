@@ -109,7 +109,13 @@ class Space {
   /** Records a claim's lock, keeping the lower bound true (locks may differ in length). */
   hold(key: string, entry: Entry): void {
     this.claims.set(key, entry);
-    if (entry.until < this.#claimsLiveUntil) this.#claimsLiveUntil = entry.until;
+    this.renew(entry, entry.until);
+  }
+
+  /** Moves a held lock's end, keeping the lower bound true: an extension may also shorten it. */
+  renew(entry: Entry, until: number): void {
+    entry.until = until;
+    if (until < this.#claimsLiveUntil) this.#claimsLiveUntil = until;
   }
 
   /** Records a completion, at the back of the order. */
@@ -229,8 +235,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const lock = space.claims.get(key);
       if (lock !== undefined) {
         if (lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
-        // Expired: taken over. Deleted and set again so it moves to the back of the order.
-        space.claims.delete(key);
+        // Expired: taken over below (hold() sets the key again).
       } else if (!space.makeRoom(time)) {
         throw new StoreError(
           'memory',
@@ -265,9 +270,10 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     extend(key, token, lockMs) {
       checkExtend(key, token, lockMs);
       const time = now();
-      const lock = held(spaceOf(key), key, token, time);
+      const space = spaceOf(key);
+      const lock = held(space, key, token, time);
       if (lock === undefined) return false;
-      lock.until = time + lockMs;
+      space.renew(lock, time + lockMs);
       return true;
     },
   };

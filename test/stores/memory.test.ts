@@ -120,6 +120,22 @@ describe('memoryStore', () => {
     expect(store.usage()).toEqual({ signed: { claims: 0, completed: 1, max: 10 }, unsigned: { claims: 0, completed: 5, max: 5 } });
   });
 
+  it('a lock shortened by extend still counts as expired when the store looks for room', async () => {
+    let now = 0;
+    const store = memoryStore({ max: 3, now: () => now });
+    for (const id of ['d:s:done1', 'd:s:done2']) expect(await store.complete(id, token(await store.claim(id, 10_000)), 1_000_000)).toBe(true);
+    const short = token(await store.claim('d:s:short', 60_000));
+    // Full: this claim scans the live claims (none ends before 60 s, which the store then knows
+    // without scanning again) and forgets done1, the oldest completion.
+    token(await store.claim('d:s:other', 60_000));
+    // Shortened to 1 s: at 2 s its lock has run out, so the next claim must take its room rather
+    // than forget done2, whose redelivery would then run again.
+    expect(await store.extend('d:s:short', short, 1_000)).toBe(true);
+    now = 2_000;
+    expect((await store.claim('d:s:new', 10_000)).status).toBe('acquired');
+    expect(await store.claim('d:s:done2', 10_000)).toEqual({ status: 'completed' });
+  });
+
   it('extend renews a held lock, and only for its own token', async () => {
     let now = 0;
     const store = memoryStore({ now: () => now });
