@@ -401,7 +401,10 @@ describe.skipIf(!enabled)('chaos: three instances, one Redis, at-least-once deli
       const done = runs.filter((r) => r.end === 'done');
       if (done.length <= 1) continue;
       const shown = `${space}: ${done.map((r) => `${r.framework}/${r.pid}@${r.from - started}ms`).join(', ')}`;
-      if (done.length === 2 && kills.has(done[0]!.pid)) crashedBetween.push(shown);
+      // A crash between the side effect and the completion: the first run's process was killed
+      // after that run ended, never before.
+      const killedAt = kills.get(done[0]!.pid);
+      if (done.length === 2 && killedAt !== undefined && killedAt >= done[0]!.to) crashedBetween.push(shown);
       else if (done.length === 2 && gaveUp.has(space)) completionGaveUp.push(shown);
       else unexplained.push(shown);
     }
