@@ -10,8 +10,8 @@
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
-import { WebhookError, isWebhookError } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
+import { WebhookError } from '../src/errors.ts';
+import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -177,13 +177,19 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
     // throw it lets through (no onError in a sub-app, for instance) releases in run() and goes on.
     // A route that refused the payload (INVALID_PAYLOAD from webhook.json(schema)) is answered in
     // the envelope once its claim was released; any other error stays app.onError's answer.
-    const statusOf = (): number => (c.error === undefined ? c.res.status : isWebhookError(c.error) && c.error.status < 500 ? c.error.status : 500);
+    // The core's rule for a route's error, applied once: a refusal of the payload is its
+    // envelope's status, anything else 500.
+    let refusal: WebhookResponse | undefined;
+    const statusOf = (): number => {
+      if (c.error === undefined) return c.res.status;
+      refusal = delivery.handlerRefusal(c.error);
+      return refusal?.status ?? 500;
+    };
     try {
       await delivery.run(claimed, next, statusOf, () => executionWaitUntil(c));
     } catch (error) {
       return respond(delivery.refusalOf(error));
     }
-    const refusal = c.error === undefined ? undefined : delivery.handlerRefusal(c.error);
     if (refusal !== undefined) c.res = respond(refusal);
     return undefined;
   } as unknown as MiddlewareHandler<AppEnv & WebhookEnv>;

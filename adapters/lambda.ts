@@ -11,6 +11,7 @@
 
 import { STATUS_CODES } from 'node:http';
 import { decodedBody } from '../src/body.ts';
+import { toBytes } from '../src/encoding.ts';
 import { headerValues, type HeadersInput } from '../src/headers.ts';
 import { claimResponse, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { ClaimOptions, WebhookContext } from '../src/receiver.ts';
@@ -251,7 +252,7 @@ function bodyOf(request: Request, limit: number): Promise<Uint8Array | string> {
   const encoding = headerValues(request.headers, 'content-encoding');
   if (encoding === undefined) return Promise.resolve(request.body);
   const { body } = request;
-  return decodedBody(typeof body === 'string' ? new TextEncoder().encode(body) : body, encoding, limit);
+  return decodedBody(toBytes(body), encoding, limit);
 }
 
 /** The shared `WebhookContext`, with the Lambda context beside it (its `signal` stays lazy). */

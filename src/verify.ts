@@ -387,6 +387,8 @@ class VerifierImpl implements Verifier {
   #preferred = 0;
   /** The mismatch message of the usual forgery (one v1 entry, nothing else), built once. */
   #oneEntryMismatch: string | undefined;
+  /** How many well-formed `v1a` entries are checked at most: max(MAX_V1A_ENTRIES, public keys). */
+  #v1aBound = 0;
 
   constructor(options: VerifierOptions, backend: CryptoBackend) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createVerifier needs an options object with secrets');
@@ -414,6 +416,7 @@ class VerifierImpl implements Verifier {
         this.#ed25519.push({ key: backend.importEd25519PublicKey(material.raw), index, keyId: material.keyId });
       }
     }
+    this.#v1aBound = Math.max(MAX_V1A_ENTRIES, this.#ed25519.length);
   }
 
   verify(input: WebhookInput): Promise<VerifiedWebhook> {
@@ -593,7 +596,7 @@ class VerifierImpl implements Verifier {
       // (the parser keeps them distinct), over signed content built once, and only the first
       // max(MAX_V1A_ENTRIES, keys) well-formed entries, so a forged header costs a bounded amount.
       const content = signedContent(prefix, body);
-      let budget = Math.max(MAX_V1A_ENTRIES, this.#ed25519.length);
+      let budget = this.#v1aBound;
       for (const candidate of signatures.v1a) {
         const signature = base64Decode(candidate);
         if (signature === undefined || signature.length !== 64) continue;
@@ -635,7 +638,7 @@ class VerifierImpl implements Verifier {
   #buildMismatchMessage(s: ParsedSignatures): string {
     const parts = [`${plural(s.v1.length, 'v1 entry', 'v1 entries')} tried against ${plural(this.#hmac.length, 'HMAC secret', 'HMAC secrets')}`];
     if (s.v1a.length > 0 || this.#ed25519.length > 0) {
-      const bound = Math.max(MAX_V1A_ENTRIES, this.#ed25519.length);
+      const bound = this.#v1aBound;
       const unchecked = this.#ed25519.length > 0 && s.v1a.length > bound ? ` (only the first ${bound} well-formed ones checked)` : '';
       parts.push(`${plural(s.v1a.length, 'v1a entry', 'v1a entries')}${unchecked} against ${plural(this.#ed25519.length, 'Ed25519 public key', 'Ed25519 public keys')}`);
     }
