@@ -732,6 +732,24 @@ describe.each(BACKENDS)('verifier on %s', (_name, backend: CryptoBackend) => {
       expect((await verifier({ secrets: hmac }).verify({ headers: { ...signed.headers, 'webhook-signature': both }, body: '{"type":"ed"}' })).scheme).toBe('v1');
     });
 
+    it('with three public keys the bound is three entries: the third distinct entry is still checked, the fourth is not', async () => {
+      const { secretKey, publicKey } = await generateKeyPair();
+      track(secretKey);
+      const signed = await sign(secretKey, '{"type":"ed"}');
+      const { backend: counted, calls } = countingBackend(backend);
+      const keys = [(await generateKeyPair()).publicKey, (await generateKeyPair()).publicKey, publicKey];
+      const v = createVerifierWith({ secrets: keys, now: at(T) }, counted);
+      const junk = (i: number) => `v1a,${Buffer.alloc(64, i + 1).toString('base64')}`;
+      const send = (header: string) => v.verify({ headers: { ...signed.headers, 'webhook-signature': header }, body: '{"type":"ed"}' });
+      // Two junk entries, then the real one, third: within max(2, 3) = 3, so it is checked.
+      expect((await send([junk(0), junk(1), signed.signature].join(' '))).keyIndex).toBe(2);
+      calls.ed25519Verify = 0;
+      // Three junk entries first: the real one is fourth, past the bound; 3 x 3 checks at most.
+      const error = await rejection(send([junk(0), junk(1), junk(2), signed.signature].join(' ')), 'SIGNATURE_MISMATCH');
+      expect(error.message).toContain('4 v1a entries (only the first 3 well-formed ones checked) against 3 Ed25519 public keys');
+      expect(calls.ed25519Verify).toBe(9);
+    });
+
     it('accepts an honest sender mid-rotation: old and new key entries, against one public key (two verifications at most)', async () => {
       const older = await generateKeyPair();
       const newer = await generateKeyPair();
