@@ -138,7 +138,7 @@ export function decodeSecrets(input: SecretInput, position: number, role: Role, 
   // Base64 has no comma, so a comma separates secrets (a space may follow it). Other whitespace,
   // a trailing newline above all, is still refused below, with its hint.
   if (key.includes(',')) {
-    const parts = key.split(/,[ ]*/);
+    const parts = key.split(SECRET_LIST_SEPARATOR);
     return parts.map((part, n) => {
       const partWhere = `${where} (secret ${n + 1} of ${parts.length} in the comma-separated list)`;
       if (part.length === 0) throw new TypeError(`${partWhere} is empty (a doubled, leading or trailing comma)`);
@@ -149,6 +149,20 @@ export function decodeSecrets(input: SecretInput, position: number, role: Role, 
     });
   }
   return [decodeOne(key, firstIndex, keyId, where, role)];
+}
+
+/** Base64 has no comma, so a comma separates secrets in one string (a space may follow it). */
+const SECRET_LIST_SEPARATOR = /,[ ]*/;
+
+/**
+ * The secrets one input names, one input each: a comma-separated string (or `{ key }` with one,
+ * its `keyId` kept on each part) is several; a pasted signature entry (`v1,…`) is left whole for
+ * {@link decodeSecrets} to refuse.
+ */
+export function eachSecret(input: SecretInput): SecretInput[] {
+  const key = typeof input === 'object' && input !== null && !(input instanceof Uint8Array) ? input.key : input;
+  if (typeof key !== 'string' || !key.includes(',') || /^v1a?,/.test(key)) return [input];
+  return key.split(SECRET_LIST_SEPARATOR).map((part) => (typeof input === 'string' ? part : { ...(input as object), key: part } as SecretInput));
 }
 
 /** Decodes one secret for verifying (`role: 'verify'`) or signing (`role: 'sign'`). */

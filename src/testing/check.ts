@@ -10,7 +10,7 @@
 
 import { randomBytes } from '../crypto.ts';
 import { base64Encode, concatChunks, utf8Decoder, utf8Encoder } from '../encoding.ts';
-import { decodeSecret, secretList, type SecretInput } from '../secrets.ts';
+import { decodeSecretList, eachSecret, secretList, type SecretInput } from '../secrets.ts';
 import { createSigner, generateKeyPair, generateMessageId, generateSecret, type Signer } from '../sign.ts';
 import { bodyText } from './recorded.ts';
 
@@ -853,8 +853,10 @@ const JUDGED_GROUPS: ReadonlySet<CheckGroup> = new Set(CHECK_CASES.filter((c) =>
  */
 export async function checkEndpoint(target: string | URL | FetchHandler, options: CheckEndpointOptions): Promise<CheckReport> {
   if (typeof options !== 'object' || options === null) throw new TypeError('checkEndpoint needs options: { secrets }');
-  const secrets = secretList(options.secrets, 'secrets');
-  const keys = secrets.map((secret, index) => decodeSecret(secret, index, 'sign', 'secrets'));
+  // Decoded as signing does (errors included), then one input per key: 'whsec_a,whsec_b' is two
+  // secrets, to sign with, count and redact each on its own.
+  const keys = decodeSecretList(options.secrets, 'sign');
+  const secrets = secretList(options.secrets, 'secrets').flatMap(eachSecret);
   const toleranceSeconds = positiveInteger(options.toleranceSeconds, 'toleranceSeconds', 300, 1, 31_536_000);
   const unsignedPolicy = options.unsigned ?? 'reject';
   if (unsignedPolicy !== 'reject' && unsignedPolicy !== 'accept') throw new TypeError(`unsigned must be 'reject' or 'accept'`);

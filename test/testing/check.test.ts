@@ -368,6 +368,17 @@ describe('checkEndpoint', () => {
     expect(report.rows.find((row) => row.id === 'rotation-new-key-first')!.verdict).toBe('pass');
   });
 
+  it('takes a comma-separated list as the secrets it names: two keys, the rotation cases run on each, and each is redacted', async () => {
+    const report = await checkEndpoint(fetchApp({ secrets: SECRETS, ...quiet }), { secrets: `${A},${B}` });
+    expect(report.keys).toBe(2);
+    expect(report.conforms).toBe(true);
+    expect(report.rows.find((row) => row.id === 'rotation-second-key')!.verdict).toBe('pass');
+    // An endpoint that echoes the second secret alone gets it blanked in the report.
+    const echo = await checkEndpoint(async () => new Response(`key ${B}`, { status: 500 }), { secrets: `${A}, ${B}`, only: ['valid'] });
+    expect(JSON.stringify(echo)).not.toContain(B);
+    expect(JSON.stringify(echo)).not.toContain(B.slice('whsec_'.length));
+  });
+
   it('signs each case just before sending it: a slow endpoint still gets fresh timestamps', async () => {
     // One clock for the check and the endpoint; the endpoint takes 61 s (of this clock) over its
     // first answer. Signed up front, stale-future (tolerance + 60 s ahead) would arrive 299 s
