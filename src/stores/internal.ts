@@ -117,6 +117,11 @@ export function isUnsignedKey(key: string): boolean {
   return colon !== -1 && key.charCodeAt(colon + 1) === 0x75 /* u */ && key.charCodeAt(colon + 2) === 0x3a; /* : */
 }
 
+/** The `StoreError` (`timeout`) of an operation that got no answer within `timeoutMs`. */
+export function timeoutError(store: string, operation: string, timeoutMs: number): StoreError {
+  return new StoreError(store, 'timeout', `${store} store: no answer to ${operation} within ${timeoutMs} ms`);
+}
+
 /**
  * `promise`, or a `StoreError('timeout')` when it has not settled within `timeoutMs`. Clients
  * queue commands while disconnected, which would otherwise hold a request forever.
@@ -124,7 +129,7 @@ export function isUnsignedKey(key: string): boolean {
 export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, store: string, operation: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     const timer = setTimeout(() => {
-      reject(new StoreError(store, 'timeout', `${store} store: no answer to ${operation} within ${timeoutMs} ms`));
+      reject(timeoutError(store, operation, timeoutMs));
     }, timeoutMs);
     promise.then(
       (value) => {

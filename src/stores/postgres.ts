@@ -15,7 +15,7 @@
  * shape. Neither is imported.
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, noteCompletedByStore, withTimeout } from './internal.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, noteCompletedByStore, timeoutError, withTimeout } from './internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
@@ -499,9 +499,6 @@ function rowsOf(reply: unknown, operation: string): Row[] {
   return rows as Row[];
 }
 
-function timeoutError(operation: string, timeoutMs: number): StoreError {
-  return new StoreError('postgres', 'timeout', `postgres store: no answer to ${operation} within ${timeoutMs} ms`);
-}
 
 function pgDriver(client: PgClientLike, timeoutMs: number, prepare: boolean): Driver {
   const pool = isPgPool(client) ? client : undefined;
@@ -589,14 +586,14 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
         const fail = (error: unknown) => settle(() => reject(error));
         const waitFor = (operation: string) => {
           clearTimeout(timer);
-          timer = setTimeout(() => fail(timeoutError(operation, timeoutMs)), timeoutMs);
+          timer = setTimeout(() => fail(timeoutError('postgres', operation, timeoutMs)), timeoutMs);
         };
         waitFor('transaction (BEGIN)');
         sql
           .begin('read write', async (tx) => {
             clearTimeout(timer);
             // Begun after the store gave up: roll back without running the app's callback.
-            if (over) throw timeoutError('transaction (BEGIN)', timeoutMs);
+            if (over) throw timeoutError('postgres', 'transaction (BEGIN)', timeoutMs);
             const run: TransactionRun = async (statement, values, operation) => {
               try {
                 return await withTimeout(runOn(tx)(statement, values), timeoutMs, 'postgres', operation);
@@ -606,7 +603,7 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
               }
             };
             const value = await fn(run, tx);
-            if (over) throw timeoutError('transaction', timeoutMs);
+            if (over) throw timeoutError('postgres', 'transaction', timeoutMs);
             waitFor('transaction (COMMIT)');
             // Boxed: postgres.js awaits every element of an array that the callback returns.
             return { value };

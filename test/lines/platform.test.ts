@@ -14,16 +14,14 @@
  */
 
 import { createRequire } from 'node:module';
-import type { Server } from 'node:http';
-import { createAdaptorServer } from '@hono/node-server';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhookHandler, type FetchHandlerOptions, type WebhookHandler } from '../../adapters/fetch.ts';
 import { defaultBackend } from '../../src/crypto.ts';
 import { generateSecret } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
-import { expectDuplicate, expectProcessed, gatedStore, signed, type Reply } from '../adapters/conformance.ts';
-import { listen, postAndLeave } from '../adapters/node-http.ts';
+import { expectDuplicate, expectProcessed, gatedStore, signed } from '../adapters/conformance.ts';
+import { postAndLeave, servedFetch } from '../adapters/node-http.ts';
 
 const line = `Node ${process.versions.node}`;
 
@@ -42,14 +40,9 @@ describe(`${line}: a client that leaves, as a Node server tells the Fetch handle
   });
 
   async function serve(options: FetchHandlerOptions, handler: WebhookHandler) {
-    const server = createAdaptorServer({ fetch: webhookHandler({ onRejected: () => {}, ...options }, handler) }) as Server;
-    const listening = await listen(server);
-    open.push(listening.close);
-    const send = async (request: { headers: Record<string, string>; body: string }): Promise<Reply> => {
-      const res = await fetch(`http://127.0.0.1:${listening.port}/hook`, { method: 'POST', headers: request.headers, body: request.body });
-      return { status: res.status, headers: Object.fromEntries(res.headers), body: await res.text() };
-    };
-    return { server, port: listening.port, send };
+    const served = await servedFetch(webhookHandler({ onRejected: () => {}, ...options }, handler));
+    open.push(served.close);
+    return { server: served.server, port: served.port, send: served.endpoint.send };
   }
 
   const answer = (webhook: VerifiedWebhook) => Response.json({ ok: true, id: webhook.id, keyId: webhook.keyId ?? null, signed: webhook.signed });
