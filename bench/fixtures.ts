@@ -6,7 +6,7 @@
  * bug in the package cannot make its own benchmark inputs agree with it.
  */
 
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual, type webcrypto } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 
 export const KiB = 1024;
@@ -130,4 +130,44 @@ export function handWrittenVerify(headers: IncomingHttpHeaders, body: Uint8Array
     if (given.length === expected.length && timingSafeEqual(given, expected)) return true;
   }
   return false;
+}
+
+const headerPrefix = new TextEncoder();
+
+/**
+ * The WebCrypto form of {@link handWrittenVerify}, written as cheaply as WebCrypto allows: the same
+ * header checks, then `id.timestamp.` and the body joined into a buffer taken from `buffers` and
+ * put back once `sign` settles (WebCrypto signs one buffer, so some join is forced), one
+ * `subtle.sign`, and each `v1` entry compared with `timingSafeEqual`. Resolves `true` or `false`.
+ * The floor for any check on this path that reads the headers (issue 17).
+ */
+export function handWrittenWebCryptoVerify(
+  headers: IncomingHttpHeaders,
+  body: Uint8Array,
+  key: webcrypto.CryptoKey,
+  subtle: webcrypto.SubtleCrypto,
+  buffers: Uint8Array<ArrayBuffer>[],
+): Promise<boolean> {
+  const id = firstValue(headers['webhook-id']);
+  const timestamp = firstValue(headers['webhook-timestamp']);
+  const signatures = firstValue(headers['webhook-signature']);
+  if (!id || !timestamp || !signatures) return Promise.resolve(false);
+  const seconds = Number(timestamp);
+  if (!Number.isInteger(seconds) || Math.abs(Date.now() / 1000 - seconds) > TOLERANCE_SECONDS) return Promise.resolve(false);
+  const prefix = `${id}.${timestamp}.`;
+  const buffer = buffers.pop() ?? new Uint8Array(4096);
+  const { read, written } = headerPrefix.encodeInto(prefix, buffer);
+  if (read !== prefix.length || written + body.length > buffer.length) throw new Error('the hand-written WebCrypto check handles bodies under 4 KiB only');
+  buffer.set(body, written);
+  return subtle.sign('HMAC', key, buffer.subarray(0, written + body.length)).then((mac) => {
+    buffers.push(buffer);
+    const expected = new Uint8Array(mac);
+    for (const entry of signatures.split(' ')) {
+      const comma = entry.indexOf(',');
+      if (comma === -1 || entry.slice(0, comma) !== 'v1') continue;
+      const given = Buffer.from(entry.slice(comma + 1), 'base64');
+      if (given.length === expected.length && timingSafeEqual(given, expected)) return true;
+    }
+    return false;
+  });
 }

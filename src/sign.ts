@@ -3,7 +3,7 @@
  * receiver will accept, and the relay-side testing helpers use it to reason about signatures.
  */
 
-import { defaultBackend, generateEd25519, randomBytes, type CryptoBackend, type Ed25519SecretKey, type HmacKey } from './crypto.ts';
+import { defaultBackend, generateEd25519, hmacBase64, randomBytes, type CryptoBackend, type Ed25519SecretKey, type HmacKey } from './crypto.ts';
 import { base64Encode, toBytes } from './encoding.ts';
 import { decodeSecretList, type SecretInput } from './secrets.ts';
 
@@ -138,7 +138,7 @@ class SignerImpl implements Signer {
       let entry: string;
       if (kind === 'hmac') {
         // node:crypto answers at once: awaiting its string would only cost a promise turn.
-        const mac = this.#backend.hmacBase64(key, prefix, body);
+        const mac = hmacBase64(this.#backend, key, prefix, body);
         entry = `v1,${typeof mac === 'string' ? mac : await mac}`;
       } else {
         entry = `v1a,${await this.#backend.ed25519SignBase64(key, prefix, body)}`;

@@ -6,7 +6,7 @@
 import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
 import { validatedPayload, type StandardSchemaV1 } from './schema.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
-import { base64Decode, constantTimeEqual, toBytes, utf8Decoder } from './encoding.ts';
+import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes, utf8Decoder } from './encoding.ts';
 import { rejection, WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
 import { decodeSecretList, type SecretInput } from './secrets.ts';
@@ -287,13 +287,18 @@ function parseTimestamp(text: string): number {
 }
 
 /**
- * Whether a signature a key computed is among the received `v1` candidates, each compared in
- * constant time. (The computed one is named `expected` where it is compared, as the source check
- * in test/limits/constant-time.test.ts requires.)
+ * Whether a signature a key computed (base64 text from node:crypto, the raw MAC from WebCrypto) is
+ * among the received `v1` candidates, each compared in constant time. (The computed one is named
+ * `expected` where it is compared, as the source check in test/limits/constant-time.test.ts
+ * requires.)
  */
-function anyMatches(candidates: readonly string[], computed: string): boolean {
+function anyMatches(computed: string | Uint8Array, candidates: readonly string[]): boolean {
   const expected = computed;
-  for (const candidate of candidates) if (constantTimeEqual(candidate, expected)) return true;
+  if (typeof expected === 'string') {
+    for (const candidate of candidates) if (constantTimeEqual(candidate, expected)) return true;
+  } else {
+    for (const candidate of candidates) if (constantTimeEqualBase64(candidate, expected)) return true;
+  }
   return false;
 }
 
@@ -542,18 +547,25 @@ class VerifierImpl implements Verifier {
     const first = this.#preferred;
     let tried: boolean | Promise<boolean> | undefined;
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
+      // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
+      // at once, and WebCrypto's MAC is compared and answered in the one turn after its `sign`
+      // settles rather than through the search's promise turns (issue 17).
+      const decisive = this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0);
+      if (decisive && !this.#backend.synchronousHmac) {
+        return this.#backend.hmacWith(
+          this.#hmac[first]!.key,
+          prefix,
+          body,
+          (mac, candidates) => {
+            if (anyMatches(mac, candidates)) return this.#hmacWebhook(id, timestamp, body, first);
+            throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+          },
+          signatures.v1,
+        );
+      }
       const matched = this.#hmacMatches(first, prefix, body, signatures.v1);
       if (matched === true) return this.#hmacWebhook(id, timestamp, body, first);
-      // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
-      // at once, and WebCrypto's answer is mapped by one `then` on the key's own promise rather
-      // than through the search's promise turns (issue 17).
-      if (this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0)) {
-        if (matched === false) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
-        return matched.then((later) => {
-          if (later) return this.#hmacWebhook(id, timestamp, body, first);
-          throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
-        });
-      }
+      if (decisive && matched === false) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
       tried = matched;
     }
     return this.#search(id, timestamp, body, prefix, signatures, first, tried);
@@ -624,8 +636,7 @@ class VerifierImpl implements Verifier {
    * computes synchronously (node:crypto), as a promise when it does not (WebCrypto).
    */
   #hmacMatches(slot: number, prefix: string, body: Uint8Array, candidates: readonly string[]): boolean | Promise<boolean> {
-    const computed = this.#backend.hmacBase64(this.#hmac[slot]!.key, prefix, body);
-    return typeof computed === 'string' ? anyMatches(candidates, computed) : computed.then((later) => anyMatches(candidates, later));
+    return this.#backend.hmacWith(this.#hmac[slot]!.key, prefix, body, anyMatches, candidates);
   }
 
   #mismatchMessage(s: ParsedSignatures): string {

@@ -5,7 +5,7 @@
  * printed, since an expected signature for this body would be a valid forgery.
  */
 
-import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from '../crypto.ts';
+import { defaultBackend, hmacBase64, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from '../crypto.ts';
 import { base64Decode, base64Encode, constantTimeEqual, utf8Encoder } from '../encoding.ts';
 import { decodeSecrets, secretList, type SecretInput } from '../secrets.ts';
 import type { ParsedSignatures } from '../verify.ts';
@@ -153,7 +153,7 @@ class SignatureMatcher {
     const prefix = `${id}.${timestamp}.`;
     if (this.#v1.length > 0) {
       for (const candidate of hmac) {
-        const expected = await this.#backend.hmacBase64(candidate.key, prefix, body);
+        const expected = await hmacBase64(this.#backend, candidate.key, prefix, body);
         if (this.#v1.some((entry) => constantTimeEqual(entry, expected))) return candidate.label;
       }
     }

@@ -7,7 +7,7 @@
 import { createHmac } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultBackend, webCryptoBackend } from '../../src/crypto.ts';
+import { defaultBackend, hmacBase64, webCryptoBackend } from '../../src/crypto.ts';
 import { generateKeyPair, signWebhookWith } from '../../src/sign.ts';
 import { createVerifierWith, type VerifierOptions } from '../../src/verify.ts';
 import { expectNoSecretInMessages, settle, track, type Outcome } from './support.ts';
@@ -46,11 +46,41 @@ describe('backend selection', () => {
         fc.uint8Array({ maxLength: 300 }),
         async (raw, prefix, body) => {
           const expected = createHmac('sha256', raw).update(prefix, 'utf8').update(body).digest('base64');
-          expect(await backend.hmacBase64(backend.importHmacKey(raw), prefix, body)).toBe(expected);
+          expect(await hmacBase64(backend, backend.importHmacKey(raw), prefix, body)).toBe(expected);
         },
       ),
       { numRuns: 100 },
     );
+  });
+
+
+  it('hands the MAC to `use` with its argument: at once as base64 text from node:crypto, one turn later as the raw MAC from WebCrypto', async () => {
+    const raw = new Uint8Array(32).fill(7);
+    const body = new TextEncoder().encode('{"type":"ping"}');
+    const expected = createHmac('sha256', raw).update('msg_1.1700000000.').update(body).digest();
+    const seen: unknown[] = [];
+    const use = (mac: string | Uint8Array, arg: string) => {
+      seen.push([mac, arg]);
+      return `${arg}:${typeof mac}`;
+    };
+    const nodeKey = defaultBackend.importHmacKey(raw);
+    expect(defaultBackend.synchronousHmac).toBe(true);
+    expect(defaultBackend.hmacWith(nodeKey, 'msg_1.1700000000.', body, use, 'arg')).toBe('arg:string');
+    expect(seen).toEqual([[expected.toString('base64'), 'arg']]);
+
+    seen.length = 0;
+    const webKey = webCryptoBackend.importHmacKey(raw);
+    expect(webCryptoBackend.synchronousHmac).toBe(false);
+    const pending = webCryptoBackend.hmacWith(webKey, 'msg_1.1700000000.', body, use, 'arg');
+    expect(pending).toBeInstanceOf(Promise);
+    expect(seen).toEqual([]);
+    expect(await pending).toBe('arg:object');
+    expect(seen).toEqual([[new Uint8Array(expected), 'arg']]);
+    // What `use` throws rejects the promise, and the pooled buffer is not lost: the next call is right.
+    await expect(webCryptoBackend.hmacWith(webKey, 'msg_1.1700000000.', body, () => {
+      throw new Error('refused');
+    }, undefined)).rejects.toThrow('refused');
+    expect(await hmacBase64(webCryptoBackend, webKey, 'msg_1.1700000000.', body)).toBe(expected.toString('base64'));
   });
 });
 

@@ -154,9 +154,9 @@ export function countingBackend(inner: CryptoBackend): { backend: CryptoBackend;
       calls.importHmac++;
       return inner.importHmacKey(raw);
     },
-    hmacBase64(key, prefix, body) {
+    hmacWith(key, prefix, body, use, arg) {
       calls.hmac++;
-      return inner.hmacBase64(key, prefix, body);
+      return inner.hmacWith(key, prefix, body, use, arg);
     },
     ed25519Verify(key, content, signature) {
       calls.ed25519Verify++;

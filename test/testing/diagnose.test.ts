@@ -217,9 +217,9 @@ function countingBackend(): { backend: CryptoBackend; calls: { hmac: number; ver
   const calls = { hmac: 0, verify: 0 };
   const backend: CryptoBackend = {
     ...defaultBackend,
-    hmacBase64(key, prefix, body) {
+    hmacWith(key, prefix, body, use, arg) {
       calls.hmac += 1;
-      return defaultBackend.hmacBase64(key, prefix, body);
+      return defaultBackend.hmacWith(key, prefix, body, use, arg);
     },
     ed25519Verify(key, content, signature) {
       calls.verify += 1;
