@@ -55,7 +55,9 @@ export interface LoadSample {
 
 /**
  * A section is flagged when the 1-minute load average went above the core count while it ran:
- * other processes then competed for the CPU with the candidates and their baselines.
+ * more work was runnable than there were cores, competing with the candidates and their baselines.
+ * That work may be another process's or the bench's own (its HTTP and store sections run servers
+ * and load generators, and the average carries their load into the sections after them).
  */
 export function loadIsHigh(load: LoadSample): boolean {
   return load.max > load.cores;
@@ -63,8 +65,10 @@ export function loadIsHigh(load: LoadSample): boolean {
 
 export function loadWarning(title: string, load: LoadSample): string {
   return (
-    `**Warning**: the load average reached ${fixed(load.max, 1)} on ${load.cores} cores during "${title}": other processes ` +
-    'competed for the CPU, so its absolute figures are low and its ratios noisier than usual (CPU-time ratios hold best).'
+    `**Warning**: the load average (1 min) reached ${fixed(load.max, 1)} on ${load.cores} cores during "${title}": more work ` +
+    'was runnable than there are cores, from other processes or from the bench\'s own servers and load generators (the ' +
+    'one-minute average carries a load-generating section\'s load into the sections after it), so its absolute figures may ' +
+    'be low and its ratios noisier than usual (CPU-time ratios hold best).'
   );
 }
 

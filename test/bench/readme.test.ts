@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { README_END, README_START, readmeTable, withReadmeTable } from '../../bench/readme.ts';
-import { KEPT_MARKER, withKeptPart } from '../../bench/report.ts';
+import { KEPT_MARKER, loadIsHigh, loadWarning, withKeptPart } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -74,5 +74,18 @@ describe('withKeptPart', () => {
     expect(results.indexOf(KEPT_MARKER)).toBeGreaterThan(0);
     expect(kept).toContain('## Verify on each Node line');
     expect(kept).toContain('## Telemetry overhead');
+  });
+});
+
+describe('the load warning', () => {
+  it('flags a section only when the load average went above the core count', () => {
+    expect(loadIsHigh({ min: 0.2, max: 2, cores: 2 })).toBe(false);
+    expect(loadIsHigh({ min: 0.2, max: 2.1, cores: 2 })).toBe(true);
+  });
+
+  it('names the section and the load, and does not blame other processes alone (the bench makes load too)', () => {
+    const text = loadWarning('4. HTTP', { min: 1, max: 2.84, cores: 2 });
+    expect(text).toMatch(/^\*\*Warning\*\*: the load average \(1 min\) reached 2\.8 on 2 cores during "4\. HTTP": /);
+    expect(text).toContain("from other processes or from the bench's own servers and load generators");
   });
 });
