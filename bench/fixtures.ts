@@ -108,6 +108,17 @@ function firstValue(value: string | string[] | undefined): string | undefined {
   return Array.isArray(value) ? value[0] : value;
 }
 
+/** Whether any `v1` entry of the signature header is `expected`, each compared with `timingSafeEqual`. */
+function handWrittenMatch(signatures: string, expected: Uint8Array): boolean {
+  for (const entry of signatures.split(' ')) {
+    const comma = entry.indexOf(',');
+    if (comma === -1 || entry.slice(0, comma) !== 'v1') continue;
+    const given = Buffer.from(entry.slice(comma + 1), 'base64');
+    if (given.length === expected.length && timingSafeEqual(given, expected)) return true;
+  }
+  return false;
+}
+
 /**
  * The practical baseline: the check an app writes by hand with `createHmac` and
  * `timingSafeEqual` (the secret decoded once at start-up). It parses the three headers, checks the
@@ -122,14 +133,7 @@ export function handWrittenVerify(headers: IncomingHttpHeaders, body: Uint8Array
   if (!id || !timestamp || !signatures) return false;
   const seconds = Number(timestamp);
   if (!Number.isInteger(seconds) || Math.abs(Date.now() / 1000 - seconds) > TOLERANCE_SECONDS) return false;
-  const expected = createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest();
-  for (const entry of signatures.split(' ')) {
-    const comma = entry.indexOf(',');
-    if (comma === -1 || entry.slice(0, comma) !== 'v1') continue;
-    const given = Buffer.from(entry.slice(comma + 1), 'base64');
-    if (given.length === expected.length && timingSafeEqual(given, expected)) return true;
-  }
-  return false;
+  return handWrittenMatch(signatures, createHmac('sha256', key).update(`${id}.${timestamp}.`).update(body).digest());
 }
 
 const headerPrefix = new TextEncoder();
@@ -138,8 +142,8 @@ const headerPrefix = new TextEncoder();
  * The WebCrypto form of {@link handWrittenVerify}, written as cheaply as WebCrypto allows: the same
  * header checks, then `id.timestamp.` and the body joined into a buffer taken from `buffers` and
  * put back once `sign` settles (WebCrypto signs one buffer, so some join is forced), one
- * `subtle.sign`, and each `v1` entry compared with `timingSafeEqual`. Resolves `true` or `false`.
- * The floor for any check on this path that reads the headers (issue 17).
+ * `subtle.sign`, and the same comparison. Resolves `true` or `false`. The floor for any check on
+ * this path that reads the headers (issue 17).
  */
 export function handWrittenWebCryptoVerify(
   headers: IncomingHttpHeaders,
@@ -148,6 +152,8 @@ export function handWrittenWebCryptoVerify(
   subtle: webcrypto.SubtleCrypto,
   buffers: Uint8Array<ArrayBuffer>[],
 ): Promise<boolean> {
+  // The same header reading as handWrittenVerify, written out: behind a helper returning the three
+  // values, this floor cost 5-8% more with 64 in flight, which would flatter the ratio over it.
   const id = firstValue(headers['webhook-id']);
   const timestamp = firstValue(headers['webhook-timestamp']);
   const signatures = firstValue(headers['webhook-signature']);
@@ -161,13 +167,6 @@ export function handWrittenWebCryptoVerify(
   buffer.set(body, written);
   return subtle.sign('HMAC', key, buffer.subarray(0, written + body.length)).then((mac) => {
     buffers.push(buffer);
-    const expected = new Uint8Array(mac);
-    for (const entry of signatures.split(' ')) {
-      const comma = entry.indexOf(',');
-      if (comma === -1 || entry.slice(0, comma) !== 'v1') continue;
-      const given = Buffer.from(entry.slice(comma + 1), 'base64');
-      if (given.length === expected.length && timingSafeEqual(given, expected)) return true;
-    }
-    return false;
+    return handWrittenMatch(signatures, new Uint8Array(mac));
   });
 }

@@ -76,7 +76,7 @@ describe('backend selection', () => {
     expect(seen).toEqual([]);
     expect(await pending).toBe('arg:object');
     expect(seen).toEqual([[new Uint8Array(expected), 'arg']]);
-    // What `use` throws rejects the promise, and the pooled buffer is not lost: the next call is right.
+    // What `use` throws rejects the promise, and a call after it (on a buffer from the pool) is still right.
     await expect(webCryptoBackend.hmacWith(webKey, 'msg_1.1700000000.', body, () => {
       throw new Error('refused');
     }, undefined)).rejects.toThrow('refused');
