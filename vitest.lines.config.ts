@@ -2,10 +2,10 @@ import { defineConfig } from 'vitest/config';
 import base from './vitest.config.ts';
 
 /**
- * The smoke subset that `npm test` also runs on each of Node 22, 24 and 26 (test/lines/run.ts,
- * issue 18): the suites whose outcome depends on the Node that runs them. Type checks, package
- * lint, chaos, fuzzing, limits, examples, bench and the edge runtimes run once, on the machine's
- * own Node, in the full suite.
+ * The smoke subset that `npm test` runs on Node 22 and 24 (test/lines/run.ts, issue 18): the
+ * suites whose outcome depends on the Node that runs them. Type checks and package lint run once
+ * on the machine's own Node; chaos, fuzzing, limits, examples, bench and the edge runtimes run
+ * once, in the whole suite on Node 26.
  */
 export const LINE_SMOKE = [
   // The core on both crypto paths: node:crypto (found through process.getBuiltinModule) and WebCrypto.

@@ -1,12 +1,15 @@
 /**
- * `npm run test:lines` (the last step of `npm test`): the smoke subset (vitest.lines.config.ts) on
- * each Node line users run, 22, 24 and 26 (issue 18), one after the other, with vitest itself
- * running under that line's binary so that its workers, and every child process a test starts
- * with `process.execPath`, are that line too. The binaries come from npm on first use and are
- * then reused (test/support/node-lines.ts); the machine's own Node stays the one on the PATH.
+ * `npm run test:lines` (the last step of `npm test`): the whole suite (vitest.config.ts) on the
+ * newest LTS line, Node 26, and the smoke subset (vitest.lines.config.ts) on the other lines users
+ * run, 22 and 24, one after the other, with vitest itself running under that line's binary so that
+ * its workers, and every child process a test starts with `process.execPath`, are that line too.
+ * The machine's own Node may be an unsupported line (20 here) that only runs npm: no test runs on
+ * it. The binaries come from npm on first use and are then reused (test/support/node-lines.ts);
+ * the machine's own Node stays the one on the PATH.
  *
- *   npm run test:lines                     every line
- *   npm run test:lines -- --lines 24,26    some lines
+ *   npm run test:lines                     the whole suite on 26, the smoke subset on 22 and 24
+ *   npm run test:lines -- --lines 24,26    some lines (26 still runs the whole suite)
+ *   npm run test:lines -- --smoke          the smoke subset on every line, 26 included
  *   npm run test:lines -- --refresh        reinstall each line's newest release first
  *   npm run test:lines -- -- <vitest args> passed to each vitest run (e.g. a file filter)
  *
@@ -18,7 +21,7 @@ import { createRequire } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { isCI } from '../support/redis-server.ts';
-import { ensureNode, NODE_LINES, NodeLineError, runWith, type NodeBinary } from '../support/node-lines.ts';
+import { ensureNode, FULL_SUITE_LINE, NODE_LINES, NodeLineError, runWith, type NodeBinary } from '../support/node-lines.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 const vitest = join(dirname(createRequire(import.meta.url).resolve('vitest/package.json')), 'vitest.mjs');
@@ -34,7 +37,7 @@ function parseLines(text: string | undefined): number[] {
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
-    options: { lines: { type: 'string' }, refresh: { type: 'boolean', default: false } },
+    options: { lines: { type: 'string' }, refresh: { type: 'boolean', default: false }, smoke: { type: 'boolean', default: false } },
     allowPositionals: true,
     strict: true,
   });
@@ -54,7 +57,7 @@ async function main(): Promise<number> {
     }),
   );
   const missing = ready.filter((entry): entry is NodeLineError => entry instanceof NodeLineError);
-  for (const error of missing) console.warn(`\n  NOTICE: ${error.message}; that line's smoke run is SKIPPED.\n`);
+  for (const error of missing) console.warn(`\n  NOTICE: ${error.message}; that line's run is SKIPPED.\n`);
   if (missing.length > 0 && isCI()) {
     console.error('node-lines: CI is set, so a line that cannot be tested is a failure.');
     return 1;
@@ -65,17 +68,19 @@ async function main(): Promise<number> {
   }
   const setupSeconds = (performance.now() - started) / 1000;
 
-  const results: { version: string; code: number; seconds: number }[] = [];
+  const results: { version: string; what: string; code: number; seconds: number }[] = [];
   for (const binary of binaries) {
-    console.log(`\nnode-lines: the smoke subset on Node v${binary.version} (${relative(root, binary.path)})\n`);
+    const whole = binary.major === FULL_SUITE_LINE && !values.smoke;
+    const what = whole ? 'the whole suite' : 'the smoke subset';
+    console.log(`\nnode-lines: ${what} on Node v${binary.version} (${relative(root, binary.path)})\n`);
     const runStarted = performance.now();
-    const code = await runWith(binary.path, [vitest, 'run', '--config', 'vitest.lines.config.ts', ...positionals]);
-    results.push({ version: binary.version, code, seconds: (performance.now() - runStarted) / 1000 });
+    const code = await runWith(binary.path, [vitest, 'run', '--config', whole ? 'vitest.config.ts' : 'vitest.lines.config.ts', ...positionals]);
+    results.push({ version: binary.version, what, code, seconds: (performance.now() - runStarted) / 1000 });
   }
 
   console.log(`\nnode-lines: binaries ready in ${setupSeconds.toFixed(1)} s`);
-  for (const { version, code, seconds } of results) {
-    console.log(`node-lines: Node v${version}: ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds.toFixed(1)} s`);
+  for (const { version, what, code, seconds } of results) {
+    console.log(`node-lines: Node v${version}, ${what}: ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds.toFixed(1)} s`);
   }
   for (const error of missing) console.log(`node-lines: SKIPPED: ${error.message}`);
   return results.every((result) => result.code === 0) ? 0 : 1;

@@ -18,8 +18,11 @@ import { join, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '../..');
 
-/** The lines tested besides the machine's own Node: maintenance (22) and the LTS lines (24, 26). */
+/** The lines tested: maintenance (22) and the LTS lines (24, 26). */
 export const NODE_LINES = [22, 24, 26] as const;
+
+/** The newest LTS line: `npm test` runs the whole suite on it, the smoke subset on the others. */
+export const FULL_SUITE_LINE = 26;
 
 /** Where the binaries are kept: one folder per major version. */
 export const NODE_LINES_CACHE = join(root, '.tmp', 'node-lines');
