@@ -30,7 +30,7 @@ import { token } from '../support/stores.ts';
 let dynalite: Dynalite;
 let raw: DynamoDBClient;
 let table: string;
-let open: (options?: Omit<DynamoStoreOptions, 'client' | 'table'>, client?: DynamoDBClient) => DynamoStore;
+let open: (options?: Omit<DynamoStoreOptions, 'client' | 'table'>, client?: DynamoClientLike) => DynamoStore;
 
 beforeAll(async () => {
   dynalite = await startDynalite();
@@ -118,7 +118,7 @@ describe('dynamoStore options', () => {
 describe('dynamoStore requests', () => {
   it('sends one conditional write per claim, complete, release and extend; a duplicate adds one consistent read on dynalite', async () => {
     const client = counting();
-    const store = open({}, client as DynamoDBClient);
+    const store = open({}, client);
     const k = key();
     const owner = token(await store.claim(k, 60_000));
     expect(client.sent).toEqual(['PutItemCommand']);
@@ -241,7 +241,7 @@ describe('dynamoStore requests', () => {
 
   it('pings with one read', async () => {
     const client = counting();
-    await open({}, client as DynamoDBClient).ping();
+    await open({}, client).ping();
     expect(client.sent).toEqual(['GetItemCommand']);
   });
 });

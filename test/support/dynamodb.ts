@@ -4,10 +4,11 @@
  * `ReturnValuesOnConditionCheckFailure`, `TransactWriteItems` or `UpdateTimeToLive`.
  */
 
-import type { AddressInfo, Server } from 'node:net';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { DynamoDBClient, type DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
-import { dynamoStore, type DynamoStore, type DynamoStoreOptions } from '../../src/stores/dynamodb.ts';
+import { dynamoStore, type DynamoClientLike, type DynamoStore, type DynamoStoreOptions } from '../../src/stores/dynamodb.ts';
 
 // dynalite is CommonJS without types: a function that makes an http.Server.
 const dynalite = createRequire(import.meta.url)('dynalite') as (options: { createTableMs?: number; deleteTableMs?: number; updateTableMs?: number }) => Server;
@@ -18,7 +19,7 @@ export interface Dynalite {
   /** A client of the endpoint (region and dummy credentials, as the SDK needs even locally). */
   client(config?: DynamoDBClientConfig): DynamoDBClient;
   /** A table of its own (created through the store's `setup`), and a store factory on it. */
-  table(name?: string): Promise<{ table: string; open(options?: Omit<DynamoStoreOptions, 'client' | 'table'>, client?: DynamoDBClient): DynamoStore }>;
+  table(name?: string): Promise<{ table: string; open(options?: Omit<DynamoStoreOptions, 'client' | 'table'>, client?: DynamoClientLike): DynamoStore }>;
   close(): Promise<void>;
 }
 
@@ -46,11 +47,11 @@ export async function startDynalite(): Promise<Dynalite> {
     client,
     async table(name = `claims-${process.pid}-${++tables}`) {
       await dynamoStore({ client: shared, table: name }).setup();
-      return { table: name, open: (options = {}, own = shared) => dynamoStore({ ...options, client: own, table: name }) };
+      return { table: name, open: (options = {}, own: DynamoClientLike = shared) => dynamoStore({ ...options, client: own, table: name }) };
     },
     async close() {
       for (const made of clients) made.destroy();
-      server.closeAllConnections?.();
+      server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
