@@ -5,6 +5,7 @@ const entry = {
   redis: 'src/stores/redis.ts',
   cloudflare: 'src/stores/durable-object.ts',
   postgres: 'src/stores/postgres.ts',
+  dynamodb: 'src/stores/dynamodb.ts',
   testing: 'tools/testing.ts',
   vitest: 'tools/vitest.ts',
   cli: 'tools/cli.ts',
@@ -34,6 +35,7 @@ export default defineConfig({
   outputOptions: {
     codeSplitting: { groups: [{ name: 'runtime', test: /rolldown[\\/]runtime/ }] },
   },
-  // Frameworks, Redis clients and Node built-ins are the user's: never bundled.
-  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis', 'pg', 'postgres'] },
+  // Frameworks, database clients (Redis, Postgres, the DynamoDB SDK) and Node built-ins are the
+  // user's: never bundled.
+  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis', 'pg', 'postgres', /^@aws-sdk\//] },
 });

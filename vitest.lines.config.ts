@@ -10,8 +10,9 @@ import base from './vitest.config.ts';
 export const LINE_SMOKE = [
   // The core on both crypto paths: node:crypto (found through process.getBuiltinModule) and WebCrypto.
   'test/core/**/*.test.ts',
-  // The receiver and the stores: memory, and Redis through ioredis, node-redis and @upstash/redis
-  // (over fetch). The Durable Object store runs in workerd, not on the line: it runs once.
+  // The receiver and the stores: memory, Redis through ioredis, node-redis and @upstash/redis
+  // (over fetch), and DynamoDB through the AWS SDK on dynalite (the contract file runs it too).
+  // The Durable Object store runs in workerd, not on the line: it runs once.
   'test/receiver/idempotency.test.ts',
   'test/receiver/options.test.ts',
   'test/receiver/exactly-once.test.ts',
@@ -19,7 +20,9 @@ export const LINE_SMOKE = [
   'test/stores/memory.test.ts',
   'test/stores/redis.test.ts',
   'test/stores/upstash.test.ts',
-  // Every adapter over real HTTP on 127.0.0.1 (node:http, undici's Request/Response, a client that leaves).
+  'test/stores/dynamodb.test.ts',
+  // Every adapter over real HTTP on 127.0.0.1 (node:http, undici's Request/Response, a client that
+  // leaves), and the Lambda adapter with the DynamoDB store.
   'test/adapters/**/*.test.ts',
   // The command line, and the testing kit's receiver (node:http through process.getBuiltinModule).
   'test/cli/**/*.test.ts',

@@ -24,6 +24,7 @@ export interface BuiltPackage {
   index: typeof import('../src/index.ts');
   redis: typeof import('../src/stores/redis.ts');
   postgres: typeof import('../src/stores/postgres.ts');
+  dynamodb: typeof import('../src/stores/dynamodb.ts');
   /** Internal: `createVerifierWith`. */
   verify: typeof import('../src/verify.ts');
   /** Internal: `webCryptoBackend`, `defaultBackend`. */
@@ -59,6 +60,7 @@ export async function buildPackage(): Promise<BuiltPackage & { remove(): void }>
       index: await importBuilt(dir, 'index'),
       redis: await importBuilt(dir, 'redis'),
       postgres: await importBuilt(dir, 'postgres'),
+      dynamodb: await importBuilt(dir, 'dynamodb'),
       verify: await importBuilt(dir, 'verify'),
       crypto: await importBuilt(dir, 'crypto'),
       remove,

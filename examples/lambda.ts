@@ -1,12 +1,17 @@
 /**
  * AWS Lambda: signed webhooks through API Gateway (REST or HTTP API), a function URL or an ALB.
- * Deploy with `handler` as the function's handler, WEBHOOK_SECRET in its environment.
+ * Deploy with `handler` as the function's handler, WEBHOOK_SECRET in its environment, and
+ * CLAIMS_TABLE naming a DynamoDB table (partition key `pk`, a string; TTL on the `ttl` attribute).
  *
- * The memory store used when no store is given lives in one warm container: it deduplicates
- * retries that reach that container, and nothing across containers or after a cold start. In
- * production give a shared store (Redis shown below; a Postgres store works the same way).
+ * DynamoDB is the store to reach for on Lambda: every container shares the table, and nothing
+ * runs between invocations. Without CLAIMS_TABLE this falls back on the memory store, which lives
+ * in one warm container: it deduplicates retries that reach that container, and nothing across
+ * containers or after a cold start.
  */
 
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { IdempotencyStore } from 'webhook-receiver';
+import { dynamoStore } from 'webhook-receiver/dynamodb';
 import { webhookHandler, type LambdaHandler, type LambdaHttpResult } from 'webhook-receiver/lambda';
 import type { AdapterOptions, VerifiedWebhook } from 'webhook-receiver/lambda';
 
@@ -27,12 +32,7 @@ const logEvent: EventHandler = (event, webhook) => {
  * fails, API Gateway answers 5xx, and the sender retries). The claim is settled before the
  * handler returns, and its lock never outlasts the invocation's timeout.
  *
- * With Redis (a connection made once per container, outside the handler):
- *
- *   import { createClient } from 'redis';
- *   import { redisStore } from 'webhook-receiver/redis';
- *   const redis = await createClient({ url: process.env.REDIS_URL }).connect();
- *   createHandler({ secrets: process.env.WEBHOOK_SECRET!, idempotency: { store: redisStore({ client: redis }) } });
+ * Another shared store (Redis, Postgres) goes in the same place: `idempotency: { store }`.
  */
 export function createHandler(options: AdapterOptions, onEvent: EventHandler = logEvent): LambdaHandler {
   return webhookHandler(options, async (webhook, context): Promise<LambdaHttpResult> => {
@@ -48,5 +48,10 @@ export function createHandler(options: AdapterOptions, onEvent: EventHandler = l
 const secret = process.env.WEBHOOK_SECRET;
 if (!secret) throw new Error('Set WEBHOOK_SECRET to the signing secret of this destination (whsec_…)');
 
+// One client per container: the Lambda runtime gives it region and credentials. Two attempts fit
+// the store's 2 s bound on each request; a delivery the store cannot reach is answered 503.
+const table = process.env.CLAIMS_TABLE;
+const store: IdempotencyStore | undefined = table ? dynamoStore({ client: new DynamoDBClient({ maxAttempts: 2 }), table }) : undefined;
+
 // Built once per container, at module scope: warm invocations share the decoded keys and the store.
-export const handler: LambdaHandler = createHandler({ secrets: secret });
+export const handler: LambdaHandler = createHandler(store ? { secrets: secret, idempotency: { store } } : { secrets: secret });

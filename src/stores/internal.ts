@@ -49,6 +49,16 @@ export function toHex(bytes: Uint8Array, start = 0, end = bytes.length): string 
   return hex;
 }
 
+/**
+ * FNV-1a over the string's UTF-16 code units, 32 bits, unsigned: a short, stable hash (statement
+ * names in Postgres, budget slots in DynamoDB). Not a defence against chosen inputs.
+ */
+export function fnv1a(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
+  return hash >>> 0;
+}
+
 /** A fresh 128-bit ownership token, as 32 lower-case hex digits. */
 export function newToken(): string {
   if (tokenOffset === tokenBytes.length) {

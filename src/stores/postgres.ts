@@ -15,7 +15,7 @@
  * shape. Neither is imported.
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, noteCompletedByStore, timeoutError, withTimeout } from './internal.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, fnv1a, newToken, noteCompletedByStore, timeoutError, withTimeout } from './internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
@@ -391,11 +391,9 @@ interface Statements {
   cleanup: Statement;
 }
 
-/** FNV-1a, 32 bits, as 8 hex digits: a short, stable name for a statement's text. */
+/** A short, stable name for a statement's text: its FNV-1a hash as 8 hex digits. */
 function textHash(text: string): string {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
-  return (hash >>> 0).toString(16).padStart(8, '0');
+  return fnv1a(text).toString(16).padStart(8, '0');
 }
 
 function statements(t: string): Statements {

@@ -80,6 +80,7 @@ const { webhooks: koaWebhooks } = require('webhook-receiver/koa');
 const { WebhookReceiverModule } = require('webhook-receiver/nestjs');
 const { webhookHandler: lambdaHandler } = require('webhook-receiver/lambda');
 const { postgresStore } = require('webhook-receiver/postgres');
+const { dynamoStore } = require('webhook-receiver/dynamodb');
 const { durableObjectStore, WebhookClaims } = require('webhook-receiver/cloudflare');
 const { signedRequest } = require('webhook-receiver/testing');
 const { name } = require('webhook-receiver/package.json');
@@ -97,7 +98,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
     json: webhook.json(), scheme: webhook.scheme, rejected: error instanceof WebhookError && error.code,
     status: response.status, answer: await response.json(), vitestEntry, name,
     types: [typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks,
-      typeof koaWebhooks, typeof WebhookReceiverModule, typeof lambdaHandler, typeof postgresStore, typeof durableObjectStore, typeof WebhookClaims],
+      typeof koaWebhooks, typeof WebhookReceiverModule, typeof lambdaHandler, typeof postgresStore, typeof dynamoStore, typeof durableObjectStore, typeof WebhookClaims],
   }));
 })();
 `,
@@ -114,7 +115,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
       // vitest is ESM-only: the CommonJS entry refuses with a message that says so.
       vitestEntry: 'webhook-receiver/vitest cannot be loaded with require()',
       name: 'webhook-receiver',
-      types: ['function', 'function', 'function', 'function', 'function', 'function', 'function', 'function', 'function', 'function'],
+      types: ['function', 'function', 'function', 'function', 'function', 'function', 'function', 'function', 'function', 'function', 'function'],
     });
   });
 

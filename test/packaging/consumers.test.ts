@@ -51,6 +51,7 @@ describe('the installed package', { timeout: 300_000 }, () => {
 import { createVerifier, createReceiver, signWebhook, WebhookError, memoryStore } from 'webhook-receiver';
 import { redisStore } from 'webhook-receiver/redis';
 import { postgresStore, ClaimLostError } from 'webhook-receiver/postgres';
+import { dynamoStore } from 'webhook-receiver/dynamodb';
 import { webhookHandler } from 'webhook-receiver/fetch';
 import { webhooks as honoWebhooks } from 'webhook-receiver/hono';
 import { webhooks as expressWebhooks } from 'webhook-receiver/express';
@@ -68,11 +69,14 @@ catch (error) { code = error instanceof WebhookError ? error.code : 'not a Webho
 const handler = webhookHandler({ secrets: secret, onRejected: () => {} }, (w) => Response.json({ id: w.id }));
 const response = await handler(await signedRequest('http://127.0.0.1/hook', { secret, body }));
 const asserted = await assertSignedWebhook(await signedRequest('http://127.0.0.1/hook', { secret, body }), { secrets: secret });
+// The DynamoDB SDK is not installed here: the subpath loads, and a store says what it needs on first use.
+const dynamo = await dynamoStore({ client: { send: async () => ({}) }, table: 'claims' }).claim('default:s:msg_1', 1000).catch((error) => error.message);
 console.log(JSON.stringify({
   id: webhook.id === signed.id, scheme: webhook.scheme, code, status: response.status, asserted: asserted.signed,
   types: [typeof createReceiver, typeof memoryStore, typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks],
   name: pkg.name,
   postgres: [typeof postgresStore, typeof ClaimLostError],
+  dynamo,
 }));
 `,
     );
@@ -85,6 +89,7 @@ console.log(JSON.stringify({
       types: ['function', 'function', 'function', 'function', 'function', 'function'],
       name: 'webhook-receiver',
       postgres: ['function', 'function'],
+      dynamo: 'dynamoStore needs @aws-sdk/client-dynamodb (v3) installed beside the client it was given',
     });
   });
 
@@ -95,6 +100,7 @@ console.log(JSON.stringify({
 const { createVerifier, signWebhook, WebhookError, isWebhookError } = require('webhook-receiver');
 const { redisStore } = require('webhook-receiver/redis');
 const { postgresStore } = require('webhook-receiver/postgres');
+const { dynamoStore } = require('webhook-receiver/dynamodb');
 const { webhookHandler } = require('webhook-receiver/fetch');
 const { webhooks: honoWebhooks } = require('webhook-receiver/hono');
 const { webhooks: expressWebhooks } = require('webhook-receiver/express');
@@ -116,7 +122,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
   console.log(JSON.stringify({
     json: webhook.json(), instance: error instanceof WebhookError, guard: isWebhookError(error), code: error.code,
     status: response.status, types: [typeof signWebhook, typeof redisStore, typeof honoWebhooks, typeof expressWebhooks, typeof fastifyWebhooks],
-    matchers: Object.keys(webhookMatchers), vitestEntry, postgres: typeof postgresStore,
+    matchers: Object.keys(webhookMatchers), vitestEntry, postgres: typeof postgresStore, dynamo: typeof dynamoStore,
   }));
 })();
 `,
@@ -130,6 +136,7 @@ try { require('webhook-receiver/vitest'); vitestEntry = 'loaded'; } catch (error
       types: ['function', 'function', 'function', 'function', 'function'],
       matchers: ['toBeSignedWebhook', 'toBeUnsignedWebhook', 'toConformToStandardWebhooks'],
       postgres: 'function',
+      dynamo: 'function',
       // vitest is ESM-only: the CommonJS entry says so and points at the runner-neutral matchers.
       vitestEntry:
         "webhook-receiver/vitest cannot be loaded with require(): vitest is ESM-only. Import it from an ES module (vitest runs test and setup files as ES modules, " +

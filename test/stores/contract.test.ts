@@ -2,17 +2,20 @@
  * The store contract (issues 3 and 13), run by the conformance kit users run on their own stores
  * (`checkStore` from `webhook-receiver/testing`): the memory store, and the Redis store through
  * ioredis and through node-redis on a real redis-server, and the Postgres store through pg and
- * postgres.js on a real PostgreSQL. The Durable Object store runs the same
- * kit inside workerd (test/stores/durable-object.test.ts).
+ * postgres.js on a real PostgreSQL, and the DynamoDB store on dynalite. The Durable Object store
+ * runs the same kit inside workerd (test/stores/durable-object.test.ts).
  */
 
 import { Redis } from 'ioredis';
 import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { dynamoStore, type DynamoStore, type DynamoStoreOptions } from '../../src/stores/dynamodb.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import { checkStore, type StoreConformanceReport, type StoreRule } from '../../src/testing/check-store.ts';
+import { localConfig, startDynalite, type Dynalite } from '../support/dynamodb.ts';
 import { openBackend, type StoreBackend } from '../support/stores.ts';
 import { connectPostgres, POSTGRES_KINDS, sharedPostgresUrl } from '../support/postgres.ts';
 import { sharedRedisUrl, type ClientKind } from '../support/redis.ts';
@@ -122,5 +125,44 @@ describe.each(POSTGRES_KINDS)('store contract: postgresStore via %s', (kind) => 
     expect(backend!.open('contract').name).toBe('postgres');
     const report = await checkStore(() => backend!.open('contract'), { shared: true, unreachable, tokenPattern });
     expect(outcomes(report, 'passed')).toEqual(EVERY_RULE);
+  });
+});
+
+describe('store contract: dynamoStore on dynalite', () => {
+  let dynalite: Dynalite;
+  let open: (options?: Omit<DynamoStoreOptions, 'client' | 'table'>) => DynamoStore;
+  const unreachableClients: DynamoDBClient[] = [];
+
+  beforeAll(async () => {
+    dynalite = await startDynalite();
+    ({ open } = await dynalite.table());
+  });
+  afterAll(async () => {
+    for (const client of unreachableClients) client.destroy();
+    await dynalite?.close();
+  });
+
+  /** The store on a client whose endpoint is gone: nothing listens on the port. */
+  const unreachable = async () => {
+    const client = new DynamoDBClient({ ...localConfig(`http://127.0.0.1:${await freePort()}`), maxAttempts: 1 });
+    unreachableClients.push(client);
+    return dynamoStore({ client, table: 'claims', timeoutMs: 500 });
+  };
+
+  it('keeps every rule on the kit’s clock (no clock margin): instances share the table, an unreachable endpoint rejects', async () => {
+    // Each open() is a new store on the same table: two Lambda containers, one table.
+    expect(open()).not.toBe(open());
+    expect(open().name).toBe('dynamodb');
+    // The kit moves its clock just past a lock's end and expects a takeover there: a margin would
+    // (rightly) refuse it, so this run has none; test/stores/dynamodb.test.ts proves the margin.
+    const report = await checkStore(({ now }) => open({ now, clockMarginMs: 0 }), { clock: 'manual', shared: true, unreachable, tokenPattern });
+    expect(outcomes(report, 'passed')).toEqual(EVERY_RULE);
+  });
+
+  it('keeps every rule on the real clock, waiting on its own expiry (a margin within the kit’s waits)', async () => {
+    // The kit waits twice a lock (200 ms, plus 50 ms) before it expects a stale owner to hold
+    // nothing: the lock and the margin must fit in that. The default margin is the skew tests'.
+    const report = await checkStore(() => open({ clockMarginMs: 100 }), { shared: true, tokenPattern });
+    expect(outcomes(report, 'passed')).toEqual(without('unreachable'));
   });
 });
