@@ -21,6 +21,8 @@ import { CHECK_CASES, checkEndpoint, formatCheckReport, isJsonText, shellQuote, 
 import { keyLabel } from '../src/testing/diagnose.ts';
 import { bodyText, describeBody } from '../src/testing/recorded.ts';
 import { startWebhookServer, type Answer, type IncomingDelivery } from './test-receiver.ts';
+import { openRecording, type Recording } from '../src/cli/record.ts';
+import { replayCommand, replayHelp } from '../src/cli/replay.ts';
 
 /** Misuse: a clear message and exit code 2. */
 class UsageError extends Error {
@@ -29,7 +31,7 @@ class UsageError extends Error {
   }
 }
 
-const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen', 'check'] as const;
+const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen', 'check', 'replay'] as const;
 type Command = (typeof COMMANDS)[number];
 
 const SECRET_HELP = `  --secret S          a trusted secret ('whsec_…', base64, or 'whpk_…' to verify v1a); repeat it
@@ -45,6 +47,7 @@ Commands:
   verify              verify a captured request and explain what is wrong with it
   listen              run a local receiver that prints every delivery and its verification
   check               test a live endpoint against the standard: forged, stale, replayed deliveries
+  replay              send captured deliveries (listen --record, the relay's documents) to your endpoint, re-signed
 
 Run 'webhook-receiver <command> --help' for a command's options, 'webhook-receiver --version' for the version.
 Exit codes: 0 success, 1 verification failed (or a runtime error), 2 misuse.`,
@@ -87,7 +90,8 @@ ${SECRET_HELP}
   --tolerance S       accepted timestamp distance in seconds (default 300)
   --now S             check as if the clock read these Unix seconds (for an old capture)
   --help              show this help`,
-  listen: `Usage: webhook-receiver listen [--secret S]... [--port P] [--forward URL]
+  listen: `Usage: webhook-receiver listen [--secret S]... [--port P] [--forward URL] [--record FILE]
+                              [--max-body-bytes N]
 
 Runs a receiver on http://127.0.0.1:P that prints every delivery as it arrives, with its
 verification outcome (and the diagnosis when it fails). Verified deliveries are answered 204, or
@@ -97,6 +101,11 @@ Options:
 ${SECRET_HELP}
   --port P            the port (default: a free one; the URL is printed on start)
   --forward URL       send verified deliveries on to URL (your app) and answer with its status
+  --record FILE       append every delivery to FILE, one JSON line each (method, path, headers in
+                      order, contentType, bytes, bodyBase64, receivedAt, status, verification), for
+                      'webhook-receiver replay'. Created with mode 0600: it holds real payloads
+  --max-body-bytes N  the largest body read and recorded (default 1048576); a larger one is
+                      answered 413 and recorded without its body
   --help              show this help`,
   check: `Usage: webhook-receiver check URL [--secret S]... [--json] [--tolerance S] [--unsigned accept]
                              [--body-file FILE] [--print-curl] [--only CASES] [--skip CASES]
@@ -126,6 +135,7 @@ Cases: ${CHECK_CASES.map((c) => c.id).join(', ')}
 
 Exit codes: 0 every security case passed, 1 a security case failed or the endpoint could not be
 reached, 2 misuse.`,
+  replay: replayHelp(SECRET_HELP),
 };
 
 interface Io {
@@ -392,8 +402,11 @@ async function listenCommand(args: string[]): Promise<number> {
     secret: { type: 'string', multiple: true },
     port: { type: 'string' },
     forward: { type: 'string' },
+    record: { type: 'string' },
+    'max-body-bytes': { type: 'string' },
   });
   if (values.help) return help('listen');
+  const maxBodyBytes = wholeNumber(values['max-body-bytes'], '--max-body-bytes', 1, 1024 * 1024 * 1024);
   const secrets = secretsFrom(values.secret);
   let port = 0;
   if (values.port !== undefined) {
@@ -407,6 +420,12 @@ async function listenCommand(args: string[]): Promise<number> {
       throw new UsageError('--forward needs an http:// or https:// URL');
     }
   }
+  let recording: Recording | undefined;
+  try {
+    if (values.record !== undefined) recording = openRecording(values.record);
+  } catch (error) {
+    throw new UsageError(`cannot open the file given with --record: ${(error as NodeJS.ErrnoException).code ?? 'unwritable'}`);
+  }
   let count = 0;
   /** Each delivery's printed block, made when it is answered and printed after. */
   const pending = new Map<number, string[]>();
@@ -414,6 +433,7 @@ async function listenCommand(args: string[]): Promise<number> {
     startWebhookServer({
       secrets,
       port,
+      maxBodyBytes,
       async answer(delivery, { sequence, attempt }) {
         count++;
         const lines = [`#${sequence} ${new Date().toISOString()} ${delivery.method} ${delivery.path} (attempt ${attempt})`];
@@ -439,7 +459,12 @@ async function listenCommand(args: string[]): Promise<number> {
         pending.set(sequence, lines);
         return answer;
       },
-      onDelivery(delivery, { sequence }) {
+      onDelivery(delivery, { sequence, receivedAt }) {
+        try {
+          recording?.write(delivery, receivedAt);
+        } catch (error) {
+          io.err(`recording delivery #${sequence} failed: ${(error as NodeJS.ErrnoException).code ?? 'write error'}`);
+        }
         const lines = pending.get(sequence) ?? [];
         pending.delete(sequence);
         // Line by line: the block's own line breaks stay, any control character from the request
@@ -451,11 +476,13 @@ async function listenCommand(args: string[]): Promise<number> {
       },
     }),
   ).catch((error: unknown) => {
+    recording?.close();
     const code = (error as NodeJS.ErrnoException).code;
     if (code === 'EADDRINUSE') throw new Error(`port ${port} is in use: pick another with --port`);
     throw error;
   });
-  io.out(`listening on ${server.url} (${secrets.length} ${secrets.length === 1 ? 'key' : 'keys'}${target ? `; forwarding verified deliveries to ${target.href}` : ''}). Ctrl-C to stop.`);
+  io.out(`listening on ${server.url} (${secrets.length} ${secrets.length === 1 ? 'key' : 'keys'}${target ? `; forwarding verified deliveries to ${target.href}` : ''}${recording ? '; recording every delivery to the --record file' : ''}). Ctrl-C to stop.`);
+  if (recording?.widerMode !== undefined) io.err(`note: the --record file is readable by others (mode ${recording.widerMode.toString(8)}); it holds real payloads: chmod 600 it`);
   await new Promise<void>((resolve) => {
     const stop = () => {
       process.off('SIGINT', stop);
@@ -465,6 +492,7 @@ async function listenCommand(args: string[]): Promise<number> {
     process.on('SIGINT', stop);
     process.on('SIGTERM', stop);
   });
+  recording?.close();
   io.out(`stopped after ${count} ${count === 1 ? 'delivery' : 'deliveries'}`);
   return 0;
 }
@@ -558,6 +586,15 @@ const RUN: Record<Command, (args: string[]) => Promise<number>> = {
   verify: verifyCommand,
   listen: listenCommand,
   check: checkCommand,
+  replay: (args) =>
+    replayCommand(args, {
+      ...io,
+      parse: (rest, options) => parse('replay', rest, options),
+      secretsFrom,
+      usage: (message) => new UsageError(message),
+      isLoopback,
+      help: () => help('replay'),
+    }),
 };
 
 async function main(argv: string[]): Promise<number> {

@@ -111,6 +111,8 @@ export interface Arrival {
   sequence: number;
   /** 1 for the first request carrying its `webhook-id`, 2 for the next; 1 without an id. */
   attempt: number;
+  /** When the request arrived. */
+  receivedAt: Date;
 }
 
 /** Options of the shared server behind the test receiver and `webhook-receiver listen`. */
@@ -183,7 +185,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     const id = idOf(headers);
     const attempt = id === undefined ? 1 : (attempts.get(id) ?? 0) + 1;
     if (id !== undefined) attempts.set(id, attempt);
-    const arrival: Arrival = { sequence: ++arrived, attempt };
+    const arrival: Arrival = { sequence: ++arrived, attempt, receivedAt: new Date() };
 
     // The adapters' reader: the same limit, declared or streamed, and nothing past it is read.
     let body: Uint8Array = new Uint8Array(0);

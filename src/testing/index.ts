@@ -6,6 +6,20 @@
 export { signedRequest, type SignedRequestInit } from './request.ts';
 export { assertSignedWebhook, assertUnsignedWebhook, WebhookAssertionError, type SignedWebhookAssertionOptions } from './assert.ts';
 export type { RecordedRequest } from './recorded.ts';
+export {
+  parseCapturedDelivery,
+  parseRelayEvent,
+  signReplay,
+  replayRequest,
+  REPLAY_DROPPED_HEADERS,
+  type CapturedDelivery,
+  type CapturedVerification,
+  type RelayEventDocument,
+  type RelayPayloadDocument,
+  type ReplayOptions,
+  type ReplaySource,
+  type SignedReplay,
+} from './replay.ts';
 export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';
 export {
   checkEndpoint,
