@@ -7,7 +7,7 @@
 import { closeSync, fstatSync, openSync, writeSync } from 'node:fs';
 import { base64Encode } from '../encoding.ts';
 import type { CapturedDelivery } from '../testing/replay.ts';
-import type { Delivery } from '../../tools/test-receiver.ts';
+import type { Delivery } from '../testing/node/test-receiver.ts';
 
 /**
  * A recording file open for appending.

@@ -8,33 +8,14 @@
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { ParseArgsConfig, parseArgs } from 'node:util';
 import { escapeControlCharacters } from '../encoding.ts';
 import type { SecretInput } from '../secrets.ts';
 import { createSigner } from '../sign.ts';
 import { parseCapturedDelivery, parseRelayEvent, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
 import { quoted } from '../testing/recorded.ts';
+import { SECRET_HELP, UsageError, asUsage, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';
 
-type Options = NonNullable<ParseArgsConfig['options']>;
-type Parsed<T extends Options> = ReturnType<typeof parseArgs<{ args: string[]; options: T & { help: { type: 'boolean' } }; strict: true; allowPositionals: boolean }>>;
-
-/** What the command takes from the CLI it runs in: output, argument parsing, secrets, misuse. */
-export interface CommandKit {
-  out(line: string): void;
-  err(line: string): void;
-  /** `parseArgs`, strict, with `--help`, whose errors never repeat a value. */
-  parse<T extends Options>(args: string[], options: T): Parsed<T>;
-  /** `--secret` values, else `WEBHOOK_SECRET` split on commas; throws a usage error when there are none. */
-  secretsFrom(given: string[] | undefined): SecretInput[];
-  /** A misuse error: exit code 2 and the command's usage hint. */
-  usage(message: string): Error;
-  isLoopback(hostname: string): boolean;
-  help(): number;
-}
-
-/** The command's `--help`; `secretHelp` is the CLI's shared `--secret` paragraph. */
-export function replayHelp(secretHelp: string): string {
-  return `Usage: webhook-receiver replay --to URL (--from FILE [--id ID | --last N] | --event FILE --payload FILE)
+export const REPLAY_HELP = `Usage: webhook-receiver replay --to URL (--from FILE [--id ID | --last N] | --event FILE --payload FILE)
                               [--secret S]... [--unsigned] [--new-id] [--drop-header NAME]...
                               [--timeout S] [--yes]
 
@@ -53,7 +34,7 @@ Where the deliveries come from (one of):
 Options:
   --to URL            where to send them (http:// or https://). Anything but this machine needs
                       --yes: replaying runs the endpoint's real handler
-${secretHelp.replace('a trusted secret', 'the signing secret').replace(" or 'whpk_…' to verify v1a", " or 'whsk_…' for v1a")}
+${SECRET_HELP.replace('a trusted secret', 'the signing secret').replace(" or 'whpk_…' to verify v1a", " or 'whsk_…' for v1a")}
   --unsigned          send without a signature (as the relay forwards unattempted events);
                       never implied by a missing secret
   --new-id            a fresh webhook-id for each delivery. Default: the captured webhook-id (or
@@ -69,16 +50,15 @@ ${secretHelp.replace('a trusted secret', 'the signing secret').replace(" or 'whp
 
 Exit codes: 0 every answer was 2xx, 1 an answer was not 2xx or the endpoint could not be reached,
 2 misuse or a malformed recording or document (then nothing is sent).`;
-}
 
 const ANSWER_BODY_MAX_BYTES = 64 * 1024;
 
 /** Reads a file for the command, as a usage error naming the option when it cannot. */
-function readInput(kit: CommandKit, file: string, option: string): string {
+function readInput(file: string, option: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch (error) {
-    throw kit.usage(`cannot read the file given with ${option}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`);
+    throw new UsageError(`cannot read the file given with ${option}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`);
   }
 }
 
@@ -95,9 +75,9 @@ function lineHeader(record: Record<string, unknown>, name: string): string | und
  * Deliveries from a recording: every line must be a JSON object, and the lines chosen are checked
  * in full before anything is sent (a line whose body was not kept blocks only its own replay).
  */
-function fromRecording(kit: CommandKit, file: string, id: string | undefined, last: number | undefined): ReplaySource[] {
+function fromRecording(file: string, id: string | undefined, last: number | undefined): ReplaySource[] {
   const lines: { record: Record<string, unknown>; where: string }[] = [];
-  const text = readInput(kit, file, '--from').split('\n');
+  const text = readInput(file, '--from').split('\n');
   for (let index = 0; index < text.length; index++) {
     const line = text[index]!;
     if (line.trim() === '') continue;
@@ -106,38 +86,38 @@ function fromRecording(kit: CommandKit, file: string, id: string | undefined, la
     try {
       record = JSON.parse(line);
     } catch {
-      throw kit.usage(`${where} is not JSON; nothing was sent`);
+      throw new UsageError(`${where} is not JSON; nothing was sent`);
     }
-    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw kit.usage(`${where} is not a JSON object; nothing was sent`);
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw new UsageError(`${where} is not a JSON object; nothing was sent`);
     lines.push({ record: record as Record<string, unknown>, where });
   }
-  if (lines.length === 0) throw kit.usage('the --from file holds no recorded deliveries');
+  if (lines.length === 0) throw new UsageError('the --from file holds no recorded deliveries');
   let chosen = last === undefined ? lines : lines.slice(-last);
   if (id !== undefined) {
     const idOf = (record: Record<string, unknown>) => lineHeader(record, 'webhook-id') ?? lineHeader(record, 'svix-id');
     let match: (typeof lines)[number] | undefined;
     for (let at = lines.length - 1; at >= 0 && match === undefined; at--) if (idOf(lines[at]!.record) === id) match = lines[at];
     // The id is not repeated: a value in the wrong place may be a secret.
-    if (match === undefined) throw kit.usage('no recorded delivery in the --from file carries the webhook-id given with --id');
+    if (match === undefined) throw new UsageError('no recorded delivery in the --from file carries the webhook-id given with --id');
     chosen = [match];
   }
   return chosen.map(({ record, where }) => {
     try {
       return parseCapturedDelivery(record as unknown as CapturedDelivery, where);
     } catch (error) {
-      if (error instanceof TypeError) throw kit.usage(`${error.message}; nothing was sent`);
+      if (error instanceof TypeError) throw new UsageError(`${error.message}; nothing was sent`);
       throw error;
     }
   });
 }
 
-function fromRelay(kit: CommandKit, eventFile: string, payloadFile: string): ReplaySource {
-  const event = readInput(kit, eventFile, '--event');
-  const payload = readInput(kit, payloadFile, '--payload');
+function fromRelay(eventFile: string, payloadFile: string): ReplaySource {
+  const event = readInput(eventFile, '--event');
+  const payload = readInput(payloadFile, '--payload');
   try {
     return parseRelayEvent(event, payload);
   } catch (error) {
-    if (error instanceof TypeError) throw kit.usage(`${error.message}; nothing was sent`);
+    if (error instanceof TypeError) throw new UsageError(`${error.message}; nothing was sent`);
     throw error;
   }
 }
@@ -209,8 +189,8 @@ const ID_SOURCE: Record<SignedReplay['idSource'], string> = {
 };
 
 /** Exit codes: 0 every answer was 2xx, 1 one was not (or no answer came). */
-export async function replayCommand(args: string[], kit: CommandKit): Promise<number> {
-  const { values } = kit.parse(args, {
+export async function replayCommand(args: string[]): Promise<number> {
+  const { values } = parse('replay', args, {
     to: { type: 'string' },
     from: { type: 'string' },
     id: { type: 'string' },
@@ -224,58 +204,45 @@ export async function replayCommand(args: string[], kit: CommandKit): Promise<nu
     timeout: { type: 'string' },
     yes: { type: 'boolean' },
   });
-  if (values.help) return kit.help();
+  if (values.help) return printHelp(REPLAY_HELP);
 
-  if (values.to === undefined) throw kit.usage('no --to: pass the URL to send the deliveries to, e.g. --to http://127.0.0.1:3000/webhooks');
+  if (values.to === undefined) throw new UsageError('no --to: pass the URL to send the deliveries to, e.g. --to http://127.0.0.1:3000/webhooks');
   const target = URL.canParse(values.to) ? new URL(values.to) : undefined;
-  if (target === undefined || (target.protocol !== 'http:' && target.protocol !== 'https:')) throw kit.usage('--to needs an http:// or https:// URL');
+  if (target === undefined || (target.protocol !== 'http:' && target.protocol !== 'https:')) throw new UsageError('--to needs an http:// or https:// URL');
   // Printed on every line: a URL with credentials would print them.
-  if (target.username !== '' || target.password !== '') throw kit.usage('--to must not carry credentials (user:password@)');
-  if (!kit.isLoopback(target.hostname) && values.yes !== true) {
-    throw kit.usage(`${target.host} is not this machine: replaying runs its real handler. Pass --yes to send there anyway`);
+  if (target.username !== '' || target.password !== '') throw new UsageError('--to must not carry credentials (user:password@)');
+  if (!isLoopback(target.hostname) && values.yes !== true) {
+    throw new UsageError(`${target.host} is not this machine: replaying runs its real handler. Pass --yes to send there anyway`);
   }
 
   const fromFile = values.from !== undefined;
   const fromRelayDocs = values.event !== undefined || values.payload !== undefined;
-  if (fromFile && fromRelayDocs) throw kit.usage('pass either --from FILE or --event FILE --payload FILE, not both');
-  if (!fromFile && !fromRelayDocs) throw kit.usage('nothing to replay: pass --from FILE (a listen --record file) or --event FILE --payload FILE (the relay\'s documents)');
-  if (fromRelayDocs && (values.event === undefined || values.payload === undefined)) throw kit.usage('--event and --payload go together: the event view and its payload envelope');
-  if (!fromFile && (values.id !== undefined || values.last !== undefined)) throw kit.usage('--id and --last choose lines of a --from file');
-  if (values.id !== undefined && values.last !== undefined) throw kit.usage('pass either --id or --last, not both');
-  if (values.id === '') throw kit.usage('--id must not be empty');
-  let last: number | undefined;
-  if (values.last !== undefined) {
-    if (!/^[0-9]{1,7}$/.test(values.last) || Number(values.last) === 0) throw kit.usage('--last must be a whole number from 1 to 9999999');
-    last = Number(values.last);
-  }
-  let timeoutMs = 10_000;
-  if (values.timeout !== undefined) {
-    if (!/^[0-9]{1,3}$/.test(values.timeout) || Number(values.timeout) === 0 || Number(values.timeout) > 600) throw kit.usage('--timeout must be a whole number of seconds from 1 to 600');
-    timeoutMs = Number(values.timeout) * 1000;
-  }
+  if (fromFile && fromRelayDocs) throw new UsageError('pass either --from FILE or --event FILE --payload FILE, not both');
+  if (!fromFile && !fromRelayDocs) throw new UsageError('nothing to replay: pass --from FILE (a listen --record file) or --event FILE --payload FILE (the relay\'s documents)');
+  if (fromRelayDocs && (values.event === undefined || values.payload === undefined)) throw new UsageError('--event and --payload go together: the event view and its payload envelope');
+  if (!fromFile && (values.id !== undefined || values.last !== undefined)) throw new UsageError('--id and --last choose lines of a --from file');
+  if (values.id !== undefined && values.last !== undefined) throw new UsageError('pass either --id or --last, not both');
+  if (values.id === '') throw new UsageError('--id must not be empty');
+  const last = wholeNumber(values.last, '--last', 1, 1_000_000);
+  const timeoutMs = (wholeNumber(values.timeout, '--timeout', 1, 600) ?? 10) * 1000;
   const dropHeaders = values['drop-header'] ?? [];
-  for (const name of dropHeaders) if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw kit.usage('--drop-header takes a header name');
+  for (const name of dropHeaders) if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError('--drop-header takes a header name');
 
   // Signed unless --unsigned says otherwise; a forgotten secret is an error, never an unsigned replay.
   let secrets: SecretInput[] | undefined;
   if (values.unsigned === true) {
-    if (values.secret !== undefined) throw kit.usage('pass either --secret or --unsigned, not both');
+    if (values.secret !== undefined) throw new UsageError('pass either --secret or --unsigned, not both');
   } else {
     const configured = values.secret !== undefined || (process.env.WEBHOOK_SECRET ?? '').trim() !== '';
-    if (!configured) throw kit.usage('no secret: pass --secret or set WEBHOOK_SECRET (comma-separated for several); to send without a signature, pass --unsigned');
-    secrets = kit.secretsFrom(values.secret);
-    try {
-      // Checked now, before anything is sent: messages name the secret by position, never its value.
-      createSigner(secrets);
-    } catch (error) {
-      if (error instanceof TypeError || error instanceof RangeError) throw kit.usage(error.message);
-      throw error;
-    }
+    if (!configured) throw new UsageError('no secret: pass --secret or set WEBHOOK_SECRET (comma-separated for several); to send without a signature, pass --unsigned');
+    secrets = secretsFrom(values.secret);
+    // Checked now, before anything is sent: messages name the secret by position, never its value.
+    await asUsage(async () => createSigner(secrets!));
   }
 
-  const sources = fromFile ? fromRecording(kit, values.from!, values.id, last) : [fromRelay(kit, values.event!, values.payload!)];
+  const sources = fromFile ? fromRecording(values.from!, values.id, last) : [fromRelay(values.event!, values.payload!)];
   const count = sources.length;
-  kit.out(
+  io.out(
     `replaying ${count} ${count === 1 ? 'delivery' : 'deliveries'} to ${target.href} (${secrets === undefined ? 'unsigned' : `signed with ${secrets.length} ${secrets.length === 1 ? 'key' : 'keys'}`}; ${values['new-id'] === true ? 'new ids' : 'ids kept'})`,
   );
   let succeeded = 0;
@@ -286,12 +253,12 @@ export async function replayCommand(args: string[], kit: CommandKit): Promise<nu
     try {
       const answer = await send(target, replay, timeoutMs);
       if (answer.status >= 200 && answer.status < 300) succeeded++;
-      kit.out(escapeControlCharacters(`${head}: ${answerText(answer)} in ${Math.round(answer.ms)} ms`));
+      io.out(escapeControlCharacters(`${head}: ${answerText(answer)} in ${Math.round(answer.ms)} ms`));
     } catch (error) {
       const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : ((error as NodeJS.ErrnoException).code ?? (error as Error).message);
-      kit.out(escapeControlCharacters(`${head}: failed: ${reason}`));
+      io.out(escapeControlCharacters(`${head}: failed: ${reason}`));
     }
   }
-  kit.out(`${succeeded} of ${count} answered 2xx`);
+  io.out(`${succeeded} of ${count} answered 2xx`);
   return succeeded === count ? 0 : 1;
 }

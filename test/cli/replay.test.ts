@@ -467,14 +467,14 @@ describe('replay refuses malformed input and misuse with exit 2, sending nothing
       [['--to', to, '--event', event], '--event and --payload go together'],
       [['--to', to, '--event', event, '--payload', payload, '--last', '1'], '--id and --last choose lines of a --from file'],
       [['--to', to, '--from', from, '--id', 'msg_1', '--last', '1'], 'pass either --id or --last, not both'],
-      [['--to', to, '--from', from, '--last', '0'], '--last must be a whole number from 1 to 9999999'],
-      [['--to', to, '--from', from, '--timeout', 'soon'], '--timeout must be a whole number of seconds from 1 to 600'],
+      [['--to', to, '--from', from, '--last', '0'], '--last must be a whole number from 1 to 1000000'],
+      [['--to', to, '--from', from, '--timeout', 'soon'], '--timeout must be a whole number from 1 to 600'],
       [['--to', to, '--from', from, '--drop-header', 'a b'], '--drop-header takes a header name'],
       [['--to', to, '--from', join(dir, 'missing.jsonl')], 'cannot read the file given with --from: ENOENT'],
       [['--to', to, '--from', from, '--id', SECRET], 'no recorded delivery in the --from file carries the webhook-id given with --id'],
       [['--to', to, '--from', from, '--secret', 'whsec_c2hvcnQ='], 'secret[0] decodes to 5 bytes'],
       [['--to', to, '--from', from, SECRET], 'unexpected argument: options start with --, values follow their option'],
-      [['--to', to, '--from', from, `--secret=${SECRET}`, '--timeout', SECRET], '--timeout must be a whole number of seconds from 1 to 600'],
+      [['--to', to, '--from', from, `--secret=${SECRET}`, '--timeout', SECRET], '--timeout must be a whole number from 1 to 600'],
     ];
     for (const [args, message] of cases) {
       const result = await cli(['replay', ...args], { WEBHOOK_SECRET: OTHER_SECRET });
