@@ -5,10 +5,11 @@
  */
 
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
+import { gzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import express from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -288,6 +289,45 @@ describe('listen --record, then replay', () => {
     const result = await cli(['replay', '--to', `http://127.0.0.1:${port}/webhooks`, '--from', file, '--id', 'msg_json', '--secret', OTHER_SECRET]);
     expect(result.code).toBe(1);
     expect(result.stdout).toMatch(/^#1 POST webhook-id "msg_json" \(captured\), 44 bytes: failed: ECONNREFUSED$/m);
+  }, TIMEOUT);
+});
+
+describe('listen --record: an existing file, an unwritable one, a compressed delivery', () => {
+  it('warns about a file others can read, records the decoded bytes, and the replay drops content-encoding', async () => {
+    const file = join(dir, 'shared.jsonl');
+    writeFileSync(file, '', { mode: 0o644 });
+    chmodSync(file, 0o644);
+    const listener = await listen(['--record', file], { WEBHOOK_SECRET: SECRET });
+    const body = JSON.stringify({ type: 'compressed', data: 'y'.repeat(200) });
+    try {
+      await listener.waitFor(/^listening on /m);
+      const signed = await signWebhook({ secret: SECRET, body, id: 'msg_gzip' });
+      const headers: [string, string][] = [['content-type', 'application/json'], ['content-encoding', 'gzip'], ...Object.entries(signed.headers)];
+      expect(await post(`${listener.url}/in`, headers, gzipSync(body))).toBe(204);
+      await listener.waitFor(/^#1 [^\n]*\n(?:.*\n)*? {2}answered 204$/m);
+    } finally {
+      listener.child.kill('SIGTERM');
+    }
+    expect(await listener.exit).toBe(0);
+    outputs.push(listener.output());
+    expect(listener.output()).toContain('note: the --record file is readable by others (mode 644); it holds real payloads: chmod 600 it\n');
+    const [captured] = readFileSync(file, 'utf8').trimEnd().split('\n').map((line) => JSON.parse(line) as CapturedDelivery);
+    expect(Buffer.from(captured!.bodyBase64, 'base64').toString('utf8')).toBe(body);
+    expect(captured!.headers).toContainEqual(['content-encoding', 'gzip']);
+
+    const result = await cli(['replay', '--to', `${endpoint}/webhooks`, '--from', file, '--secret', OTHER_SECRET]);
+    expect(result.code).toBe(0);
+    expect(handled.map((h) => [h.id, h.body.toString('utf8')])).toEqual([['msg_gzip', body]]);
+    expect(header(received(handled[0]!.rawHeaders), 'content-encoding')).toEqual([]);
+  }, TIMEOUT * 2);
+
+  it('exits 2 when the --record file cannot be opened, or --max-body-bytes is not a size', async () => {
+    const missing = await cli(['listen', '--secret', SECRET, '--record', join(dir, 'no-such-dir', 'x.jsonl')]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toBe("webhook-receiver listen: cannot open the file given with --record: ENOENT\nRun 'webhook-receiver listen --help' for usage.\n");
+    const size = await cli(['listen', '--secret', SECRET, '--max-body-bytes', '0']);
+    expect(size.code).toBe(2);
+    expect(size.stderr).toContain('webhook-receiver listen: --max-body-bytes must be a whole number from 1 to 1073741824\n');
   }, TIMEOUT);
 });
 
