@@ -185,7 +185,14 @@ const SIGNING_HEADERS = new Set(['webhook-id', 'webhook-timestamp', 'webhook-sig
 /**
  * Headers that describe one hop, or the framing of the captured request, and so are never
  * replayed: the HTTP client sets its own `host` and `content-length`, and `content-encoding` is
- * dropped because the captured bytes are already decoded (CONTRACT.md: the sender signs the payload).
+ * dropped because the captured bytes are already decoded (the sender signs the payload, not its
+ * transfer coding).
+ *
+ * @example
+ * ```ts
+ * import { REPLAY_DROPPED_HEADERS } from 'webhook-receiver/testing';
+ * REPLAY_DROPPED_HEADERS.has('content-encoding'); // true
+ * ```
  */
 export const REPLAY_DROPPED_HEADERS: ReadonlySet<string> = new Set([
   'host',
