@@ -93,8 +93,10 @@ export async function checkStore(makeStore: StoreFactory, options: CheckStoreOpt
       continue;
     }
     try {
-      await check(new Run(rule, settings, makeStore));
-      outcomes.push({ rule, title, outcome: 'passed', ms: Date.now() - ruleStarted });
+      const run = new Run(rule, settings, makeStore);
+      await check(run);
+      const recommendation = run.recommendations.length > 0 ? run.recommendations.join('; ') : undefined;
+      outcomes.push({ rule, title, outcome: 'passed', ms: Date.now() - ruleStarted, ...(recommendation === undefined ? {} : { recommendation }) });
     } catch (error) {
       const message = error instanceof RuleFailure ? error.message : `${title}: the check itself failed: ${describeError(error)}`;
       outcomes.push({ rule, title, outcome: 'failed', message, ms: Date.now() - ruleStarted });

@@ -59,6 +59,13 @@ export class Run {
     return new Store(made, this);
   }
 
+  /** What the rule advises without failing: the report shows it on the passed rule. */
+  readonly recommendations: string[] = [];
+
+  recommend(message: string): void {
+    this.recommendations.push(message);
+  }
+
   fail(message: string): never {
     throw new RuleFailure(message);
   }
@@ -212,6 +219,14 @@ export function describeError(error: unknown): string {
     return text.length > 200 ? `${text.slice(0, 197)}...` : text;
   }
   return describe(error);
+}
+
+/** An `Error`, or an object shaped like one (another realm's, a store's own error class). */
+export function isError(value: unknown): boolean {
+  if (value instanceof Error) return true;
+  if (typeof value !== 'object' || value === null) return false;
+  const { name, message } = value as { name?: unknown; message?: unknown };
+  return typeof name === 'string' && typeof message === 'string';
 }
 
 export function errorName(error: unknown): string | undefined {

@@ -125,6 +125,11 @@ export interface StoreRuleOutcome {
   outcome: 'passed' | 'failed' | 'skipped';
   /** Why it failed, or why it was skipped. */
   message?: string;
+  /**
+   * Advice on a rule that passed: something the store does safely but not as most stores do
+   * (a bad duration refused with a `TypeError` rather than a `RangeError`). Never a failure.
+   */
+  recommendation?: string;
   /** How long the rule took, in milliseconds. */
   ms: number;
 }
