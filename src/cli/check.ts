@@ -4,7 +4,7 @@
  */
 
 import { CHECK_CASES, checkEndpoint, formatCheckReport, type CheckCaseId } from '../testing/check.ts';
-import { SECRET_HELP, UsageError, asUsage, bodyFrom, io, parse, printHelp, secretsFrom, wholeNumber, isLoopback } from './options.ts';
+import { SECRET_HELP, UsageError, asUsage, bodyFrom, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';
 
 export const CHECK_HELP = `Usage: webhook-receiver check URL [--secret S]... [--json] [--tolerance S] [--unsigned accept]
                              [--body-file FILE] [--print-curl] [--only CASES] [--skip CASES]
