@@ -62,7 +62,8 @@ export function generateMessageId(): string {
   return id;
 }
 
-function toUnixSeconds(timestamp: number | Date | undefined): number {
+/** Unix seconds of a timestamp given as seconds or a `Date` (default: now), checked. */
+export function toUnixSeconds(timestamp: number | Date | undefined): number {
   if (timestamp === undefined) return Math.floor(Date.now() / 1000);
   if (timestamp instanceof Date) {
     const ms = timestamp.getTime();

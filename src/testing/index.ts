@@ -1,11 +1,28 @@
 /**
- * The runtime-agnostic part of `webhook-receiver/testing`: Web types only, so these helpers run
- * wherever the core runs (Node, Bun, Deno, Workers).
+ * `webhook-receiver/testing`: sign requests for a destination's tests, assert what a relay
+ * forwarded, check a live endpoint or a store against the standard, and run a real receiver that
+ * records deliveries. Everything but `createTestReceiver` (in `./node/`, which loads `node:http`
+ * only when it is called) is Web-standard and runs wherever the core runs (Node, Bun, Deno,
+ * Workers).
  */
 
 export { signedRequest, type SignedRequestInit } from './request.ts';
 export { assertSignedWebhook, assertUnsignedWebhook, WebhookAssertionError, type SignedWebhookAssertionOptions } from './assert.ts';
 export type { RecordedRequest } from './recorded.ts';
+export {
+  parseCapturedDelivery,
+  parseRelayEvent,
+  signReplay,
+  replayRequest,
+  REPLAY_DROPPED_HEADERS,
+  type CapturedDelivery,
+  type CapturedVerification,
+  type RelayEventDocument,
+  type RelayPayloadDocument,
+  type ReplayOptions,
+  type ReplaySource,
+  type SignedReplay,
+} from './replay.ts';
 export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';
 export {
   checkEndpoint,
@@ -32,3 +49,7 @@ export {
   type StoreRule,
   type StoreRuleOutcome,
 } from './check-store.ts';
+export { signWebhook, generateSecret, generateKeyPair, type SignInput, type SignedWebhook } from '../sign.ts';
+export type { SecretInput } from '../secrets.ts';
+export type { VerifiedWebhook, WebhookInput } from '../verify.ts';
+export { createTestReceiver, type Delivery, type TestReceiver, type TestReceiverOptions } from './node/test-receiver.ts';

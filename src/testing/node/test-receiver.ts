@@ -7,13 +7,13 @@
  */
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { readNodeBody } from '../adapters/node.ts';
-import { DEFAULT_MAX_BODY_BYTES } from '../src/body.ts';
-import { WebhookError, isWebhookError } from '../src/errors.ts';
-import { errorResponse } from '../src/http.ts';
-import { headerValues } from '../src/headers.ts';
-import type { SecretInput } from '../src/secrets.ts';
-import { createVerifier, type VerifiedWebhook } from '../src/verify.ts';
+import { readNodeBody } from '../../../adapters/node.ts';
+import { DEFAULT_MAX_BODY_BYTES } from '../../body.ts';
+import { WebhookError, isWebhookError } from '../../errors.ts';
+import { errorResponse } from '../../http.ts';
+import { headerValues } from '../../headers.ts';
+import type { SecretInput } from '../../secrets.ts';
+import { createVerifier, type VerifiedWebhook } from '../../verify.ts';
 
 /**
  * One request the test receiver got, as it arrived.
@@ -111,6 +111,8 @@ export interface Arrival {
   sequence: number;
   /** 1 for the first request carrying its `webhook-id`, 2 for the next; 1 without an id. */
   attempt: number;
+  /** When the request arrived. */
+  receivedAt: Date;
 }
 
 /** Options of the shared server behind the test receiver and `webhook-receiver listen`. */
@@ -183,7 +185,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
     const id = idOf(headers);
     const attempt = id === undefined ? 1 : (attempts.get(id) ?? 0) + 1;
     if (id !== undefined) attempts.set(id, attempt);
-    const arrival: Arrival = { sequence: ++arrived, attempt };
+    const arrival: Arrival = { sequence: ++arrived, attempt, receivedAt: new Date() };
 
     // The adapters' reader: the same limit, declared or streamed, and nothing past it is read.
     let body: Uint8Array = new Uint8Array(0);

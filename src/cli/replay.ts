@@ -1,0 +1,264 @@
+/**
+ * `webhook-receiver replay` (issue 28): send captured deliveries (a `listen --record` file, or the
+ * relay's event and payload documents) to your own endpoint, re-signed with your local secret and
+ * a fresh timestamp, headers in their captured order with repeats kept (`node:http` with a raw
+ * header array: Fetch's `Headers` would join repeats and sort the names).
+ */
+
+import { readFileSync } from 'node:fs';
+import { request as httpRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { escapeControlCharacters } from '../encoding.ts';
+import type { SecretInput } from '../secrets.ts';
+import { createSigner } from '../sign.ts';
+import { parseCapturedDelivery, parseRelayEvent, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
+import { quoted } from '../testing/recorded.ts';
+import { SECRET_HELP, UsageError, asUsage, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';
+
+export const REPLAY_HELP = `Usage: webhook-receiver replay --to URL (--from FILE [--id ID | --last N] | --event FILE --payload FILE)
+                              [--secret S]... [--unsigned] [--new-id] [--drop-header NAME]...
+                              [--timeout S] [--yes]
+
+Sends captured deliveries to your endpoint again: the same body bytes, the same headers in their
+captured order (repeats kept), re-signed with your secret and a fresh webhook-timestamp. Prints
+each answer (status, the error envelope's error and message, time taken).
+
+Where the deliveries come from (one of):
+  --from FILE         a file written by 'webhook-receiver listen --record FILE': every line, or
+    --id ID           only the last line whose webhook-id (or svix-id) is ID
+    --last N          only the last N lines
+  --event FILE        the relay's event view (GET /v1/events/{eventId}) saved as JSON, with
+  --payload FILE      its payload envelope (GET /v1/events/{id}/payload): { contentType, bytes,
+                      bodyBase64 }; bytes must equal the decoded length, else nothing is sent
+
+Options:
+  --to URL            where to send them (http:// or https://). Anything but this machine needs
+                      --yes: replaying runs the endpoint's real handler
+${SECRET_HELP.replace('a trusted secret', 'the signing secret').replace(" or 'whpk_…' to verify v1a", " or 'whsk_…' for v1a")}
+  --unsigned          send without a signature (as the relay forwards unattempted events);
+                      never implied by a missing secret
+  --new-id            a fresh webhook-id for each delivery. Default: the captured webhook-id (or
+                      svix-id), else the relay event's id, else a fresh one; kept, so the endpoint's
+                      deduplication answers a second replay as a duplicate
+  --drop-header NAME  leave this captured header out; repeat it. Always left out: the captured
+                      webhook-*/svix-* signing headers (replaced), host, connection, content-length,
+                      transfer-encoding, content-encoding (the bytes are decoded) and other
+                      hop-by-hop headers. Third-party signatures (stripe-signature…) are kept
+  --timeout S         seconds each request may take (default 10)
+  --yes               allow a --to that is not this machine
+  --help              show this help
+
+Exit codes: 0 every answer was 2xx, 1 an answer was not 2xx or the endpoint could not be reached,
+2 misuse or a malformed recording or document (then nothing is sent).`;
+
+const ANSWER_BODY_MAX_BYTES = 64 * 1024;
+
+/** Reads a file for the command, as a usage error naming the option when it cannot. */
+function readInput(file: string, option: string): string {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new UsageError(`cannot read the file given with ${option}: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`);
+  }
+}
+
+/** The first value of a header in a line not yet checked, for choosing lines by id. */
+function lineHeader(record: Record<string, unknown>, name: string): string | undefined {
+  if (!Array.isArray(record.headers)) return undefined;
+  for (const pair of record.headers as unknown[]) {
+    if (Array.isArray(pair) && typeof pair[0] === 'string' && pair[0].toLowerCase() === name && typeof pair[1] === 'string') return pair[1];
+  }
+  return undefined;
+}
+
+/**
+ * Deliveries from a recording: every line must be a JSON object, and the lines chosen are checked
+ * in full before anything is sent (a line whose body was not kept blocks only its own replay).
+ */
+function fromRecording(file: string, id: string | undefined, last: number | undefined): ReplaySource[] {
+  const lines: { record: Record<string, unknown>; where: string }[] = [];
+  const text = readInput(file, '--from').split('\n');
+  for (let index = 0; index < text.length; index++) {
+    const line = text[index]!;
+    if (line.trim() === '') continue;
+    const where = `--from line ${index + 1}`;
+    let record: unknown;
+    try {
+      record = JSON.parse(line);
+    } catch {
+      throw new UsageError(`${where} is not JSON; nothing was sent`);
+    }
+    if (typeof record !== 'object' || record === null || Array.isArray(record)) throw new UsageError(`${where} is not a JSON object; nothing was sent`);
+    lines.push({ record: record as Record<string, unknown>, where });
+  }
+  if (lines.length === 0) throw new UsageError('the --from file holds no recorded deliveries');
+  let chosen = last === undefined ? lines : lines.slice(-last);
+  if (id !== undefined) {
+    const idOf = (record: Record<string, unknown>) => lineHeader(record, 'webhook-id') ?? lineHeader(record, 'svix-id');
+    let match: (typeof lines)[number] | undefined;
+    for (let at = lines.length - 1; at >= 0 && match === undefined; at--) if (idOf(lines[at]!.record) === id) match = lines[at];
+    // The id is not repeated: a value in the wrong place may be a secret.
+    if (match === undefined) throw new UsageError('no recorded delivery in the --from file carries the webhook-id given with --id');
+    chosen = [match];
+  }
+  return chosen.map(({ record, where }) => {
+    try {
+      return parseCapturedDelivery(record as unknown as CapturedDelivery, where);
+    } catch (error) {
+      if (error instanceof TypeError) throw new UsageError(`${error.message}; nothing was sent`);
+      throw error;
+    }
+  });
+}
+
+function fromRelay(eventFile: string, payloadFile: string): ReplaySource {
+  const event = readInput(eventFile, '--event');
+  const payload = readInput(payloadFile, '--payload');
+  try {
+    return parseRelayEvent(event, payload);
+  } catch (error) {
+    if (error instanceof TypeError) throw new UsageError(`${error.message}; nothing was sent`);
+    throw error;
+  }
+}
+
+interface Answer {
+  status: number;
+  contentType: string | undefined;
+  body: Uint8Array;
+  ms: number;
+}
+
+/** Sends one replay through `node:http`: the headers as a raw array, so order and repeats stay. */
+function send(target: URL, replay: SignedReplay, timeoutMs: number): Promise<Answer> {
+  const raw: string[] = ['host', target.host];
+  for (const [name, value] of replay.headers) raw.push(name, value);
+  raw.push('content-length', String(replay.body.byteLength));
+  const started = performance.now();
+  return new Promise<Answer>((resolve, reject) => {
+    const request = (target.protocol === 'https:' ? httpsRequest : httpRequest)(
+      target,
+      { method: replay.method, headers: raw, agent: false, signal: AbortSignal.timeout(timeoutMs) },
+      (response: IncomingMessage) => {
+        const chunks: Buffer[] = [];
+        let kept = 0;
+        response.on('data', (chunk: Buffer) => {
+          // Only the start of an answer is shown: a large one is read to the end, not kept.
+          if (kept < ANSWER_BODY_MAX_BYTES) chunks.push(chunk);
+          kept += chunk.byteLength;
+        });
+        response.on('error', reject);
+        response.on('end', () =>
+          resolve({
+            status: response.statusCode ?? 0,
+            contentType: response.headers['content-type'],
+            body: new Uint8Array(Buffer.concat(chunks)),
+            ms: performance.now() - started,
+          }),
+        );
+      },
+    );
+    request.on('error', reject);
+    request.end(replay.body);
+  });
+}
+
+/** The answer in a few words: a duplicate, the error envelope's code and message, or nothing more. */
+function answerText(answer: Answer): string {
+  const text = new TextDecoder().decode(answer.body.subarray(0, ANSWER_BODY_MAX_BYTES));
+  let envelope: unknown;
+  try {
+    envelope = /json/i.test(answer.contentType ?? '') ? JSON.parse(text) : undefined;
+  } catch {
+    envelope = undefined;
+  }
+  const record = typeof envelope === 'object' && envelope !== null ? (envelope as Record<string, unknown>) : {};
+  if (record.duplicate === true) return `${answer.status} duplicate`;
+  if (typeof record.error === 'string') {
+    const message = typeof record.message === 'string' ? `: ${record.message.length > 300 ? `${record.message.slice(0, 300)}…` : record.message}` : '';
+    return `${answer.status} ${record.error}${message}`;
+  }
+  return String(answer.status);
+}
+
+const ID_SOURCE: Record<SignedReplay['idSource'], string> = {
+  captured: 'captured',
+  event: "the relay event's id",
+  fresh: 'fresh: none captured',
+  new: 'new: --new-id',
+};
+
+/** Exit codes: 0 every answer was 2xx, 1 one was not (or no answer came). */
+export async function replayCommand(args: string[]): Promise<number> {
+  const { values } = parse('replay', args, {
+    to: { type: 'string' },
+    from: { type: 'string' },
+    id: { type: 'string' },
+    last: { type: 'string' },
+    event: { type: 'string' },
+    payload: { type: 'string' },
+    secret: { type: 'string', multiple: true },
+    unsigned: { type: 'boolean' },
+    'new-id': { type: 'boolean' },
+    'drop-header': { type: 'string', multiple: true },
+    timeout: { type: 'string' },
+    yes: { type: 'boolean' },
+  });
+  if (values.help) return printHelp(REPLAY_HELP);
+
+  if (values.to === undefined) throw new UsageError('no --to: pass the URL to send the deliveries to, e.g. --to http://127.0.0.1:3000/webhooks');
+  const target = URL.canParse(values.to) ? new URL(values.to) : undefined;
+  if (target === undefined || (target.protocol !== 'http:' && target.protocol !== 'https:')) throw new UsageError('--to needs an http:// or https:// URL');
+  // Printed on every line: a URL with credentials would print them.
+  if (target.username !== '' || target.password !== '') throw new UsageError('--to must not carry credentials (user:password@)');
+  if (!isLoopback(target.hostname) && values.yes !== true) {
+    throw new UsageError(`${target.host} is not this machine: replaying runs its real handler. Pass --yes to send there anyway`);
+  }
+
+  const fromFile = values.from !== undefined;
+  const fromRelayDocs = values.event !== undefined || values.payload !== undefined;
+  if (fromFile && fromRelayDocs) throw new UsageError('pass either --from FILE or --event FILE --payload FILE, not both');
+  if (!fromFile && !fromRelayDocs) throw new UsageError('nothing to replay: pass --from FILE (a listen --record file) or --event FILE --payload FILE (the relay\'s documents)');
+  if (fromRelayDocs && (values.event === undefined || values.payload === undefined)) throw new UsageError('--event and --payload go together: the event view and its payload envelope');
+  if (!fromFile && (values.id !== undefined || values.last !== undefined)) throw new UsageError('--id and --last choose lines of a --from file');
+  if (values.id !== undefined && values.last !== undefined) throw new UsageError('pass either --id or --last, not both');
+  if (values.id === '') throw new UsageError('--id must not be empty');
+  const last = wholeNumber(values.last, '--last', 1, 1_000_000);
+  const timeoutMs = (wholeNumber(values.timeout, '--timeout', 1, 600) ?? 10) * 1000;
+  const dropHeaders = values['drop-header'] ?? [];
+  for (const name of dropHeaders) if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError('--drop-header takes a header name');
+
+  // Signed unless --unsigned says otherwise; a forgotten secret is an error, never an unsigned replay.
+  let secrets: SecretInput[] | undefined;
+  if (values.unsigned === true) {
+    if (values.secret !== undefined) throw new UsageError('pass either --secret or --unsigned, not both');
+  } else {
+    const configured = values.secret !== undefined || (process.env.WEBHOOK_SECRET ?? '').trim() !== '';
+    if (!configured) throw new UsageError('no secret: pass --secret or set WEBHOOK_SECRET (comma-separated for several); to send without a signature, pass --unsigned');
+    secrets = secretsFrom(values.secret);
+    // Checked now, before anything is sent: messages name the secret by position, never its value.
+    await asUsage(async () => createSigner(secrets!));
+  }
+
+  const sources = fromFile ? fromRecording(values.from!, values.id, last) : [fromRelay(values.event!, values.payload!)];
+  const count = sources.length;
+  io.out(
+    `replaying ${count} ${count === 1 ? 'delivery' : 'deliveries'} to ${target.href} (${secrets === undefined ? 'unsigned' : `signed with ${secrets.length} ${secrets.length === 1 ? 'key' : 'keys'}`}; ${values['new-id'] === true ? 'new ids' : 'ids kept'})`,
+  );
+  let succeeded = 0;
+  for (const [index, source] of sources.entries()) {
+    // Signed just before it is sent: the timestamp is fresh for each one, however slow the others.
+    const replay = await signReplay(source, { secret: secrets, unsigned: secrets === undefined, newId: values['new-id'] === true, dropHeaders });
+    const head = `#${index + 1} ${replay.method} webhook-id ${quoted(replay.id)} (${ID_SOURCE[replay.idSource]}), ${replay.body.byteLength} bytes`;
+    try {
+      const answer = await send(target, replay, timeoutMs);
+      if (answer.status >= 200 && answer.status < 300) succeeded++;
+      io.out(escapeControlCharacters(`${head}: ${answerText(answer)} in ${Math.round(answer.ms)} ms`));
+    } catch (error) {
+      const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : ((error as NodeJS.ErrnoException).code ?? (error as Error).message);
+      io.out(escapeControlCharacters(`${head}: failed: ${reason}`));
+    }
+  }
+  io.out(`${succeeded} of ${count} answered 2xx`);
+  return succeeded === count ? 0 : 1;
+}
