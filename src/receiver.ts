@@ -171,7 +171,9 @@ export interface Claim {
   retryAfterSeconds?: number;
   /** The handler's context (its `signal` and `claim`). */
   context: WebhookContext;
+  /** Marks the id done: later deliveries of it are duplicates. Call it once the work succeeded. */
   complete(): Promise<void>;
+  /** Gives the id back, so the sender's retry runs the work. Call it when the work failed. */
   release(): Promise<void>;
   /**
    * Work that goes on after `complete()` resolved (a failed completion retried in the background),

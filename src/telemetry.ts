@@ -110,12 +110,22 @@ interface OtelMeter {
  * ```
  */
 export interface OpenTelemetryApi {
-  metrics: { getMeter(name: string, version?: string): OtelMeter };
+  metrics: {
+    /** The meter the instruments are taken from, on the first delivery. */
+    getMeter(name: string, version?: string): OtelMeter;
+  };
   trace: {
-    getTracer(name: string, version?: string): {
+    /** The tracer of the `webhook.receive` spans. */
+    getTracer(
+      name: string,
+      version?: string,
+    ): {
+      /** Starts a span. */
       startSpan(name: string, options?: { kind?: number; attributes?: Attributes }, context?: never): OtelSpan;
     };
+    /** A context with the span set: the handler runs inside it. */
     setSpan(context: never, span: never): unknown;
+    /** The active span (the app's HTTP server span, when there is one). */
     getSpan(context: never): unknown;
   };
   context: OtelContextApi;

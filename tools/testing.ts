@@ -2,6 +2,8 @@
  * `webhook-receiver/testing`: sign requests for a destination's tests, assert what a relay
  * forwarded, and run a real receiver that records deliveries. Everything but
  * `createTestReceiver` is Web-standard and runs on edge runtimes too.
+ *
+ * @module webhook-receiver/testing
  */
 
 export * from '../src/testing/index.ts';

@@ -10,6 +10,8 @@
  * `extend`), then `done:<token>` (expiring after `ttlMs`). The completed record keeps its token so
  * a completion that Redis applied late (after the client timed out) is recognised as this
  * token's own when it is retried, rather than reported as a takeover.
+ *
+ * @module webhook-receiver/redis
  */
 
 import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, toHex, wholeMs, withTimeout } from './internal.ts';
@@ -29,7 +31,9 @@ export { StoreError, type StoreErrorReason } from './types.ts';
  * ```
  */
 export interface IORedisClientLike {
+  /** Runs a cached script by its SHA-1: the store's every operation. */
   evalsha(sha1: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** Runs a script and caches it: sent when the server answers `NOSCRIPT`. */
   eval(script: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   /** Used by `receiver.ping()` for readiness checks, when the client has it. */
   ping?(): Promise<unknown>;
@@ -49,7 +53,9 @@ export interface IORedisClientLike {
  * ```
  */
 export interface NodeRedisClientLike {
+  /** Runs a cached script by its SHA-1: the store's every operation. */
   evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** Runs a script and caches it: sent when the server answers `NOSCRIPT`. */
   eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   /** Used by `receiver.ping()` for readiness checks, when the client has it. */
   ping?(): Promise<unknown>;
@@ -70,7 +76,9 @@ export interface NodeRedisClientLike {
  * ```
  */
 export interface UpstashRedisClientLike {
+  /** Runs a cached script by its SHA-1: the store's every operation. */
   evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
+  /** Runs a script and caches it: sent when the server answers `NOSCRIPT`. */
   eval(script: string, keys: string[], args: string[]): Promise<unknown>;
   /** Not used, only read: it tells an Upstash client from an ioredis one (both have `evalsha`). */
   createScript(script: string): unknown;
