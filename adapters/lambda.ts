@@ -304,7 +304,9 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
  * import { redisStore } from 'webhook-receiver/redis';
  * import { createClient } from 'redis';
  *
- * const redis = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const redis = await createClient({ url: process.env.REDIS_URL })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`))
+ *   .connect();
  * export const handler = webhookHandler(
  *   { secrets: process.env.WEBHOOK_SECRET!, idempotency: { store: redisStore({ client: redis }) } },
  *   async (webhook, context) => {

@@ -31,7 +31,7 @@ const logEvent: EventHandler = (event, webhook) => {
  *
  *   import { createClient } from 'redis';
  *   import { redisStore } from 'webhook-receiver/redis';
- *   const redis = await createClient({ url: process.env.REDIS_URL }).connect();
+ *   const redis = await createClient({ url: process.env.REDIS_URL }).on('error', (error) => console.error(`redis: ${error.message}`)).connect();
  *   createHandler({ secrets: process.env.WEBHOOK_SECRET!, idempotency: { store: redisStore({ client: redis }) } });
  */
 export function createHandler(options: AdapterOptions, onEvent: EventHandler = logEvent): LambdaHandler {

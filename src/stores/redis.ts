@@ -27,7 +27,7 @@ export { StoreError, type StoreErrorReason } from './types.ts';
  * ```ts
  * import { Redis } from 'ioredis';
  * import type { IORedisClientLike } from 'webhook-receiver/redis';
- * const client: IORedisClientLike = new Redis(process.env.REDIS_URL!);
+ * const client: IORedisClientLike = new Redis(process.env.REDIS_URL!).on('error', (error) => console.error(`redis: ${error.message}`));
  * ```
  */
 export interface IORedisClientLike {
@@ -49,7 +49,9 @@ export interface IORedisClientLike {
  * ```ts
  * import { createClient } from 'redis';
  * import type { NodeRedisClientLike } from 'webhook-receiver/redis';
- * const client: NodeRedisClientLike = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const client: NodeRedisClientLike = await createClient({ url: process.env.REDIS_URL })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`))
+ *   .connect();
  * ```
  */
 export interface NodeRedisClientLike {
@@ -94,7 +96,9 @@ export interface UpstashRedisClientLike {
  * ```ts
  * import { createClient } from 'redis';
  * import type { RedisClientLike } from 'webhook-receiver/redis';
- * const client: RedisClientLike = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const client: RedisClientLike = await createClient({ url: process.env.REDIS_URL })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`))
+ *   .connect();
  * ```
  */
 export type RedisClientLike = IORedisClientLike | NodeRedisClientLike | UpstashRedisClientLike;
@@ -316,6 +320,8 @@ function integerReply(reply: unknown, operation: string): number {
  * import { redisStore } from 'webhook-receiver/redis';
  *
  * const redis = new Redis(process.env.REDIS_URL!, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+ * // Without a listener, ioredis logs "Unhandled error event" on every reconnection attempt.
+ * redis.on('error', (error) => console.error(`redis: ${error.message}`));
  * await new Promise((resolve) => redis.once('ready', resolve));
  *
  * const receiver = createReceiver({
@@ -329,7 +335,9 @@ function integerReply(reply: unknown, operation: string): number {
  * import { createClient } from 'redis';
  * import { redisStore } from 'webhook-receiver/redis';
  *
- * const redis = await createClient({ url: process.env.REDIS_URL, disableOfflineQueue: true }).connect();
+ * const redis = await createClient({ url: process.env.REDIS_URL, disableOfflineQueue: true })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`)) // without one, a lost connection throws
+ *   .connect();
  * const store = redisStore({ client: redis, timeoutMs: 1000 });
  * ```
  */
