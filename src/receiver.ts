@@ -105,8 +105,8 @@ export interface ReceiverOptions extends VerifierOptions {
    */
   logger?: WebhookLogger;
   /**
-   * OpenTelemetry metrics and spans through the app's own `@opentelemetry/api` (see the README's
-   * "Operating it"): `telemetry: { api }` with `import * as api from '@opentelemetry/api'`.
+   * OpenTelemetry metrics and spans through the app's own `@opentelemetry/api` (see the guide
+   * docs/operating.md): `telemetry: { api }` with `import * as api from '@opentelemetry/api'`.
    */
   telemetry?: TelemetryOptions;
   /** Called once per delivery with its outcome, for apps that count things their own way. */

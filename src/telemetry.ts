@@ -22,8 +22,8 @@ import type { IdempotencyStore } from './stores/types.ts';
 import type { VerifiedWebhook, WebhookInput } from './verify.ts';
 
 /**
- * Every metric, span and attribute name the receiver uses, in one table (listed in the README's
- * "Operating it"), for dashboards and alerts that refer to them.
+ * Every metric, span and attribute name the receiver uses, in one table (listed in the guide
+ * docs/operating.md), for dashboards and alerts that refer to them.
  *
  * @example
  * ```ts

@@ -355,7 +355,7 @@ export const CLEANUP_STEP = 64;
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/;
 
 /**
- * The SQL that {@link PostgresStore.setup} runs for a table name (what the README prints), for
+ * The SQL that {@link PostgresStore.setup} runs for a table name (what docs/postgres.md prints), for
  * teams that migrate by hand.
  *
  * @example
@@ -653,7 +653,7 @@ function flag(row: Row | undefined, column: string, operation: string): boolean 
  *
  * `client` is the app's: a `pg` `Pool` (or `Client`/`PoolClient`; transactions need the pool) or a
  * postgres.js `sql`. Create the table once with `await store.setup()` (idempotent), or by hand
- * with the SQL of {@link setupSql} (the README prints it).
+ * with the SQL of {@link setupSql} (docs/postgres.md prints it).
  *
  * Every claim, complete, release and extend is one statement: one round trip, atomic, on the
  * server's clock. With `pg` the store sends them as named prepared statements, parsed and planned
