@@ -15,6 +15,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   Inject,
   Injectable,
+  Logger,
   Module,
   createParamDecorator,
   type CallHandler,
@@ -28,7 +29,10 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { from, lastValueFrom, type Observable } from 'rxjs';
+import { escapeControlCharacters } from '../src/encoding.ts';
+import { errorText } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { WebhookLogger } from '../src/logger.ts';
 import type { Claim, Receiver, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, rawBodyOf } from './node.ts';
@@ -100,6 +104,37 @@ interface MarkedRequest {
   [VERIFIED]?: Verified;
 }
 
+/** The context Nest's log lines of the receiver carry (`[WebhookReceiver]` in Nest's console format). */
+const LOG_CONTEXT = 'WebhookReceiver';
+
+/** `fields` as `name=value` pairs for a text line: strings quoted (and escaped), `undefined` left out. */
+function fieldsText(fields: object): string {
+  const pairs: string[] = [];
+  for (const [name, value] of Object.entries(fields)) {
+    if (value !== undefined) pairs.push(`${name}=${typeof value === 'string' ? JSON.stringify(value) : String(value)}`);
+  }
+  return pairs.join(' ');
+}
+
+/**
+ * The receiver's default logging through Nest's `Logger` (context `WebhookReceiver`), so
+ * rejections and store failures take the app's own log format and level: Nest's loggers take one
+ * message, so the fields go into it. Request values (the path, the claimed id) are escaped.
+ */
+function nestLogger(): WebhookLogger {
+  const logger = new Logger(LOG_CONTEXT);
+  return {
+    warn(fields, message) {
+      logger.warn(escapeControlCharacters(`${message} ${fieldsText(fields)}`));
+    },
+    error(fields, message) {
+      const { err, ...rest } = fields as { err?: unknown };
+      const stack = err instanceof Error ? err.stack : undefined;
+      logger.error(escapeControlCharacters(`${message} ${fieldsText(rest)}: ${errorText(err)}`), stack);
+    },
+  };
+}
+
 /**
  * The receiver the module builds from its options, once per app. Inject it to reach the
  * receiver (a readiness check with `receiver.ping()`); on shutdown (`app.enableShutdownHooks()`)
@@ -122,7 +157,9 @@ export class WebhookReceiverService implements OnApplicationShutdown {
   constructor(options: AdapterOptions) {
     if (typeof options !== 'object' || options === null) throw new TypeError('WebhookReceiverModule needs an options object: WebhookReceiverModule.forRoot({ secrets })');
     const { isGlobal: _isGlobal, ...receiverOptions } = options as WebhookReceiverOptions;
-    this.delivery = new Delivery(receiverOptions);
+    // Nest's Logger unless the app chose a logger; `onRejected` and `onError`, when given, still
+    // replace the logging they cover.
+    this.delivery = new Delivery({ ...receiverOptions, logger: receiverOptions.logger ?? nestLogger() });
     this.receiver = this.delivery.receiver;
   }
 
@@ -171,6 +208,9 @@ const NO_RAW_BODY_HINT =
  *   A client that leaves while the handler works changes nothing; one that left before it was
  *   reached gets its claim released, and the handler does not run.
  * - The handler reads the webhook with `@Webhook()` and its context with `@WebhookCtx()`.
+ * - Rejections (a warning) and store failures (an error) are logged through Nest's `Logger`, with
+ *   the context `WebhookReceiver` and the fields (code, status, webhookId, method, path) in the
+ *   message, unless the options give a `logger`, `onRejected` or `onError`.
  *
  * @example
  * ```ts
