@@ -168,6 +168,9 @@ export class WebhookReceiverService implements OnApplicationShutdown {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// Body: the raw bytes Nest kept (`rawBody: true`), else the request stream
+
 /** Express's request, or Fastify's (`raw` is Node's request there). */
 interface NestRequest {
   raw?: IncomingMessage;
@@ -189,6 +192,9 @@ const NO_RAW_BODY_HINT =
   'with the raw body kept: NestFactory.create(AppModule, { rawBody: true }) (the same option on ' +
   '@nestjs/platform-express and @nestjs/platform-fastify); the interceptor then reads req.rawBody';
 
+// ---------------------------------------------------------------------------------------------
+// The interceptor, in the same order as every adapter: body, claim, answer, settle
+
 /**
  * Verifies and claims the webhook before the route handler runs, and settles the claim by how
  * the handler ended.
@@ -204,7 +210,8 @@ const NO_RAW_BODY_HINT =
  * - When the handler returns (with a 2xx, which is Nest's default), the claim is completed
  *   before Nest sends the answer; when it throws, the claim is released and the error goes on to
  *   Nest's exception filters, so the sender's retry runs it again; a `WebhookError` below 500
- *   (`INVALID_PAYLOAD` from `webhook.json(schema)`) is answered in the envelope instead (400).
+ *   (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`, 422) is answered in the
+ *   envelope instead.
  *   A client that leaves while the handler works changes nothing; one that left before it was
  *   reached gets its claim released, and the handler does not run.
  * - The handler reads the webhook with `@Webhook()` and its context with `@WebhookCtx()`.
@@ -262,14 +269,9 @@ export class WebhookInterceptor implements NestInterceptor {
     if (early !== undefined) return this.#answer(res, early);
     (req as MarkedRequest)[VERIFIED] = { webhook: claim.webhook, context: claim.context };
     // Nest set the route's status (201 for POST unless @HttpCode says otherwise) before the
-    // interceptors ran; a throw releases in run().
-    try {
-      return await delivery.run(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode);
-    } catch (error) {
-      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)): the envelope,
-      // 400. Any other error goes on to Nest's exception filters.
-      return this.#answer(res, delivery.refusalOf(error));
-    }
+    // interceptors ran; a throw releases in run(). A payload the handler refused (INVALID_PAYLOAD,
+    // a PermanentError): the envelope. Any other error goes on to Nest's exception filters.
+    return delivery.runOrRefuse(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode, (refusal) => this.#answer(res, refusal));
   }
 
   /**
