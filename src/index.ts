@@ -6,7 +6,7 @@
  * @module webhook-receiver
  */
 
-export { WebhookError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode } from './errors.ts';
+export { WebhookError, PermanentError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode, type WebhookErrorOptions } from './errors.ts';
 export type { HeadersInput } from './headers.ts';
 export type { SecretInput } from './secrets.ts';
 export {
