@@ -1,5 +1,5 @@
-import { checkClaim, checkComplete, checkExtend, checkRelease, isUnsignedKey, newToken, offerSyncOperations, type SyncOperations } from './internal.ts';
-import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkUnsignedMax, isUnsignedKey, newToken, offerSyncOperations, unsignedLimitError, type SyncOperations } from './internal.ts';
+import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 /**
  * 100 000 ids: the default bound of {@link memoryStore} for signed deliveries.
@@ -14,7 +14,8 @@ export const DEFAULT_MEMORY_STORE_MAX = 100_000;
 
 /**
  * 10 000 ids: the default bound of {@link memoryStore} for unsigned deliveries, kept apart from
- * the signed ones so unsigned traffic can never push a signed id out.
+ * the signed ones so unsigned traffic can never push a signed id out. The same as every store's
+ * {@link DEFAULT_UNSIGNED_MAX}.
  *
  * @example
  * ```ts
@@ -22,7 +23,7 @@ export const DEFAULT_MEMORY_STORE_MAX = 100_000;
  * const store = memoryStore({ unsignedMax: DEFAULT_MEMORY_STORE_UNSIGNED_MAX / 10 });
  * ```
  */
-export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = 10_000;
+export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = DEFAULT_UNSIGNED_MAX;
 
 /**
  * Options of {@link memoryStore}.
@@ -35,7 +36,11 @@ export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = 10_000;
 export interface MemoryStoreOptions {
   /** How many signed ids are held at most (live claims and completed ids together). Default 100 000. */
   max?: number;
-  /** How many unsigned ids are held at most, in a space of their own. Default 10 000. */
+  /**
+   * How many unsigned ids are held at most, in a space of their own: when it is full, a new one
+   * makes room by forgetting the oldest unsigned completion early; when every entry is a live
+   * claim, it is refused with `StoreError` `unsigned_limit` (503 `UNSIGNED_LIMIT`). Default 10 000.
+   */
   unsignedMax?: number;
   /** The clock, in epoch milliseconds (tests). Default `Date.now`. */
   now?: () => number;
@@ -194,8 +199,9 @@ class Space {
  *   a flood of unsigned ids cannot evict a signed one.
  * - At its bound it forgets expired entries first, then the oldest completed id; it never evicts
  *   a claim whose lock still holds (a duplicate would then run beside the handler). Full of live
- *   claims, it refuses the next claim with a `StoreError` (`full`), which the receiver answers
- *   503 `STORE_UNAVAILABLE` with `Retry-After`.
+ *   claims, it refuses the next claim with a `StoreError`: `full` for signed ids (the receiver
+ *   answers 503 `STORE_UNAVAILABLE`), `unsigned_limit` for unsigned ones (503 `UNSIGNED_LIMIT`),
+ *   both with `Retry-After`.
  *
  * @example
  * ```ts
@@ -209,7 +215,7 @@ class Space {
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   if (typeof options !== 'object' || options === null) throw new TypeError('memoryStore options must be an object');
   const max = bound(options.max, 'max', DEFAULT_MEMORY_STORE_MAX);
-  const unsignedMax = bound(options.unsignedMax, 'unsignedMax', DEFAULT_MEMORY_STORE_UNSIGNED_MAX);
+  const unsignedMax = checkUnsignedMax('memoryStore', options.unsignedMax);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('memoryStore now must be a function returning epoch milliseconds');
   const signed = new Space(max);
@@ -237,10 +243,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         if (lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
         // Expired: taken over below (hold() sets the key again).
       } else if (!space.makeRoom(time)) {
+        if (space === unsigned) throw unsignedLimitError('memory', space.max, `all ${space.max} unsigned entries are live claims`);
         throw new StoreError(
           'memory',
           'full',
-          `memory store: all ${space.max} ${space === signed ? 'signed' : 'unsigned'} entries are live claims, so a new claim was refused rather than evict one (raise ${space === signed ? 'max' : 'unsignedMax'}, or use a shared store)`,
+          `memory store: all ${space.max} signed entries are live claims, so a new claim was refused rather than evict one (raise max, or use a shared store)`,
         );
       }
       const token = newToken();
