@@ -419,7 +419,6 @@ function operationOf(body: unknown): Operation | undefined {
   if (!isObject(body)) return undefined;
   if (body.op === 'ping') return { op: 'ping' };
   if (!isText(body.key) || !isText(body.token)) return undefined;
-  if (body.op === 'release') return { op: 'release', key: body.key, token: body.token };
   if (body.op === 'claim' && isMs(body.ms)) {
     const claim: Operation = { op: 'claim', key: body.key, token: body.token, ms: body.ms };
     if (body.ways !== undefined) {
@@ -428,14 +427,16 @@ function operationOf(body: unknown): Operation | undefined {
     }
     return claim;
   }
+  if (body.op === 'release') return { op: 'release', key: body.key, token: body.token };
   if ((body.op === 'complete' || body.op === 'extend') && isMs(body.ms)) return { op: body.op, key: body.key, token: body.token, ms: body.ms };
   return undefined;
 }
 
 /**
  * The Durable Object behind {@link durableObjectStore}: export it from the Worker and bind it as
- * a SQLite-backed class (`new_sqlite_classes`). One object holds one key's claim; it answers the
- * store's requests and clears its storage by alarm once the record has expired. Also works on
+ * a SQLite-backed class (`new_sqlite_classes`). One object holds one key's claim (an unsigned
+ * bucket's object, up to 16); it answers the store's requests and clears its storage by alarm once
+ * the record has expired. Also works on
  * the older key-value backend (`new_classes`).
  *
  * A plain class with the shape workerd calls (`constructor(ctx, env)`, `fetch`, `alarm`), so
@@ -510,9 +511,11 @@ export class WebhookClaims {
       return this.#write(key, { token, done: true, until: time + operation.ms }, { ok: true });
     }
     if (!owned || record!.done) return { ok: false };
-    if (operation.op === 'extend') return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
-    await records.delete(key);
-    return { ok: true };
+    if (operation.op === 'release') {
+      await records.delete(key);
+      return { ok: true };
+    }
+    return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
   }
 
   async #write(key: string, record: ClaimRecord, reply: Reply): Promise<Reply> {

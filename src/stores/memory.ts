@@ -1,29 +1,13 @@
+/**
+ * The in-process idempotency store: `memoryStore` from `webhook-receiver`.
+ *
+ * Signed and unsigned ids are kept in two spaces (`Space`), each a map of live claims and a map of
+ * completions with their order, bounded by `max` and `unsignedMax`. Every operation is a
+ * synchronous check-and-set, which the receiver calls without a promise.
+ */
+
 import { checkClaim, checkComplete, checkExtend, checkRelease, checkUnsignedMax, isUnsignedKey, newToken, offerSyncOperations, unsignedLimitError, type SyncOperations } from './internal.ts';
 import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
-
-/**
- * 100 000 ids: the default bound of {@link memoryStore} for signed deliveries.
- *
- * @example
- * ```ts
- * import { memoryStore, DEFAULT_MEMORY_STORE_MAX } from 'webhook-receiver';
- * const store = memoryStore({ max: DEFAULT_MEMORY_STORE_MAX * 2 });
- * ```
- */
-export const DEFAULT_MEMORY_STORE_MAX = 100_000;
-
-/**
- * 10 000 ids: the default bound of {@link memoryStore} for unsigned deliveries, kept apart from
- * the signed ones so unsigned traffic can never push a signed id out. The same as every store's
- * {@link DEFAULT_UNSIGNED_MAX}.
- *
- * @example
- * ```ts
- * import { memoryStore, DEFAULT_MEMORY_STORE_UNSIGNED_MAX } from 'webhook-receiver';
- * const store = memoryStore({ unsignedMax: DEFAULT_MEMORY_STORE_UNSIGNED_MAX / 10 });
- * ```
- */
-export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = DEFAULT_UNSIGNED_MAX;
 
 /**
  * Options of {@link memoryStore}.
@@ -72,9 +56,33 @@ export interface MemoryStoreUsage {
  */
 export interface MemoryStore extends IdempotencyStore {
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
-  ping(): Promise<void>;
   usage(): MemoryStoreUsage;
+  ping(): Promise<void>;
 }
+
+/**
+ * 100 000 ids: the default bound of {@link memoryStore} for signed deliveries.
+ *
+ * @example
+ * ```ts
+ * import { memoryStore, DEFAULT_MEMORY_STORE_MAX } from 'webhook-receiver';
+ * const store = memoryStore({ max: DEFAULT_MEMORY_STORE_MAX * 2 });
+ * ```
+ */
+export const DEFAULT_MEMORY_STORE_MAX = 100_000;
+
+/**
+ * 10 000 ids: the default bound of {@link memoryStore} for unsigned deliveries, kept apart from
+ * the signed ones so unsigned traffic can never push a signed id out. The same as every store's
+ * {@link DEFAULT_UNSIGNED_MAX}.
+ *
+ * @example
+ * ```ts
+ * import { memoryStore, DEFAULT_MEMORY_STORE_UNSIGNED_MAX } from 'webhook-receiver';
+ * const store = memoryStore({ unsignedMax: DEFAULT_MEMORY_STORE_UNSIGNED_MAX / 10 });
+ * ```
+ */
+export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = DEFAULT_UNSIGNED_MAX;
 
 /** A live claim (its owner's token, until when its lock holds) or a completion (its token, until when it is remembered). */
 interface Entry {
@@ -189,6 +197,13 @@ class Space {
   }
 }
 
+/** A bound option (`max`), checked: its default when absent. */
+function bound(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`memoryStore ${name} must be a positive whole number of ids`);
+  return value;
+}
+
 /**
  * An in-process idempotency store: bounded, with expiring entries. It deduplicates within one
  * process only: an app on several machines (or several processes) needs a shared store such as
@@ -301,18 +316,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async extend(key, token, lockMs) {
       return operations.extend(key, token, lockMs);
     },
-    async ping() {},
     usage() {
       const of = (space: Space) => ({ claims: space.claims.size, completed: space.done.size, max: space.max });
       return { signed: of(signed), unsigned: of(unsigned) };
     },
+    async ping() {},
   };
   offerSyncOperations(store, operations);
   return store;
-}
-
-function bound(value: number | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`memoryStore ${name} must be a positive whole number of ids`);
-  return value;
 }

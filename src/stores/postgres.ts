@@ -229,15 +229,9 @@ export interface PostgresStoreOptions<C extends PostgresClientLike = PostgresCli
  * ```
  */
 export interface PostgresStore<Tx = unknown> extends IdempotencyStore {
-  extend(key: string, token: string, lockMs: number): Promise<boolean>;
-  ping(): Promise<void>;
   /** Creates the tables (claims, unsigned slots) and the index when missing (`CREATE … IF NOT EXISTS`): safe to run at every start. */
   setup(): Promise<void>;
-  /**
-   * Deletes expired rows, {@link CLEANUP_BATCH} per statement, until none is left or `maxRows`
-   * (default 100 000) are gone. Resolves with how many rows it deleted.
-   */
-  cleanup(options?: { maxRows?: number }): Promise<number>;
+  extend(key: string, token: string, lockMs: number): Promise<boolean>;
   /**
    * Runs `fn` in one transaction that also completes the handler's claim, fenced by its token.
    * Commit means both the side effect and the completion; anything else means neither. When the
@@ -248,6 +242,12 @@ export interface PostgresStore<Tx = unknown> extends IdempotencyStore {
    * `onStoreError: 'process'` skipped) `fn` still runs in a transaction, with nothing to complete.
    */
   transaction<T>(context: TransactionContext, fn: (tx: Tx) => Promise<T> | T): Promise<T>;
+  /**
+   * Deletes expired rows, {@link CLEANUP_BATCH} per statement, until none is left or `maxRows`
+   * (default 100 000) are gone. Resolves with how many rows it deleted.
+   */
+  cleanup(options?: { maxRows?: number }): Promise<number>;
+  ping(): Promise<void>;
 }
 
 /**
@@ -346,9 +346,6 @@ export const CLEANUP_EVERY = 16;
  * ```
  */
 export const CLEANUP_STEP = 64;
-
-/** How many times an unsigned claim is sent when other ids keep taking the free slot it aimed at. */
-const UNSIGNED_CLAIM_ATTEMPTS = 3;
 
 /** `name` or `schema.name`, each part a plain identifier (quoted in SQL, so case is kept). */
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/;
@@ -477,6 +474,9 @@ WHERE ${match} AND token = $2 AND NOT completed AND expires_at > clock_timestamp
 RETURNING 1`,
   };
 }
+
+/** How many times an unsigned claim is sent when other ids keep taking the free slot it aimed at. */
+const UNSIGNED_CLAIM_ATTEMPTS = 3;
 
 /**
  * The unsigned statements: the table has `buckets × ways` slots, and an id goes to a slot of its
@@ -791,6 +791,18 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
 
   const store: PostgresStore<TransactionOf<C>> = {
     name: 'postgres',
+    async setup() {
+      for (const statement of setupSql(table)) {
+        try {
+          await send('setup', statement, []);
+        } catch (error) {
+          // Two instances starting together can race inside CREATE … IF NOT EXISTS (a unique
+          // violation on the catalog): the other one created it, which is what we wanted.
+          const code = (error as { code?: unknown } | null)?.code;
+          if (code !== '23505' && code !== '42P07') throw error;
+        }
+      }
+    },
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       checkText(key);
@@ -841,35 +853,6 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
       checkText(key);
       return (await send('extend', of(key).extend, [key, token, lockMs])).length === 1;
     },
-    async ping() {
-      const rows = await send('ping', 'SELECT 1 AS ok', []);
-      if (rows.length !== 1) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to ping');
-    },
-    async setup() {
-      for (const statement of setupSql(table)) {
-        try {
-          await send('setup', statement, []);
-        } catch (error) {
-          // Two instances starting together can race inside CREATE … IF NOT EXISTS (a unique
-          // violation on the catalog): the other one created it, which is what we wanted.
-          const code = (error as { code?: unknown } | null)?.code;
-          if (code !== '23505' && code !== '42P07') throw error;
-        }
-      }
-    },
-    async cleanup(cleanupOptions = {}) {
-      const { maxRows = 100_000 } = cleanupOptions;
-      if (typeof maxRows !== 'number' || !Number.isInteger(maxRows) || maxRows <= 0) throw new RangeError('cleanup maxRows must be a positive integer');
-      let deleted = 0;
-      while (deleted < maxRows) {
-        const batch = Math.min(CLEANUP_BATCH, maxRows - deleted);
-        const count = Number((await send('cleanup', sql.cleanup, [batch]))[0]?.deleted);
-        if (!Number.isInteger(count)) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to cleanup');
-        deleted += count;
-        if (count < batch) break;
-      }
-      return deleted;
-    },
     async transaction<T>(context: TransactionContext, fn: (tx: TransactionOf<C>) => Promise<T> | T): Promise<T> {
       if (typeof context !== 'object' || context === null) {
         throw new TypeError('store.transaction needs the handler context: store.transaction(context, async (tx) => { … })');
@@ -898,6 +881,23 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
       // the same thing again (one round trip saved per delivery).
       if (claim !== undefined) noteCompletedByStore(claim);
       return value;
+    },
+    async cleanup(cleanupOptions = {}) {
+      const { maxRows = 100_000 } = cleanupOptions;
+      if (typeof maxRows !== 'number' || !Number.isInteger(maxRows) || maxRows <= 0) throw new RangeError('cleanup maxRows must be a positive integer');
+      let deleted = 0;
+      while (deleted < maxRows) {
+        const batch = Math.min(CLEANUP_BATCH, maxRows - deleted);
+        const count = Number((await send('cleanup', sql.cleanup, [batch]))[0]?.deleted);
+        if (!Number.isInteger(count)) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to cleanup');
+        deleted += count;
+        if (count < batch) break;
+      }
+      return deleted;
+    },
+    async ping() {
+      const rows = await send('ping', 'SELECT 1 AS ok', []);
+      if (rows.length !== 1) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to ping');
     },
   };
   return store;

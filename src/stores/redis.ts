@@ -187,14 +187,14 @@ if value ~= 'lock:' .. ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[2])
 return 1`;
 
-// Extend: while the token still owns the key, hold it for ARGV[2] ms from now.
-const EXTEND = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return 1`;
-
 // Release: only while the token still owns the key, free it for the sender's retry.
 const RELEASE = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
+return 1`;
+
+// Extend: while the token still owns the key, hold it for ARGV[2] ms from now.
+const EXTEND = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
 
 // Unsigned ids: one hash a bucket, a field per id (the SHA-1 of its whole key, ARGV[1]) holding
@@ -248,14 +248,14 @@ if not owned('lock') then return 0 end
 hold('done', tonumber(ARGV[3]))
 return 1`;
 
-const UNSIGNED_EXTEND = `${UNSIGNED_ENTRY}
-if not owned('lock') then return 0 end
-hold('lock', tonumber(ARGV[3]))
-return 1`;
-
 const UNSIGNED_RELEASE = `${UNSIGNED_ENTRY}
 if not owned('lock') then return 0 end
 redis.call('HDEL', KEYS[1], id)
+return 1`;
+
+const UNSIGNED_EXTEND = `${UNSIGNED_ENTRY}
+if not owned('lock') then return 0 end
+hold('lock', tonumber(ARGV[3]))
 return 1`;
 
 interface Script {
