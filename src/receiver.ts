@@ -564,10 +564,10 @@ class ReceiverImpl implements Receiver {
             : await store.claim(key, lockMs),
       );
     } catch (error) {
-      // An answer outside the contract fails closed whatever onStoreError says: the store may
-      // be broken in a way that lets every duplicate through.
       // The unsigned budget is full: a refusal, never an outage to run through (issue 22).
       if (error instanceof StoreError && error.reason === 'unsigned_limit') throw unsignedLimit(error);
+      // An answer outside the contract fails closed whatever onStoreError says: the store may
+      // be broken in a way that lets every duplicate through.
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
       if (this.#processOnStoreError && !contractBroken) {
         this.#report(error, 'claim', webhook.id, false);
