@@ -28,6 +28,7 @@ export const WEBHOOK_ERROR_STATUS = {
   BODY_UNAVAILABLE: 500,
   INVALID_NAMESPACE: 500,
   STORE_UNAVAILABLE: 503,
+  UNSIGNED_LIMIT: 503,
 } as const;
 
 /**
@@ -206,6 +207,15 @@ export function rejection(code: WebhookErrorCode, message: string, options?: Web
  */
 export function bodyUnavailable(hint: string): WebhookError {
   return new WebhookError('BODY_UNAVAILABLE', 'the server could not read the raw request body, so the signature cannot be checked', { hint });
+}
+
+/**
+ * The `UNSIGNED_LIMIT` refusal (503, answered with `Retry-After`) of an unsigned delivery whose
+ * store has no room left in its unsigned budget; `cause` is the store's error. The message names
+ * no setting: the caller is remote and unauthenticated. Internal: not exported from the package.
+ */
+export function unsignedLimit(cause: unknown): WebhookError {
+  return rejection('UNSIGNED_LIMIT', 'unsigned deliveries have reached their budget in the idempotency store; retry later', { cause });
 }
 
 /**

@@ -27,7 +27,8 @@ export interface WebhookResponse {
 }
 
 /**
- * Seconds a sender should wait after `STORE_UNAVAILABLE` before retrying (the `Retry-After` value).
+ * Seconds a sender should wait after a 503 (`STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`) before retrying
+ * (the `Retry-After` value).
  *
  * @example
  * ```ts
@@ -41,7 +42,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /**
  * The response for a rejected request: the error's status and the `{ error, message }` envelope
- * (`Retry-After` too for `STORE_UNAVAILABLE`).
+ * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`).
  *
  * @example
  * ```ts
@@ -51,7 +52,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
  */
 export function errorResponse(error: WebhookError): WebhookResponse {
   const headers: Record<string, string> =
-    error.code === 'STORE_UNAVAILABLE' ? { ...JSON_HEADERS, 'retry-after': String(STORE_UNAVAILABLE_RETRY_AFTER_SECONDS) } : { ...JSON_HEADERS };
+    error.status === 503 ? { ...JSON_HEADERS, 'retry-after': String(STORE_UNAVAILABLE_RETRY_AFTER_SECONDS) } : { ...JSON_HEADERS };
   return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
 }
 

@@ -50,7 +50,7 @@ export {
   type ReceiverErrorContext,
   type ReceiverOptions,
 } from './receiver.ts';
-export { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
+export { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
 export {
   memoryStore,
   DEFAULT_MEMORY_STORE_MAX,

@@ -8,7 +8,7 @@
  * still gets a successful run completed, so its retry is answered as a duplicate (issue 11).
  */
 
-import { errorText, WebhookError } from './errors.ts';
+import { errorText, unsignedLimit, WebhookError } from './errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from './logger.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type OutcomeEvent, type TelemetryOptions, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
@@ -589,6 +589,8 @@ class ReceiverImpl implements Receiver {
             : await store.claim(key, lockMs),
       );
     } catch (error) {
+      // The unsigned budget is full: a refusal, never an outage to run through (issue 22).
+      if (error instanceof StoreError && error.reason === 'unsigned_limit') throw unsignedLimit(error);
       // An answer outside the contract fails closed whatever onStoreError says: the store may
       // be broken in a way that lets every duplicate through.
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';

@@ -8,6 +8,13 @@
  * storage is synchronous, so the check-and-set is one uninterrupted piece of code; on the older
  * key-value backend it awaits only `storage.get`/`put`, which the input gate covers.
  *
+ * Unsigned ids (issue 22) cannot evict or block a signed id here, each key having its own object;
+ * what they are bounded in is cost. They go to a fixed set of objects (named `<prefix>:u:<bucket>`,
+ * the bucket a hash of the key), each holding at most 16 records, `unsignedMax` in all: whatever
+ * unsigned traffic sends, it creates at most `unsignedMax / 16` objects and `unsignedMax` records,
+ * each deleted by the alarm once expired. A full bucket makes room by forgetting the unsigned
+ * completion that expires first; full of live claims, it refuses (`unsigned_limit`).
+ *
  * Expiry is checked on access (a record past its time counts as absent) and cleaned up by the
  * object's alarm, so an id's storage goes away once its completion has expired.
  *
@@ -18,10 +25,10 @@
  * @module webhook-receiver/cloudflare
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, wholeMs, withTimeout } from './internal.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, checkUnsignedMax, describeValue, isUnsignedKey, newToken, unsignedBucket, unsignedBuckets, unsignedLimitError, wholeMs, withTimeout } from './internal.ts';
 import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
 
-export { StoreError, type StoreErrorReason } from './types.ts';
+export { DEFAULT_UNSIGNED_MAX, StoreError, type StoreErrorReason } from './types.ts';
 
 /**
  * The part of a Durable Object stub that {@link durableObjectStore} uses (`DurableObjectStub`).
@@ -72,6 +79,12 @@ export interface DurableObjectStoreOptions {
    * `STORE_UNAVAILABLE`). Default 5000: an object's first request may create it far away.
    */
   timeoutMs?: number;
+  /**
+   * The unsigned budget: how many records unsigned ids may hold at most, 16 an object (see
+   * {@link durableObjectStore}). Default 10 000 ({@link DEFAULT_UNSIGNED_MAX}). Changing it moves
+   * unsigned ids to other objects: their deduplication starts again.
+   */
+  unsignedMax?: number;
 }
 
 /**
@@ -102,15 +115,15 @@ const STORE = 'durable-object';
  */
 export const DEFAULT_DURABLE_OBJECT_TIMEOUT_MS = 5000;
 
-/** What the store asks its object: one operation on one key. */
+/** What the store asks its object: one operation on one key (`ways`: in an unsigned bucket of that many records). */
 type Operation =
-  | { op: 'claim'; key: string; token: string; ms: number }
+  | { op: 'claim'; key: string; token: string; ms: number; ways?: number }
   | { op: 'complete'; key: string; token: string; ms: number }
   | { op: 'release'; key: string; token: string }
   | { op: 'extend'; key: string; token: string; ms: number }
   | { op: 'ping' };
 
-type Reply = { status: 'acquired' } | { status: 'processing'; retryAfterMs: number } | { status: 'completed' } | { ok: boolean };
+type Reply = { status: 'acquired' } | { status: 'processing'; retryAfterMs: number } | { status: 'completed' } | { status: 'unsigned_limit' } | { ok: boolean };
 
 // The object is reached through its stub, never over the network: the host is only a label.
 const ENDPOINT = 'https://webhook-claims.invalid/';
@@ -136,6 +149,11 @@ const ENDPOINT = 'https://webhook-claims.invalid/';
  * Each key has an object of its own, and each claim, complete, release and extend is one request
  * to it: atomic, one round trip. An operation that gets no answer within `timeoutMs` rejects.
  *
+ * Unsigned ids (with the receiver's `unsigned: 'accept'`) share a fixed set of objects, 16 records
+ * each and `unsignedMax` in all (default 10 000: 625 objects): unsigned traffic never holds more,
+ * whatever it sends. A full object makes room by forgetting the unsigned completion that expires
+ * first; full of live claims, it refuses with `StoreError` `unsigned_limit` (503 `UNSIGNED_LIMIT`).
+ *
  * @example
  * ```ts
  * import { createReceiver } from 'webhook-receiver';
@@ -160,11 +178,16 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
   const { prefix = '' } = options;
   if (typeof prefix !== 'string') throw new TypeError('durableObjectStore prefix must be a string');
   const timeoutMs = checkTimeoutOption(STORE, options.timeoutMs, DEFAULT_DURABLE_OBJECT_TIMEOUT_MS);
+  const unsignedMax = checkUnsignedMax('durableObjectStore', options.unsignedMax);
+  const { buckets, ways } = unsignedBuckets(unsignedMax);
+
+  /** The object of a key: its own, or its unsigned bucket's (`:u:`: no key of the receiver's grammar starts with `:`). */
+  const objectName = (key: string): string => (isUnsignedKey(key) ? `${prefix}:u:${unsignedBucket(key, buckets)}` : prefix + key);
 
   const send = (name: string, operation: Operation): Promise<Reply> =>
     withTimeout(
       (async () => {
-        const stub = namespace.get(namespace.idFromName(prefix + name));
+        const stub = namespace.get(namespace.idFromName(name));
         const response = await stub.fetch(ENDPOINT + operation.op, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
@@ -182,7 +205,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     );
 
   const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' }>): Promise<boolean> => {
-    const reply = await send(operation.key, operation);
+    const reply = await send(objectName(operation.key), operation);
     if (typeof reply === 'object' && reply !== null && 'ok' in reply && typeof reply.ok === 'boolean') return reply.ok;
     throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ${operation.op}: ${describeValue(reply)}`);
   };
@@ -192,10 +215,13 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       const token = newToken();
-      const reply = await send(key, { op: 'claim', key, token, ms: wholeMs(lockMs) });
+      const operation: Operation = { op: 'claim', key, token, ms: wholeMs(lockMs) };
+      if (isUnsignedKey(key)) operation.ways = ways;
+      const reply = await send(objectName(key), operation);
       const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
       if (status === 'acquired') return { status, token };
       if (status === 'completed') return { status };
+      if (status === 'unsigned_limit') throw unsignedLimitError(STORE, unsignedMax, `all ${ways} ids of its bucket are live claims`);
       if (status === 'processing') {
         const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
         return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
@@ -216,7 +242,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     },
     async ping() {
       // An object of its own (no key has an empty namespace), which never writes storage.
-      const reply = await send(':ping', { op: 'ping' });
+      const reply = await send(`${prefix}:ping`, { op: 'ping' });
       if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
         throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ping: ${describeValue(reply)}`);
       }
@@ -295,6 +321,12 @@ interface Records {
   delete(key: string): void | Promise<unknown>;
   /** Deletes records expired at `time`; answers the earliest `until` left, if any. */
   sweep(time: number): number | undefined | Promise<number | undefined>;
+  /**
+   * In an unsigned bucket's object, room for `key` among at most `ways` records: deletes other
+   * keys' expired records, then, if the bucket is still full, the completion that expires first
+   * (forgotten early). `false`: every other record is a live claim.
+   */
+  admit(key: string, time: number, ways: number): boolean | Promise<boolean>;
   /** After `deleteAll()`, which also drops the table. */
   forget(): void;
 }
@@ -330,6 +362,14 @@ function sqlRecords(sql: SqlStorageLike): Records {
       const next = table().exec(`SELECT MIN(expires_at) AS next FROM ${TABLE}`).toArray()[0]?.next;
       return typeof next === 'number' ? next : undefined;
     },
+    admit(key, time, ways) {
+      table().exec(`DELETE FROM ${TABLE} WHERE key <> ? AND expires_at <= ?`, key, time);
+      if (Number(table().exec(`SELECT count(*) AS held FROM ${TABLE} WHERE key <> ?`, key).toArray()[0]?.held) < ways) return true;
+      const oldest = table().exec(`SELECT key FROM ${TABLE} WHERE key <> ? AND done = 1 ORDER BY expires_at LIMIT 1`, key).toArray()[0]?.key;
+      if (oldest === undefined) return false;
+      table().exec(`DELETE FROM ${TABLE} WHERE key = ?`, String(oldest));
+      return true;
+    },
     forget() {
       ready = false;
     },
@@ -349,6 +389,23 @@ function keyValueRecords(storage: DurableObjectStorageLike): Records {
         else if (next === undefined || until < next) next = until;
       }
       return next;
+    },
+    async admit(key, time, ways) {
+      let held = 0;
+      let oldest: [string, number] | undefined;
+      for (const [other, value] of await storage.list()) {
+        if (other === key) continue;
+        const until = (value as Partial<ClaimRecord> | undefined)?.until;
+        if (typeof until !== 'number' || until <= time) await storage.delete(other);
+        else {
+          held++;
+          if ((value as ClaimRecord).done && (oldest === undefined || until < oldest[1])) oldest = [other, until];
+        }
+      }
+      if (held < ways) return true;
+      if (oldest === undefined) return false;
+      await storage.delete(oldest[0]);
+      return true;
     },
     forget() {},
   };
@@ -380,15 +437,24 @@ function operationOf(body: unknown): Operation | undefined {
   if (!isObject(body)) return undefined;
   if (body.op === 'ping') return { op: 'ping' };
   if (!isText(body.key) || !isText(body.token)) return undefined;
+  if (body.op === 'claim' && isMs(body.ms)) {
+    const claim: Operation = { op: 'claim', key: body.key, token: body.token, ms: body.ms };
+    if (body.ways !== undefined) {
+      if (!isMs(body.ways)) return undefined;
+      claim.ways = body.ways;
+    }
+    return claim;
+  }
   if (body.op === 'release') return { op: 'release', key: body.key, token: body.token };
-  if ((body.op === 'claim' || body.op === 'complete' || body.op === 'extend') && isMs(body.ms)) return { op: body.op, key: body.key, token: body.token, ms: body.ms };
+  if ((body.op === 'complete' || body.op === 'extend') && isMs(body.ms)) return { op: body.op, key: body.key, token: body.token, ms: body.ms };
   return undefined;
 }
 
 /**
  * The Durable Object behind {@link durableObjectStore}: export it from the Worker and bind it as
- * a SQLite-backed class (`new_sqlite_classes`). One object holds one key's claim; it answers the
- * store's requests and clears its storage by alarm once the record has expired. Also works on
+ * a SQLite-backed class (`new_sqlite_classes`). One object holds one key's claim (an unsigned
+ * bucket's object, up to 16); it answers the store's requests and clears its storage by alarm once
+ * the record has expired. Also works on
  * the older key-value backend (`new_classes`).
  *
  * A plain class with the shape workerd calls (`constructor(ctx, env)`, `fetch`, `alarm`), so
@@ -451,6 +517,8 @@ export class WebhookClaims {
 
     if (operation.op === 'claim') {
       if (record !== undefined) return record.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: record.until - time };
+      // An unsigned bucket's object holds at most `ways` ids (issue 22).
+      if (operation.ways !== undefined && !(await records.admit(key, time, operation.ways))) return { status: 'unsigned_limit' };
       return this.#write(key, { token, done: false, until: time + operation.ms }, { status: 'acquired' });
     }
     const owned = record !== undefined && record.token === token;
@@ -461,14 +529,17 @@ export class WebhookClaims {
       return this.#write(key, { token, done: true, until: time + operation.ms }, { ok: true });
     }
     if (!owned || record!.done) return { ok: false };
-    if (operation.op === 'extend') return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
-    await records.delete(key);
-    return { ok: true };
+    if (operation.op === 'release') {
+      await records.delete(key);
+      return { ok: true };
+    }
+    return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
   }
 
   async #write(key: string, record: ClaimRecord, reply: Reply): Promise<Reply> {
     await this.#store.put(key, record);
-    // One alarm per object, and one key per object: it fires when this record expires.
+    // One alarm per object. A key's own object holds one record: the alarm fires when it expires.
+    // An unsigned bucket's object holds several: the alarm's sweep sets the next one for those left.
     await this.ctx.storage.setAlarm(record.until);
     return reply;
   }

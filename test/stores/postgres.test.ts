@@ -79,12 +79,24 @@ describe('postgresStore options and types', () => {
     expect(postgresStore({ client: sql }).claim).toBeTypeOf('function');
   });
 
+  it('checks unsignedMax', () => {
+    for (const unsignedMax of [0, -1, 1.5, Number.NaN, 2 ** 31, '10' as never]) {
+      expect(() => postgresStore({ client: pool, unsignedMax })).toThrow(new RangeError('postgresStore unsignedMax must be a positive whole number of ids'));
+    }
+    expect(() => postgresStore({ client: pool, unsignedMax: 2 ** 31 - 1 })).not.toThrow();
+  });
+
   it('prints its SQL for hand migrations, with the table quoted', () => {
     expect(setupSql()).toEqual([
       `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}" (\n  key        text        PRIMARY KEY,\n  token      text        NOT NULL,\n  completed  boolean     NOT NULL DEFAULT false,\n  expires_at timestamptz NOT NULL\n)`,
       `CREATE INDEX IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_expires_at" ON "${DEFAULT_POSTGRES_TABLE}" (expires_at)`,
+      `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_unsigned" (\n  slot       integer     PRIMARY KEY,\n  key        text        NOT NULL UNIQUE,\n  token      text        NOT NULL,\n  completed  boolean     NOT NULL DEFAULT false,\n  expires_at timestamptz NOT NULL\n)`,
     ]);
     expect(setupSql('billing.claims')[1]).toBe('CREATE INDEX IF NOT EXISTS "claims_expires_at" ON "billing"."claims" (expires_at)');
+    expect(setupSql('billing.claims')[2]).toMatch(/^CREATE TABLE IF NOT EXISTS "billing"\."claims_unsigned" \(/);
+    // The unsigned table's name is cut to PostgreSQL's 63 characters, and may not be the table's own.
+    expect(setupSql('a'.repeat(63))[2]).toMatch(new RegExp(`^CREATE TABLE IF NOT EXISTS "${'a'.repeat(54)}_unsigned" \\(`));
+    expect(() => setupSql(`${'a'.repeat(54)}_unsigned`)).toThrow(TypeError);
   });
 
   it('a backend that never answers rejects with StoreError timeout, never hangs', async () => {
