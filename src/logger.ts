@@ -7,7 +7,6 @@
 
 import { escapeControlCharacters } from './encoding.ts';
 import { errorText, type WebhookError } from './errors.ts';
-// Type-only: http.ts imports this module at run time, never the other way round.
 import type { RejectionContext } from './rejection.ts';
 
 /**
