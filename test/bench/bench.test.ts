@@ -98,6 +98,8 @@ describe('npm run bench -- --quick', () => {
             ]
           : []),
         'receiver claim + complete ÷ verify alone, memory store, 1 KiB',
+        'tenant keys verify (tenant cached) ÷ static verifier, same keys, 1 KiB',
+        'loader calls, 10,000 requests naming random tenants at once',
       ];
       expect(what).toEqual(expected);
       for (const row of targets) {
@@ -165,7 +167,7 @@ describe('npm run bench -- --quick', () => {
         'bare createHmac',
       ]);
       // Every section says how long it took and what the machine's load was meanwhile.
-      expect(report.match(/^_Section wall time: [\d.]+ s; load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(11);
+      expect(report.match(/^_Section wall time: [\d.]+ s; load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(12);
       const forged = tableAfter(report, '## 8. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
       if (storesPresent) {
@@ -196,6 +198,10 @@ describe('npm run bench -- --quick', () => {
         'verify + a bare Map: look up, forget the oldest, insert',
         'handle, a handler that does nothing',
       ]);
+      expect(tableAfter(report, '## 12. Tenant keys').map((row) => row[0])).toEqual(['static verifier, same keys', 'tenant keys, tenant cached']);
+      const flood = tableAfter(report, '### A flood of random tenant names');
+      expect(flood.map((row) => row[0])).toEqual(['10,000 at once, a 5 ms loader']);
+      expect(flood[0]![1]).toBe('16');
     },
     TIME_LIMIT_MS + 10_000,
   );
