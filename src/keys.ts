@@ -14,6 +14,7 @@ import { LRUCache } from 'lru-cache';
 import { defaultBackend, type CryptoBackend } from './crypto.ts';
 import { rejection, WebhookError } from './errors.ts';
 import { headerValues } from './headers.ts';
+import { pathAsSent } from './rejection.ts';
 import { decodeSecretList, type KeyMaterial, type SecretInput } from './secrets.ts';
 import {
   createTenantVerifier,
@@ -231,9 +232,8 @@ class InputRequest implements TenantRequest {
     return this.#input.method ?? 'POST';
   }
   get path(): string {
-    const path = this.#input.path ?? '';
-    const query = path.indexOf('?');
-    return query === -1 ? path : path.slice(0, query);
+    const path = this.#input.path;
+    return path === undefined ? '' : pathAsSent(path);
   }
   get host(): string {
     return this.#input.host ?? '';

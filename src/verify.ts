@@ -70,7 +70,10 @@ export interface WebhookInput {
    * with fixed `secrets` never reads these. The method, default `'POST'`.
    */
   method?: string;
-  /** The request's path as sent (percent-encoding intact); anything from a `?` on is ignored. */
+  /**
+   * The request's path as sent (percent-encoding intact), or its URL (`req.url`, a full URL): the
+   * origin and anything from a `?` on are left out.
+   */
   path?: string;
   /** The `Host` the request was sent to. */
   host?: string;
