@@ -6,6 +6,7 @@
 
 import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
 import { isWebhookError, type WebhookError } from './errors.ts';
+import { TENANT_KEYS_DEFAULTS } from './keys.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { rejectionContext, type RejectionContext } from './rejection.ts';
@@ -45,7 +46,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /**
  * The response for a rejected request: the error's status and the `{ error, message }` envelope
- * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`).
+ * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`, `KEYS_UNAVAILABLE`…).
  *
  * @example
  * ```ts
@@ -54,8 +55,9 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
  * ```
  */
 export function errorResponse(error: WebhookError): WebhookResponse {
-  const headers: Record<string, string> =
-    error.status === 503 ? { ...JSON_HEADERS, 'retry-after': String(STORE_UNAVAILABLE_RETRY_AFTER_SECONDS) } : { ...JSON_HEADERS };
+  // Every 503 asks the sender to come back later, and says when.
+  const retryAfter = error.code === 'KEYS_UNAVAILABLE' ? TENANT_KEYS_DEFAULTS.retryAfterSeconds : error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined;
+  const headers: Record<string, string> = retryAfter === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, 'retry-after': String(retryAfter) };
   return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
 }
 
@@ -164,6 +166,11 @@ export class Delivery {
   readonly receiver: Receiver;
   /** `maxBodyBytes`, for adapters that read the body themselves. */
   readonly limit: number;
+  /**
+   * Whether the receiver has tenant keys: the request's method, path, host and route parameters
+   * matter then, and an adapter whose framework builds them per call reads them only in that case.
+   */
+  readonly tenants: boolean;
   readonly #report: (error: WebhookError, context: RejectionContext, logger?: WebhookLogger) => void;
   /** Looked up once here rather than on every request. */
   readonly #observer: Observer | undefined;
@@ -173,6 +180,7 @@ export class Delivery {
     this.#observer = observerOf(this.receiver);
     this.#report = rejectionReporter(options);
     this.limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.tenants = options.keys !== undefined;
   }
 
   /**
