@@ -26,7 +26,9 @@ export const WEBHOOK_ERROR_STATUS = {
   UNSUPPORTED_ENCODING: 415,
   BODY_UNAVAILABLE: 500,
   INVALID_NAMESPACE: 500,
+  PERMANENT_FAILURE: 422,
   STORE_UNAVAILABLE: 503,
+  INBOX_UNAVAILABLE: 503,
 } as const;
 
 /**
@@ -145,3 +147,36 @@ export function rejection(code: WebhookErrorCode, message: string, options?: { c
 export function errorText(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
+
+/** The brand of every `PermanentError`, shared by all copies of the package through `Symbol.for`. */
+const PERMANENT_BRAND = Symbol.for('webhook-receiver.PermanentError');
+
+/**
+ * Thrown by a handler when retrying can never help (the event refers to an account that was
+ * deleted, its payload is one the app will never accept). In the synchronous mode the receiver
+ * releases the claim and answers 422 `PERMANENT_FAILURE`; from an inbox's worker the job is
+ * dead-lettered at once instead of spending its remaining attempts. A `WebhookError` whose status
+ * is below 500 (such as `INVALID_PAYLOAD` from `webhook.json(schema)`) is treated the same way.
+ *
+ * @example
+ * ```ts
+ * import { PermanentError } from 'webhook-receiver';
+ * const worker = await inbox.work(async (webhook) => {
+ *   const event = webhook.json<{ accountId: string }>();
+ *   if (!(await accounts.exists(event.accountId))) throw new PermanentError(`no account ${event.accountId}`);
+ * });
+ * ```
+ */
+export class PermanentError extends Error {
+  /** Holds for a `PermanentError` made by any copy of this package in the process (see `WebhookError`). */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== PermanentError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && (value as { [PERMANENT_BRAND]?: unknown })[PERMANENT_BRAND] === true;
+  }
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'PermanentError';
+  }
+}
+Object.defineProperty(PermanentError.prototype, PERMANENT_BRAND, { value: true });

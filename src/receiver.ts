@@ -374,13 +374,13 @@ function defaultOnError(logger: WebhookLogger | undefined, error: unknown, conte
 }
 
 /** A store answer outside the contract: fail closed. */
-function badReply(operation: string, reply: unknown): StoreError {
+export function badReply(operation: string, reply: unknown): StoreError {
   const shown = reply === null ? 'null' : typeof reply === 'object' ? JSON.stringify(Object.keys(reply as object)) : typeof reply;
   return new StoreError('custom', 'bad_reply', `the idempotency store answered ${operation} outside its contract (${shown}); the delivery was refused rather than run unprotected`);
 }
 
 /** The claim result, checked against the contract (a custom store may answer anything). */
-function checkedClaim(result: unknown): ClaimResult {
+export function checkedClaim(result: unknown): ClaimResult {
   if (typeof result === 'object' && result !== null) {
     const { status, token, retryAfterMs } = result as { status?: unknown; token?: unknown; retryAfterMs?: unknown };
     if (status === 'acquired' && typeof token === 'string' && token.length > 0) return result as ClaimResult;
