@@ -1,4 +1,4 @@
-export { WebhookError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode } from './errors.ts';
+export { WebhookError, PermanentError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode, type WebhookErrorOptions } from './errors.ts';
 export type { HeadersInput } from './headers.ts';
 export type { SecretInput } from './secrets.ts';
 export {

@@ -174,18 +174,47 @@ export function describeValue(value: unknown): string {
   return `${/^[AEIOU]/.test(constructorName) ? 'an' : 'a'} ${constructorName}`;
 }
 
-/** Claims a store completed inside the app's own transaction (the Postgres store's `transaction`). */
-const completedByStore = new WeakSet<ClaimHandle>();
-
 /**
- * Records that `handle`'s claim was completed by its store, together with the handler's side
- * effect: the receiver's own completion afterwards then sends nothing (one round trip saved).
+ * A claim a store completes inside the app's own transaction (the Postgres store's
+ * `transaction`): `committed` settles `true` once the transaction committed, `false` if it did not.
  */
-export function noteCompletedByStore(handle: ClaimHandle): void {
-  completedByStore.add(handle);
+export interface StoreCompletion {
+  /** `undefined` while the transaction commits, then whether it did. */
+  done: boolean | undefined;
+  readonly committed: Promise<boolean>;
 }
 
-/** `true` when {@link noteCompletedByStore} recorded `handle`. */
+const storeCompletions = new WeakMap<ClaimHandle, StoreCompletion>();
+
+/**
+ * Records that `handle`'s claim is being completed by its store, together with the handler's side
+ * effect, once the completion is written in the transaction and before it commits (the row is
+ * then the transaction's: no other statement can take it). Returns the function to call with
+ * whether the transaction committed. Meanwhile, and after a commit, the receiver neither renews
+ * the claim nor reports it lost, and its own completion sends nothing (one round trip saved).
+ */
+export function noteCompletingInStore(handle: ClaimHandle): (committed: boolean) => void {
+  let settle!: (committed: boolean) => void;
+  const completion: StoreCompletion = { done: undefined, committed: new Promise((resolve) => (settle = resolve)) };
+  storeCompletions.set(handle, completion);
+  return (committed) => {
+    completion.done = committed;
+    settle(committed);
+  };
+}
+
+/** The completion {@link noteCompletingInStore} recorded for `handle`, if any. */
+export function storeCompletionOf(handle: ClaimHandle): StoreCompletion | undefined {
+  return storeCompletions.get(handle);
+}
+
+/** `true` while `handle`'s claim is being completed in the app's transaction, or once that committed. */
+export function completingInStore(handle: ClaimHandle): boolean {
+  const completion = storeCompletions.get(handle);
+  return completion !== undefined && completion.done !== false;
+}
+
+/** `true` when the app's transaction committed `handle`'s completion. */
 export function isCompletedByStore(handle: ClaimHandle): boolean {
-  return completedByStore.has(handle);
+  return storeCompletions.get(handle)?.done === true;
 }

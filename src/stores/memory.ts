@@ -33,7 +33,13 @@ export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = 10_000;
  * ```
  */
 export interface MemoryStoreOptions {
-  /** How many signed ids are held at most (live claims and completed ids together). Default 100 000. */
+  /**
+   * How many signed ids are held at most (live claims and completed ids together). Default
+   * 100 000. At the bound the oldest completed id is forgotten, possibly before `ttlSeconds`:
+   * if that happens within twice `toleranceSeconds` of its timestamp, a captured request carrying
+   * it would verify and run again. Size it above the signed deliveries the endpoint receives in
+   * that window (10 minutes with the defaults); {@link MemoryStore.usage} shows how full it is.
+   */
   max?: number;
   /** How many unsigned ids are held at most, in a space of their own. Default 10 000. */
   unsignedMax?: number;
@@ -196,6 +202,10 @@ class Space {
  *   a claim whose lock still holds (a duplicate would then run beside the handler). Full of live
  *   claims, it refuses the next claim with a `StoreError` (`full`), which the receiver answers
  *   503 `STORE_UNAVAILABLE` with `Retry-After`.
+ * - Forgetting the oldest completed id at the bound is the one way it can forget an id before
+ *   `ttlSeconds` (which the receiver requires to be at least twice `toleranceSeconds`, so that a
+ *   replay inside the timestamp window is answered as a duplicate): keep `max` above the signed
+ *   deliveries of that window, or the replay of an id it forgot runs again.
  *
  * @example
  * ```ts

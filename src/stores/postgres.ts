@@ -15,7 +15,7 @@
  * shape. Neither is imported.
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, noteCompletedByStore, timeoutError, withTimeout } from './internal.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, noteCompletingInStore, timeoutError, withTimeout } from './internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
@@ -767,19 +767,29 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
         checkComplete(claim.key, claim.token, claim.ttlMs);
       }
       const signal = context.signal;
-      const value = await driver.transaction(async (run, tx) => {
-        const result = await fn(tx as TransactionOf<C>);
-        // The receiver gave up on this delivery (for example its lease was lost): never commit.
-        signal?.throwIfAborted();
-        if (claim !== undefined) {
-          const rows = await run(sql.completeInTransaction, [claim.key, claim.token, claim.ttlMs], 'transaction (complete)');
-          if (rows.length !== 1) throw new ClaimLostError(claim.key);
-        }
-        return result;
-      });
-      // Committed together with the side effect: the receiver's own completion would only send
-      // the same thing again (one round trip saved per delivery).
-      if (claim !== undefined) noteCompletedByStore(claim);
+      let committed: ((done: boolean) => void) | undefined;
+      let value: T;
+      try {
+        value = await driver.transaction(async (run, tx) => {
+          const result = await fn(tx as TransactionOf<C>);
+          // The receiver gave up on this delivery (for example its lease was lost): never commit.
+          signal?.throwIfAborted();
+          if (claim !== undefined) {
+            const rows = await run(sql.completeInTransaction, [claim.key, claim.token, claim.ttlMs], 'transaction (complete)');
+            if (rows.length !== 1) throw new ClaimLostError(claim.key);
+            // The row is completed in this transaction and locked by it: from here the receiver
+            // stops renewing the claim (a renewal would wait for the commit, then find the row
+            // completed), so work after the commit is neither aborted nor reported as a lost
+            // claim; its own completion afterwards sends nothing (one round trip saved).
+            committed = noteCompletingInStore(claim);
+          }
+          return result;
+        });
+      } catch (error) {
+        committed?.(false);
+        throw error;
+      }
+      committed?.(true);
       return value;
     },
   };

@@ -21,7 +21,7 @@ import {
   type PostgresStore,
   type TransactionOf,
 } from '../../src/stores/postgres.ts';
-import { createReceiver } from '../../src/receiver.ts';
+import { createReceiver, type ReceiverErrorContext } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { ClaimHandle } from '../../src/stores/types.ts';
 import { connectPostgres, POSTGRES_KINDS, sharedPostgresUrl, startCountingProxy, uniqueTable, type PostgresClient, type PostgresKind } from '../support/postgres.ts';
@@ -365,6 +365,31 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
         store.transaction({ claim: handle(store, 'default:s:msg_1', owner) }, (tx) => exec(tx, `INSERT INTO "${effects}" (id) VALUES ($1)`, ['msg_1'])),
       ).rejects.toThrow(ClaimLostError);
       expect(await effectCount('msg_1')).toBe(1);
+    });
+
+    test('a claim completed in the handler’s transaction is renewed no more: work after the commit is neither aborted nor reported', async () => {
+      store = await fresh();
+      const secret = generateSecret();
+      const reports: [unknown, ReceiverErrorContext][] = [];
+      // A 300 ms lock, renewed every 100 ms while the handler runs.
+      const receiver = createReceiver({ secrets: secret, onError: (error, context) => reports.push([error, context]), idempotency: { store, lockSeconds: 0.3 } });
+      const body = '{"type":"order.paid"}';
+      const signed = await signWebhook({ secret, body });
+      const result = await receiver.handle({ headers: signed.headers, body }, async (webhook, context) => {
+        await store.transaction(context, (tx) => exec(tx, `INSERT INTO "${effects}" (id) VALUES ($1)`, [webhook.id]));
+        // Work after the commit (the README's fetch(…, { signal: context.signal })), longer than
+        // several renewals and than the lock itself: it ends early only if the signal aborts.
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 1_000);
+          context.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+        });
+        return context.signal.aborted;
+      });
+      expect(result).toMatchObject({ outcome: 'processed', value: false });
+      expect(reports).toEqual([]);
+      expect(await effectCount(signed.id)).toBe(1);
+      expect(await store.claim(`default:s:${signed.id}`, 10_000)).toEqual({ status: 'completed' });
+      await receiver.close();
     });
 
     test('a callback that throws rolls back the effect and leaves the claim held', async () => {
