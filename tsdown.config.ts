@@ -5,6 +5,8 @@ const entry = {
   redis: 'src/stores/redis.ts',
   cloudflare: 'src/stores/durable-object.ts',
   postgres: 'src/stores/postgres.ts',
+  bullmq: 'src/inbox/bullmq.ts',
+  'pg-boss': 'src/inbox/pg-boss.ts',
   testing: 'tools/testing.ts',
   vitest: 'tools/vitest.ts',
   cli: 'tools/cli.ts',
@@ -34,6 +36,6 @@ export default defineConfig({
   outputOptions: {
     codeSplitting: { groups: [{ name: 'runtime', test: /rolldown[\\/]runtime/ }] },
   },
-  // Frameworks, Redis clients and Node built-ins are the user's: never bundled.
-  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis', 'pg', 'postgres'] },
+  // Frameworks, Redis clients, queue engines and Node built-ins are the user's: never bundled.
+  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis', 'pg', 'postgres', 'bullmq', 'pg-boss'] },
 });

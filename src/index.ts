@@ -42,6 +42,20 @@ export {
   type ReceiverErrorContext,
   type ReceiverOptions,
 } from './receiver.ts';
+export {
+  INBOX_JOB_FORMAT,
+  type DeadLetter,
+  type EnqueueOptions,
+  type Inbox,
+  type InboxHandler,
+  type InboxJob,
+  type InboxWorker,
+  type JobContext,
+  type JobOutcomeEvent,
+  type JobSelector,
+  type WorkerErrorContext,
+  type WorkOptions,
+} from './inbox/types.ts';
 export { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
 export {
   memoryStore,
