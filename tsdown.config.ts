@@ -7,9 +7,9 @@ const entry = {
   postgres: 'src/stores/postgres.ts',
   bullmq: 'src/inbox/bullmq.ts',
   'pg-boss': 'src/inbox/pg-boss.ts',
-  testing: 'tools/testing.ts',
-  vitest: 'tools/vitest.ts',
-  cli: 'tools/cli.ts',
+  testing: 'src/testing/index.ts',
+  vitest: 'src/testing/vitest.ts',
+  cli: 'src/cli/index.ts',
   express: 'adapters/express.ts',
   fastify: 'adapters/fastify.ts',
   hono: 'adapters/hono.ts',
@@ -23,7 +23,7 @@ export default defineConfig({
   entry,
   // vitest is ESM-only: `require('webhook-receiver/vitest')` gets a module that says so (and what
   // to use instead), with the same types as the ES module.
-  format: { esm: {}, cjs: { entry: { ...entry, vitest: 'tools/vitest-require.ts' } } },
+  format: { esm: {}, cjs: { entry: { ...entry, vitest: 'src/testing/vitest-require.ts' } } },
   platform: 'neutral',
   target: 'es2022',
   dts: true,

@@ -1,6 +1,9 @@
 /**
- * The runtime-agnostic part of `webhook-receiver/testing`: Web types only, so these helpers run
- * wherever the core runs (Node, Bun, Deno, Workers).
+ * `webhook-receiver/testing`: sign requests for a destination's tests, assert what a relay
+ * forwarded, check a live endpoint or a store against the standard, and run a real receiver that
+ * records deliveries. Everything but `createTestReceiver` (in `./node/`, which loads `node:http`
+ * only when it is called) is Web-standard and runs wherever the core runs (Node, Bun, Deno,
+ * Workers).
  */
 
 export { signedRequest, type SignedRequestInit } from './request.ts';
@@ -32,3 +35,7 @@ export {
   type StoreRule,
   type StoreRuleOutcome,
 } from './check-store.ts';
+export { signWebhook, generateSecret, generateKeyPair, type SignInput, type SignedWebhook } from '../sign.ts';
+export type { SecretInput } from '../secrets.ts';
+export type { VerifiedWebhook, WebhookInput } from '../verify.ts';
+export { createTestReceiver, type Delivery, type TestReceiver, type TestReceiverOptions } from './node/test-receiver.ts';

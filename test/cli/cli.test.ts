@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createVerifier } from '../../src/verify.ts';
-import { createTestReceiver, signWebhook } from '../../tools/testing.ts';
+import { createTestReceiver, signWebhook } from '../../src/testing/index.ts';
 import { KEY_BYTES, OTHER_SECRET, SECRET, expectNoSecrets, hmac, nowSeconds } from '../testing/support.ts';
 import { CLI, baseEnv, noSecrets, root, run } from './support.ts';
 

@@ -10,7 +10,7 @@ import { OTHER_SECRET, SECRET, expectNoSecrets } from '../testing/support.ts';
 export const root = resolve(import.meta.dirname, '../..');
 /** The environment without WEBHOOK_SECRET, so only what a test passes is configured. */
 export const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'WEBHOOK_SECRET'));
-export const CLI = [process.execPath, '--import', 'tsx', join(root, 'tools/cli.ts')] as const;
+export const CLI = [process.execPath, '--import', 'tsx', join(root, 'src/cli/index.ts')] as const;
 
 export interface Result {
   code: number | null;

@@ -487,7 +487,7 @@ describe('the testing assertions and matchers', () => {
 
 describe('the CLI', () => {
   const run = promisify(execFile);
-  const cli = new URL('../../tools/cli.ts', import.meta.url).pathname;
+  const cli = new URL('../../src/cli/index.ts', import.meta.url).pathname;
   const exec = async (args: string[], env: Record<string, string>): Promise<string> => {
     try {
       const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', cli, ...args], { env: { ...process.env, ...env }, timeout: 20_000 });

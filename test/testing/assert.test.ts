@@ -15,7 +15,7 @@ import {
   assertUnsignedWebhook,
   signedRequest,
   type RecordedRequest,
-} from '../../tools/testing.ts';
+} from '../../src/testing/index.ts';
 import { OTHER_SECRET, SECRET, expectNoSecrets, hmac, KEY_BYTES, nowSeconds, senderHeaders } from './support.ts';
 
 interface Captured {

@@ -28,8 +28,8 @@ import {
   type CheckCaseId,
   type CheckReport,
   type FetchHandler,
-} from '../../tools/testing.ts';
-import '../../tools/vitest.ts';
+} from '../../src/testing/index.ts';
+import '../../src/testing/vitest.ts';
 import { expectNoSecrets } from './support.ts';
 
 const A = generateSecret();

@@ -9,7 +9,7 @@ import { defaultBackend, webCryptoBackend, type CryptoBackend } from '../../src/
 import { generateKeyPair } from '../../src/sign.ts';
 import { DIAGNOSED_ENTRIES_PER_VERSION, diagnoseSignatures, diagnosisKeys, lenientBase64Decode } from '../../src/testing/diagnose.ts';
 import { parseSignatureHeader } from '../../src/verify.ts';
-import { WebhookAssertionError, assertSignedWebhook } from '../../tools/testing.ts';
+import { WebhookAssertionError, assertSignedWebhook } from '../../src/testing/index.ts';
 import { KEY_BYTES, OTHER_SECRET, SECRET, SECRET_B64, expectNoSecrets, hmac, nowSeconds, senderHeaders, type SenderInput } from './support.ts';
 
 const BODY = '{"type":"invoice.paid","data":{"id":"in_42","amount":100}}';

@@ -5,10 +5,10 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import '../../tools/vitest.ts';
-import { webhookMatchers as fromVitestEntry } from '../../tools/vitest.ts';
+import '../../src/testing/vitest.ts';
+import { webhookMatchers as fromVitestEntry } from '../../src/testing/vitest.ts';
 import { signWebhook } from '../../src/sign.ts';
-import { signedRequest, webhookMatchers } from '../../tools/testing.ts';
+import { signedRequest, webhookMatchers } from '../../src/testing/index.ts';
 import { OTHER_SECRET, SECRET, expectNoSecrets, nowSeconds } from './support.ts';
 
 describe('toBeSignedWebhook / toBeUnsignedWebhook', () => {

@@ -6,7 +6,7 @@
 import { request as httpRequest, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { createTestReceiver, signedRequest, type Delivery, type TestReceiver } from '../../tools/testing.ts';
+import { createTestReceiver, signedRequest, type Delivery, type TestReceiver } from '../../src/testing/index.ts';
 import { OTHER_SECRET, SECRET, nowSeconds } from './support.ts';
 
 /** A sender that re-signs each attempt (new timestamp, same id) and retries non-2xx answers. */

@@ -6,7 +6,7 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import { createVerifier } from '../../src/verify.ts';
-import { createTestReceiver, generateKeyPair, signedRequest } from '../../tools/testing.ts';
+import { createTestReceiver, generateKeyPair, signedRequest } from '../../src/testing/index.ts';
 import { KEY_BYTES, OTHER_SECRET, SECRET, hmac } from './support.ts';
 
 describe('signedRequest', () => {

@@ -137,7 +137,7 @@ function typeCheck(selected: Block[], testFiles: boolean): string[] {
   };
   host.directoryExists = (name) => name === virtualDir || ts.sys.directoryExists(name);
   // The vitest entry's augmentation, as `"types": ["webhook-receiver/vitest"]` brings it into a user's project.
-  const rootNames = [...virtual.keys(), ...(testFiles ? [join(root, 'tools/vitest.ts')] : [])];
+  const rootNames = [...virtual.keys(), ...(testFiles ? [join(root, 'src/testing/vitest.ts')] : [])];
   const program = ts.createProgram({ rootNames, options, host });
   const lineOf = new Map(selected.map((block) => [fileOf(block), block.line]));
   const diagnostics = [...program.getGlobalDiagnostics(), ...program.getOptionsDiagnostics()].map(

@@ -7,13 +7,13 @@
  */
 
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { readNodeBody } from '../adapters/node.ts';
-import { DEFAULT_MAX_BODY_BYTES } from '../src/body.ts';
-import { WebhookError, isWebhookError } from '../src/errors.ts';
-import { errorResponse } from '../src/http.ts';
-import { headerValues } from '../src/headers.ts';
-import type { SecretInput } from '../src/secrets.ts';
-import { createVerifier, type VerifiedWebhook } from '../src/verify.ts';
+import { readNodeBody } from '../../../adapters/node.ts';
+import { DEFAULT_MAX_BODY_BYTES } from '../../body.ts';
+import { WebhookError, isWebhookError } from '../../errors.ts';
+import { errorResponse } from '../../http.ts';
+import { headerValues } from '../../headers.ts';
+import type { SecretInput } from '../../secrets.ts';
+import { createVerifier, type VerifiedWebhook } from '../../verify.ts';
 
 /**
  * One request the test receiver got, as it arrived.

@@ -13,8 +13,8 @@
 /// <reference types="vitest" preserve="true" />
 
 import { expect } from 'vitest';
-import type { SignedWebhookAssertionOptions } from '../src/testing/assert.ts';
-import { webhookMatchers } from '../src/testing/matchers.ts';
+import type { SignedWebhookAssertionOptions } from './assert.ts';
+import { webhookMatchers } from './matchers.ts';
 
 expect.extend(webhookMatchers);
 
@@ -46,4 +46,5 @@ declare module 'vitest' {
 }
 
 export { webhookMatchers };
-export type { SignedWebhookAssertionOptions, WebhookMatcherContext, WebhookMatcherResult } from '../src/testing/index.ts';
+export type { SignedWebhookAssertionOptions };
+export type { WebhookMatcherContext, WebhookMatcherResult } from './matchers.ts';

@@ -1,0 +1,122 @@
+/**
+ * What the commands share: parsing their options, reading secrets and bodies, and misuse
+ * reported as a clear message with exit code 2. Secrets and stray values are never repeated.
+ */
+
+import { readFileSync } from 'node:fs';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { concatChunks } from '../encoding.ts';
+import type { SecretInput } from '../secrets.ts';
+import { isJsonText } from '../testing/check.ts';
+import { bodyText } from '../testing/recorded.ts';
+
+/** Misuse: a clear message and exit code 2. */
+export class UsageError extends Error {
+  constructor(message: string, readonly command?: string) {
+    super(message);
+  }
+}
+
+export const SECRET_HELP = `  --secret S          a trusted secret ('whsec_…', base64, or 'whpk_…' to verify v1a); repeat it
+                      for several. Default: WEBHOOK_SECRET, comma-separated for several (prefer it:
+                      command-line arguments end up in shell history and process lists)`;
+
+export interface Io {
+  out: (line: string) => void;
+  err: (line: string) => void;
+}
+
+export const io: Io = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+};
+
+/** Prints a command's help; exit code 0. */
+export function printHelp(text: string): number {
+  io.out(text);
+  return 0;
+}
+
+export function parse<T extends NonNullable<ParseArgsConfig['options']>>(command: string, args: string[], options: T, allowPositionals = false) {
+  try {
+    return parseArgs({ args, options: { ...options, help: { type: 'boolean' } }, strict: true, allowPositionals });
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    // Never echo a stray argument: it may be a secret passed without --secret.
+    if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw new UsageError('unexpected argument: options start with --, values follow their option', command);
+    // Node's message for an unknown option repeats the argument whole ('--timestamp=…' included).
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError('unknown option: see the options below', command);
+    if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError(optionOnly((error as Error).message.split('\n')[0]!), command);
+    throw error;
+  }
+}
+
+/** An option error with any quoted value cut out: `Option '--port <value>' argument missing` stays. */
+function optionOnly(message: string): string {
+  return message.replace(/'(--?[A-Za-z0-9-]+)[= ][^']*'/g, "'$1'");
+}
+
+export function secretsFrom(given: string[] | undefined): SecretInput[] {
+  const list = given !== undefined && given.length > 0 ? given : (process.env.WEBHOOK_SECRET ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (list.length === 0) throw new UsageError('no secret: pass --secret, or set WEBHOOK_SECRET (comma-separated for several)');
+  return list;
+}
+
+/** Core option errors (TypeError / RangeError) name the secret by index and never contain it. */
+export async function asUsage<T>(run: () => Promise<T>): Promise<T> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof TypeError || error instanceof RangeError) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
+const MAX_INPUT_BYTES = 16 * 1024 * 1024;
+
+async function readStdin(): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for await (const chunk of process.stdin as AsyncIterable<Uint8Array>) {
+    total += chunk.byteLength;
+    if (total > MAX_INPUT_BYTES) throw new UsageError(`the body on stdin is over ${MAX_INPUT_BYTES} bytes`);
+    chunks.push(chunk);
+  }
+  return concatChunks(chunks, total);
+}
+
+/** The body from exactly one of --body, --body-file or stdin. */
+export async function bodyFrom(values: { body?: string | undefined; 'body-file'?: string | undefined }): Promise<{ bytes: Uint8Array; file?: string }> {
+  if (values.body !== undefined && values['body-file'] !== undefined) throw new UsageError('pass either --body or --body-file, not both');
+  if (values.body !== undefined) return { bytes: new TextEncoder().encode(values.body) };
+  const file = values['body-file'];
+  if (file !== undefined) {
+    try {
+      return { bytes: new Uint8Array(readFileSync(file)), file };
+    } catch (error) {
+      throw new UsageError(`cannot read the file given with --body-file: ${(error as NodeJS.ErrnoException).code ?? 'unreadable'}`);
+    }
+  }
+  if (process.stdin.isTTY) throw new UsageError('no body: pass --body TEXT or --body-file FILE, or pipe it on stdin');
+  return { bytes: await readStdin() };
+}
+
+export function seconds(value: string | undefined, option: string): number | undefined {
+  if (value === undefined) return undefined;
+  // The value is never repeated (issue 12): it may be a secret pasted in the wrong place.
+  if (/^[0-9]{13,}$/.test(value)) throw new UsageError(`${option} has ${value.length} digits: it looks like milliseconds; pass Unix seconds`);
+  if (!/^[0-9]{1,12}$/.test(value)) throw new UsageError(`${option} must be Unix seconds (digits only)`);
+  return Number(value);
+}
+
+/** Whether the body is JSON text, and so can be labelled `application/json`. */
+export function isJson(bytes: Uint8Array): boolean {
+  const text = bodyText(bytes);
+  return text !== undefined && isJsonText(text);
+}
+
+export function wholeNumber(value: string | undefined, option: string, min: number, max: number): number | undefined {
+  if (value === undefined) return undefined;
+  if (!/^[0-9]{1,9}$/.test(value) || Number(value) < min || Number(value) > max) throw new UsageError(`${option} must be a whole number from ${min} to ${max}`);
+  return Number(value);
+}
