@@ -2,7 +2,7 @@
 /**
  * The `webhook-receiver` command: make secrets, sign a request, verify a captured one, run a
  * local receiver that shows every delivery as it arrives, and check a live endpoint against the
- * standard (issue 16). Secrets come from `--secret` or from
+ * standard (issue 16), and look after an inbox's dead letters (issue 24). Secrets come from `--secret` or from
  * `WEBHOOK_SECRET` (comma-separated), so they can stay out of shell history; none is ever printed,
  * except by `generate-secret`, whose output is the point.
  *
@@ -13,12 +13,13 @@ import { readFileSync } from 'node:fs';
 import { isWebhookError } from '../errors.ts';
 import { CHECK_HELP, checkCommand } from './check.ts';
 import { GENERATE_SECRET_HELP, generateSecretCommand } from './generate-secret.ts';
+import { INBOX_HELP, inboxCommand } from './inbox.ts';
 import { LISTEN_HELP, listenCommand } from './listen.ts';
 import { UsageError, io, printHelp } from './options.ts';
 import { SIGN_HELP, signCommand } from './sign.ts';
 import { VERIFY_HELP, verifyCommand } from './verify.ts';
 
-const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen', 'check'] as const;
+const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen', 'check', 'inbox'] as const;
 type Command = (typeof COMMANDS)[number];
 
 const MAIN_HELP = `Usage: webhook-receiver <command> [options]
@@ -29,6 +30,7 @@ Commands:
   verify              verify a captured request and explain what is wrong with it
   listen              run a local receiver that prints every delivery and its verification
   check               test a live endpoint against the standard: forged, stale, replayed deliveries
+  inbox               list, retry or purge an inbox's dead letters (BullMQ or pg-boss, from a URL)
 
 Run 'webhook-receiver <command> --help' for a command's options, 'webhook-receiver --version' for the version.
 Exit codes: 0 success, 1 verification failed (or a runtime error), 2 misuse.`;
@@ -40,6 +42,7 @@ const RUN: Record<Command, { help: string; run: (args: string[]) => Promise<numb
   verify: { help: VERIFY_HELP, run: verifyCommand },
   listen: { help: LISTEN_HELP, run: listenCommand },
   check: { help: CHECK_HELP, run: checkCommand },
+  inbox: { help: INBOX_HELP, run: inboxCommand },
 };
 
 /**
