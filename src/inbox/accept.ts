@@ -10,6 +10,9 @@
 import { WebhookError } from '../errors.ts';
 import { withTimeout } from '../stores/internal.ts';
 import { StoreError, type ClaimHandle } from '../stores/types.ts';
+import { noteEnqueued } from '../telemetry.ts';
+import type { VerifiedWebhook } from '../verify.ts';
+import { jobOf } from './job.ts';
 import type { Inbox, InboxJob } from './types.ts';
 
 /** The backlog is read again at most this often; between reads the last count stands. */
@@ -78,4 +81,55 @@ export class InboxGate {
       });
     }
   }
+}
+
+/**
+ * The outcome of `receiver.accept`: `enqueued` once the engine acknowledged the job, `duplicate`
+ * for an id accepted before (not enqueued again), `in_progress` while another delivery of the id is
+ * being accepted.
+ *
+ * @example
+ * ```ts
+ * const result: AcceptResult = await receiver.accept(request);
+ * if (result.outcome === 'in_progress') console.log('retry in', result.retryAfterSeconds, 's');
+ * ```
+ */
+export type AcceptResult =
+  | { outcome: 'enqueued'; webhook: VerifiedWebhook }
+  | { outcome: 'duplicate'; webhook: VerifiedWebhook }
+  | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
+
+/** What {@link acceptClaimed} reads from the receiver's claim. */
+export interface ClaimedDelivery {
+  outcome: 'acquired' | 'duplicate' | 'in_progress';
+  webhook: VerifiedWebhook;
+  retryAfterSeconds?: number;
+  context: { readonly claim: ClaimHandle | undefined };
+  complete(): Promise<void>;
+  release(): Promise<void>;
+}
+
+/**
+ * Turns the receiver's claim on a verified delivery into an accepted job: enqueue, then complete
+ * the claim (the engine acknowledged), or release it and rethrow (`INBOX_UNAVAILABLE`), so the
+ * sender's retry enqueues it. A duplicate or an id in progress is answered without enqueueing.
+ */
+export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null): Promise<AcceptResult> {
+  const { webhook } = claim;
+  if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
+  if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
+  const handle = claim.context.claim;
+  // The namespace is the claim key's first part (`${namespace}:${class}:${id}`); without
+  // deduplication there is no claim and the job goes to the default namespace.
+  const namespace = handle === undefined ? 'default' : handle.key.slice(0, handle.key.indexOf(':'));
+  let outcome: 'enqueued' | 'duplicate';
+  try {
+    outcome = await gate.enqueue(jobOf(webhook, { namespace, contentType, acceptedAt: Date.now() }), handle);
+  } catch (error) {
+    await claim.release();
+    throw error;
+  }
+  noteEnqueued(claim);
+  await claim.complete();
+  return { outcome, webhook };
 }
