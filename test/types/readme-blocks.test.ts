@@ -10,11 +10,10 @@
  * is filled in: a block that forgets an import fails.
  */
 import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
-import ts from 'typescript';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { root, tsBlocks, typeCheckBlocks, type Block } from '../support/ts-blocks.ts';
 
-const root = resolve(import.meta.dirname, '../..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
 
 /** The app's own things, never the package's or a library's API. */
@@ -77,82 +76,26 @@ const skipped: Record<string, string> = {
 /** Blocks that are test files: checked with vitest's globals and the matchers' types, as the recipe configures them. */
 const testFileFragments = ['toBeSignedWebhook', 'toConformToStandardWebhooks', 'expect(response.status)', 'waitForDeliveries'];
 
-interface Block {
-  /** README line of the block's first code line. */
-  line: number;
-  code: string;
-}
-
-function tsBlocks(markdown: string): Block[] {
-  const blocks: Block[] = [];
-  for (const match of markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)) {
-    const opening = markdown.slice(0, match.index).split('\n').length;
-    blocks.push({ line: opening + 1, code: match[1] ?? '' });
-  }
-  return blocks;
-}
-
 const blocks = tsBlocks(readme);
 const isSkipped = (block: Block) => Object.keys(skipped).some((fragment) => block.code.includes(fragment));
 const checked = blocks.filter((block) => !isSkipped(block));
 const isTestFile = (block: Block) => testFileFragments.some((fragment) => block.code.includes(fragment));
 
-// Virtual files inside the repository, so node_modules, package.json's "type" and tsconfig.json's
-// paths resolve as they do for the repository's own files. Nothing is written to disk.
-const virtualDir = join(root, 'test/types/readme-blocks');
-const fileOf = (block: Block) => join(virtualDir, `readme-line-${block.line}.ts`);
-const preludeFile = join(virtualDir, 'placeholders.d.ts');
-
-function sourceText(block: Block): string {
-  const extras = Object.entries(extraPlaceholders).filter(([fragment]) => block.code.includes(fragment)).map(([, text]) => text);
-  // `export {}` keeps a block without imports a module, as it is in the user's project.
-  return `${block.code}\n${extras.join('\n')}\nexport {};\n`;
-}
-
 /** Type-checks the blocks as one program; returns each diagnostic as `README.md:<line>: TS<code> <message>`. */
 function typeCheck(selected: Block[], testFiles: boolean): string[] {
-  const parsed = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.json'), {}, {
-    ...ts.sys,
-    onUnRecoverableConfigFileDiagnostic: (diagnostic) => {
-      throw new Error(ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n'));
-    },
-  });
-  if (!parsed) throw new Error('tsconfig.json did not parse');
-  const options: ts.CompilerOptions = {
-    ...parsed.options,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    noEmit: true,
-    // A test file sees vitest's globals and the matchers' types, as the README's recipe sets them up.
+  return typeCheckBlocks(selected, {
+    document: 'README.md',
+    prelude,
+    suffixOf: (block) =>
+      Object.entries(extraPlaceholders)
+        .filter(([fragment]) => block.code.includes(fragment))
+        .map(([, text]) => text)
+        .join('\n'),
+    // A test file sees vitest's globals and the matchers' types, as the README's recipe sets them up,
+    // and the vitest entry's augmentation, as `"types": ["webhook-receiver/vitest"]` brings it in.
     types: testFiles ? ['node', 'vitest/globals'] : ['node'],
-  };
-  const virtual = new Map<string, string>([[preludeFile, prelude], ...selected.map((block) => [fileOf(block), sourceText(block)] as const)]);
-  const host = ts.createCompilerHost(options, true);
-  const { fileExists, readFile, getSourceFile } = host;
-  host.fileExists = (name) => virtual.has(name) || fileExists.call(host, name);
-  host.readFile = (name) => virtual.get(name) ?? readFile.call(host, name);
-  host.getSourceFile = (name, language, onError, create) => {
-    const text = virtual.get(name);
-    return text === undefined ? getSourceFile.call(host, name, language, onError, create) : ts.createSourceFile(name, text, language, true);
-  };
-  host.directoryExists = (name) => name === virtualDir || ts.sys.directoryExists(name);
-  // The vitest entry's augmentation, as `"types": ["webhook-receiver/vitest"]` brings it into a user's project.
-  const rootNames = [...virtual.keys(), ...(testFiles ? [join(root, 'src/testing/vitest.ts')] : [])];
-  const program = ts.createProgram({ rootNames, options, host });
-  const lineOf = new Map(selected.map((block) => [fileOf(block), block.line]));
-  const diagnostics = [...program.getGlobalDiagnostics(), ...program.getOptionsDiagnostics()].map(
-    (d) => `TS${d.code} ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`,
-  );
-  for (const name of virtual.keys()) {
-    const file = program.getSourceFile(name);
-    if (!file) throw new Error(`${name} is not in the program`);
-    for (const d of [...program.getSyntacticDiagnostics(file), ...program.getSemanticDiagnostics(file)]) {
-      const { line } = file.getLineAndCharacterOfPosition(d.start ?? 0);
-      const where = name === preludeFile ? `placeholders:${line + 1}` : `README.md:${(lineOf.get(name) ?? 0) + line}`;
-      diagnostics.push(`${where}: TS${d.code} ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
-    }
-  }
-  return diagnostics;
+    extraRoots: testFiles ? [join(root, 'src/testing/vitest.ts')] : [],
+  });
 }
 
 // The compiler over the adapters' frameworks takes a while on a loaded two-core machine.
