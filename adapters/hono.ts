@@ -11,7 +11,7 @@
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
 import { bodyUnavailable } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -160,7 +160,10 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
     let claimed: Claim;
     try {
       coding = contentCoding(node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding'));
-      claimed = await receiver.claim({ headers, body: await bodyOf(c, node, coding) });
+      const input = { headers, body: await bodyOf(c, node, coding) };
+      // With an inbox this middleware is the route's last step: it answers, and never calls next().
+      if (receiver.inbox !== undefined) return respond(acceptResponse(await receiver.accept(input)));
+      claimed = await receiver.claim(input);
     } catch (error) {
       return respond(delivery.refuse(error, c.req.method, c.req.url, headers));
     }

@@ -9,7 +9,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, rawBodyOf } from './node.ts';
@@ -137,7 +137,13 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
   return async function webhooks(ctx, next) {
     let claim;
     try {
-      claim = await receiver.claim({ headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_HINT) });
+      const input = { headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_HINT) };
+      // With an inbox this middleware is the route's last step: it answers, and never calls next().
+      if (receiver.inbox !== undefined) {
+        send(ctx, acceptResponse(await receiver.accept(input)), false);
+        return;
+      }
+      claim = await receiver.claim(input);
     } catch (error) {
       // originalUrl, not path: koa-mount strips its prefix from ctx.path. The path as sent.
       send(ctx, delivery.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);
