@@ -62,6 +62,9 @@ interface ExpressRequest extends IncomingMessage {
   webhookContext?: WebhookContext;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Body: what a parser kept, else the request stream
+
 const CONSUMED_HINT =
   'the request body was already read by another middleware (express.json() or another body parser), so the raw ' +
   'bytes that were signed are gone. Fix it in one of three ways: mount webhooks() before express.json() ' +
@@ -80,6 +83,9 @@ function declaresUtf8(contentType: string | undefined): boolean {
   return charset === undefined || charset === 'utf-8' || charset === 'utf8';
 }
 
+// ---------------------------------------------------------------------------------------------
+// Answer: the core's responses on Node's response
+
 function send(res: ServerResponse, response: WebhookResponse, close: boolean): void {
   if (res.headersSent) {
     res.end();
@@ -92,6 +98,9 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
   if (close) res.setHeader('connection', 'close');
   res.end(response.body);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The middleware, in the same order: options, body, claim, answer, settle (when the response is sent)
 
 /**
  * Express middleware that verifies the webhook, deduplicates it on `webhook-id`, and passes it to

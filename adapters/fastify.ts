@@ -33,6 +33,15 @@ declare module 'fastify' {
   }
 }
 
+/** Options: the plugin belongs in a scope; registered on the root instance it would verify every route. */
+const ROOT_WARNING =
+  'the webhooks plugin is registered on the root instance, so every route of the app is verified as a webhook ' +
+  "(GET /health would be answered 400 MISSING_ID) and parses its body with this plugin's parser. Register it inside " +
+  "a scope that holds only the webhook routes: app.register(async (scope) => { await scope.register(webhooks, options); scope.post('/webhooks', handler) })";
+
+// ---------------------------------------------------------------------------------------------
+// Body: one parser for the scope keeps the raw bytes and parses them as Fastify would
+
 /** What the scope's parser learnt about one request's body. */
 interface BodyState {
   raw?: Uint8Array;
@@ -62,6 +71,9 @@ function isJson(type: string): boolean {
   return type === 'application/json' || (type.endsWith('+json') && type.includes('/'));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Answer: the core's responses on Fastify's reply
+
 function send(reply: FastifyReply, response: WebhookResponse, close: boolean): FastifyReply {
   reply.code(response.status).headers(response.headers);
   // The upload was refused part-way (or before it started): close the connection rather than let
@@ -70,10 +82,8 @@ function send(reply: FastifyReply, response: WebhookResponse, close: boolean): F
   return reply.send(response.body);
 }
 
-const ROOT_WARNING =
-  'the webhooks plugin is registered on the root instance, so every route of the app is verified as a webhook ' +
-  "(GET /health would be answered 400 MISSING_ID) and parses its body with this plugin's parser. Register it inside " +
-  "a scope that holds only the webhook routes: app.register(async (scope) => { await scope.register(webhooks, options); scope.post('/webhooks', handler) })";
+// ---------------------------------------------------------------------------------------------
+// The plugin, in the same order: options, body (the parser), claim (the hook), answer, settle (when the reply is sent)
 
 const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhooks(scope, options) {
   // fastify-plugin hands the plugin the instance it was registered on; only the root one is a

@@ -224,6 +224,26 @@ export class Delivery {
   }
 
   /**
+   * {@link Delivery.run}, answered: the handler's own answer, or, when it refused the payload
+   * (`INVALID_PAYLOAD`, `PERMANENT_FAILURE`: a `WebhookError` below 500), its claim released and the
+   * envelope written by `refused`; any other error is rethrown for the platform. The one flow of
+   * the adapters that call or await the handler themselves.
+   */
+  async runOrRefuse<R, A>(
+    claim: Claim,
+    handler: () => R | Promise<R>,
+    statusOf: (result: R) => number,
+    refused: (response: WebhookResponse) => A,
+    waitUntilOf?: () => WaitUntil | undefined,
+  ): Promise<R | A> {
+    try {
+      return await this.run(claim, handler, statusOf, waitUntilOf);
+    } catch (error) {
+      return refused(this.refusalOf(error));
+    }
+  }
+
+  /**
    * What happens to a claimed delivery before its handler: an answer that ends it here, or
    * {@link CLIENT_GONE} (the claim was released: nobody will read an answer, and the sender
    * retries), or `undefined`: run the handler.
