@@ -13,7 +13,7 @@
 
 import { DelayedError, UnrecoverableError, Worker, type ConnectionOptions, type Job, type Queue, type WorkerOptions } from 'bullmq';
 import { checkLogger, type WebhookLogger } from '../logger.ts';
-import { commonSettings, failureOf, failureText, hexJobId, readJob, selectedKey, type CommonInboxOptions } from './job.ts';
+import { commonSettings, deadLetterLimit, deadLetterOf, failureOf, failureText, hexJobId, selectedKey, type CommonInboxOptions } from './job.ts';
 import type { DeadLetter, Inbox, InboxHandler, InboxJob, InboxWorker, JobSelector, WorkOptions } from './types.ts';
 import { JobRunner, type Verdict } from './worker.ts';
 
@@ -190,29 +190,11 @@ class BullmqInbox implements Inbox {
   }
 
   async deadLetters(options?: { limit?: number }): Promise<DeadLetter[]> {
-    const limit = options?.limit ?? 1000;
-    if (!Number.isInteger(limit) || limit < 1) throw new RangeError('deadLetters limit must be a positive whole number');
-    const jobs = await this.#queue.getJobs(['failed'], 0, limit - 1, true);
-    const letters: DeadLetter[] = [];
-    for (const job of jobs) {
-      let data: InboxJob;
-      try {
-        data = readJob(job.data);
-      } catch {
-        continue; // Not one of ours.
-      }
-      letters.push({
-        webhookId: data.id,
-        namespace: data.namespace,
-        signed: data.signed,
-        attempts: job.attemptsMade,
-        error: failureOf(job.failedReason),
-        acceptedAt: new Date(data.acceptedAt),
-        failedAt: job.finishedOn === undefined ? undefined : new Date(job.finishedOn),
-        job: data,
-      });
-    }
-    return letters;
+    const jobs = await this.#queue.getJobs(['failed'], 0, deadLetterLimit(options) - 1, true);
+    return jobs.flatMap((job) => {
+      const failedAt = job.finishedOn === undefined ? undefined : new Date(job.finishedOn);
+      return deadLetterOf(job.data, { attempts: job.attemptsMade, error: failureOf(job.failedReason), failedAt }) ?? [];
+    });
   }
 
   async #failedJob(webhookId: string, selector: JobSelector | undefined, method: string) {

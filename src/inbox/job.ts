@@ -8,7 +8,7 @@ import { base64Decode, base64Encode, utf8Encoder } from '../encoding.ts';
 import { errorText, isWebhookError, PermanentError } from '../errors.ts';
 import { toHex } from '../stores/internal.ts';
 import { rebuiltWebhook, type VerifiedWebhook } from '../verify.ts';
-import { INBOX_JOB_FORMAT, type InboxJob, type JobSelector } from './types.ts';
+import { INBOX_JOB_FORMAT, type DeadLetter, type InboxJob, type JobSelector } from './types.ts';
 
 /** Handler attempts before a job is dead-lettered, by default. */
 export const DEFAULT_MAX_ATTEMPTS = 12;
@@ -181,4 +181,22 @@ export function failureOf(text: string | null | undefined): { name: string; mess
   if (typeof text !== 'string' || text === '') return { name: 'Error', message: '' };
   const match = /^([A-Za-z_$][\w$]*): /.exec(text);
   return match === null ? { name: 'Error', message: text } : { name: match[1]!, message: text.slice(match[0].length) };
+}
+
+/** A `deadLetters` limit, checked (default 1 000). */
+export function deadLetterLimit(options: { limit?: number } | undefined): number {
+  const limit = options?.limit ?? 1000;
+  if (!Number.isInteger(limit) || limit < 1) throw new RangeError('deadLetters limit must be a positive whole number');
+  return limit;
+}
+
+/** The dead letter of an engine's failed job, or `undefined` for data that is not one of ours. */
+export function deadLetterOf(data: unknown, failure: Pick<DeadLetter, 'attempts' | 'error' | 'failedAt'>): DeadLetter | undefined {
+  let job: InboxJob;
+  try {
+    job = readJob(data);
+  } catch {
+    return undefined;
+  }
+  return { webhookId: job.id, namespace: job.namespace, signed: job.signed, ...failure, acceptedAt: new Date(job.acceptedAt), job };
 }

@@ -11,7 +11,7 @@
  * claim's completion and the job's INSERT commit in one transaction: both or neither.
  */
 
-import { commonSettings, failureOf, failureText, readJob, selectedKey, uuidJobId, type CommonInboxOptions } from './job.ts';
+import { commonSettings, deadLetterLimit, deadLetterOf, failureOf, failureText, selectedKey, uuidJobId, type CommonInboxOptions } from './job.ts';
 import type { ClaimHandle } from '../stores/types.ts';
 import type { DeadLetter, EnqueueOptions, Inbox, InboxHandler, InboxJob, InboxWorker, JobSelector, WorkOptions } from './types.ts';
 import { JobRunner, type Verdict } from './worker.ts';
@@ -259,32 +259,16 @@ class PgBossInbox implements Inbox {
   }
 
   async deadLetters(options?: { limit?: number }): Promise<DeadLetter[]> {
-    const limit = options?.limit ?? 1000;
-    if (!Number.isInteger(limit) || limit < 1) throw new RangeError('deadLetters limit must be a positive whole number');
+    const limit = deadLetterLimit(options);
     await this.#prepare();
     const jobs = (await this.#boss.findJobs(this.#deadQueue, { limit })) as PgBossJobLike[];
-    const letters: DeadLetter[] = [];
-    for (const job of jobs) {
-      let data: InboxJob;
-      try {
-        data = readJob(job.data);
-      } catch {
-        continue; // Not one of ours.
-      }
+    return jobs.flatMap((job) => {
+      // Our per-job output (`{ error }`), or pg-boss's own for a job it failed (`{ value }`: an expiry).
       const output = job.sourceOutput;
       const error = isObject(output) && isObject(output.error) ? output.error : isObject(output) && isObject(output.value) ? output.value : {};
-      letters.push({
-        webhookId: data.id,
-        namespace: data.namespace,
-        signed: data.signed,
-        attempts: (job.sourceRetryCount ?? 0) + 1,
-        error: { name: typeof error.name === 'string' ? error.name : 'Error', message: typeof error.message === 'string' ? error.message : '' },
-        acceptedAt: new Date(data.acceptedAt),
-        failedAt: job.createdOn,
-        job: data,
-      });
-    }
-    return letters;
+      const failure = { name: typeof error.name === 'string' ? error.name : 'Error', message: typeof error.message === 'string' ? error.message : '' };
+      return deadLetterOf(job.data, { attempts: (job.sourceRetryCount ?? 0) + 1, error: failure, failedAt: job.createdOn }) ?? [];
+    });
   }
 
   async retry(webhookId: string, selector?: JobSelector): Promise<boolean> {

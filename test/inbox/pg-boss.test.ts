@@ -74,34 +74,32 @@ describe.skipIf(!available)('pgBossInbox', () => {
       await pool.end();
     });
 
-    it('commits the claim\'s completion and the job\'s insert together', async () => {
+    /** A transactional inbox on a queue of its own, a job, and the accepting claim on it in the Postgres store. */
+    async function claimedJob(label: string) {
       const store = postgresStore({ client: pool, table });
       await store.setup();
       const queue = freshQueue();
       const inbox = pgBossInbox({ boss, queue, transactional: true });
-      const job = await acceptedJob('{}', { id: `msg_tx_${randomBytes(3).toString('hex')}` });
+      const job = await acceptedJob('{}', { id: `msg_${label}_${randomBytes(3).toString('hex')}` });
       const key = `default:s:${job.id}`;
       const claim = await store.claim(key, 30_000);
       if (claim.status !== 'acquired') throw new Error('not acquired');
-      const handle = { store, key, token: claim.token, ttlMs: 60_000, lockMs: 30_000 };
-      expect(await inbox.enqueue(job, { claim: handle })).toBe('enqueued');
+      return { store, queue, inbox, job, key, token: claim.token, jobId: await uuidJobId(key) };
+    }
+
+    it('commits the claim\'s completion and the job\'s insert together', async () => {
+      const { store, queue, inbox, job, key, token, jobId } = await claimedJob('tx');
+      expect(await inbox.enqueue(job, { claim: { store, key, token, ttlMs: 60_000, lockMs: 30_000 } })).toBe('enqueued');
       expect((await store.claim(key, 30_000)).status).toBe('completed');
-      expect(await boss.findJobs(queue, { id: await uuidJobId(key) })).toHaveLength(1);
+      expect(await boss.findJobs(queue, { id: jobId })).toHaveLength(1);
     });
 
     it('rolls both back when the claim was lost before the commit: no job, claim not completed', async () => {
-      const store = postgresStore({ client: pool, table });
-      await store.setup();
-      const queue = freshQueue();
-      const inbox = pgBossInbox({ boss, queue, transactional: true });
-      const job = await acceptedJob('{}', { id: `msg_lost_${randomBytes(3).toString('hex')}` });
-      const key = `default:s:${job.id}`;
-      const claim = await store.claim(key, 30_000);
-      if (claim.status !== 'acquired') throw new Error('not acquired');
+      const { store, queue, inbox, job, key, jobId } = await claimedJob('lost');
       // Another holder's token: the completion inside the transaction finds no row of its own.
       const handle = { store, key, token: 'f'.repeat(32), ttlMs: 60_000, lockMs: 30_000 };
       await expect(inbox.enqueue(job, { claim: handle })).rejects.toMatchObject({ name: 'ClaimLostError' });
-      expect(await boss.findJobs(queue, { id: await uuidJobId(key) })).toEqual([]);
+      expect(await boss.findJobs(queue, { id: jobId })).toEqual([]);
       expect((await store.claim(key, 30_000)).status).toBe('processing');
     });
   });
