@@ -1005,6 +1005,7 @@ describe('the error table', () => {
       BODY_UNAVAILABLE: 500,
       INVALID_NAMESPACE: 500,
       STORE_UNAVAILABLE: 503,
+      INBOX_UNAVAILABLE: 503,
     });
   });
 
