@@ -48,7 +48,7 @@ async function open(): Promise<{ inbox: Inbox; store: IdempotencyStore }> {
   }
   const { PgBoss } = await import('pg-boss');
   const boss = new PgBoss({ connectionString: url, supervise: true, superviseIntervalSeconds: 1, schedule: false, max: 6 });
-  boss.on('error', () => {});
+  boss.on('error', (error: Error) => process.env.CHAOS_TRACE === '1' && console.error(`pg-boss error: ${error.message}`));
   await boss.start();
   const pool = new pg.Pool({ connectionString: url, max: 8 });
   pool.on('error', () => {});
