@@ -6,6 +6,8 @@ const entry = {
   cloudflare: 'src/stores/durable-object.ts',
   postgres: 'src/stores/postgres.ts',
   dynamodb: 'src/stores/dynamodb.ts',
+  bullmq: 'src/inbox/bullmq.ts',
+  'pg-boss': 'src/inbox/pg-boss.ts',
   testing: 'src/testing/index.ts',
   vitest: 'src/testing/vitest.ts',
   cli: 'src/cli/index.ts',
@@ -35,7 +37,7 @@ export default defineConfig({
   outputOptions: {
     codeSplitting: { groups: [{ name: 'runtime', test: /rolldown[\\/]runtime/ }] },
   },
-  // Frameworks, database clients (Redis, Postgres, the DynamoDB SDK) and Node built-ins are the
-  // user's: never bundled.
-  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis', 'pg', 'postgres', /^@aws-sdk\//] },
+  // Frameworks, database clients (Redis, Postgres, the DynamoDB SDK), queue engines and Node
+  // built-ins are the user's: never bundled.
+  deps: { neverBundle: [/^node:/, 'express', 'fastify', 'fastify-plugin', 'hono', /^hono\//, 'koa', /^@nestjs\//, 'rxjs', /^rxjs\//, 'vitest', 'ioredis', 'redis', 'pg', 'postgres', /^@aws-sdk\//, 'bullmq', 'pg-boss'] },
 });

@@ -11,7 +11,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bodyUnavailable } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, encodingRefusal, settleWhenSent } from './node.ts';
@@ -133,6 +133,11 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  *
  * Options are validated here, once: a bad secret throws at start-up.
  *
+ * With `inbox` in the options, the middleware accepts instead and is the route's terminal step:
+ * it verifies, deduplicates, enqueues, and answers 202 `{ "enqueued": true }` itself once the
+ * engine acknowledged the job (503 `INBOX_UNAVAILABLE` with `Retry-After` when it did not). A
+ * handler mounted after it never runs: the workers run it, `inbox.work(handler)`.
+ *
  * @example
  * ```ts
  * import express from 'express';
@@ -183,7 +188,16 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
 
   function claimBody(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, body: Uint8Array | string): void {
     // Where it was sent, for tenant keys' `tenant` function: plain reads, nothing built.
-    receiver.claim({ headers: req.headers, body, method: req.method, path: req.originalUrl ?? req.url, host: req.headers.host, params: req.params }).then(
+    const input = { headers: req.headers, body, method: req.method, path: req.originalUrl ?? req.url, host: req.headers.host, params: req.params };
+    if (receiver.inbox !== undefined) {
+      // With an inbox this middleware is the route's last step: it answers, and never calls next().
+      receiver.accept(input).then(
+        (result) => send(res, acceptResponse(result), false),
+        (error: unknown) => fail(req, res, next, error),
+      );
+      return;
+    }
+    receiver.claim(input).then(
       (claim) => proceed(req, res, next, claim),
       (error: unknown) => fail(req, res, next, error),
     );

@@ -13,7 +13,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { bodyUnavailable, isWebhookError, type WebhookError } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, settleWhenSent } from './node.ts';
@@ -181,14 +181,15 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
     const state = bodies(request)[bodyKey] ?? undefined;
     if (state?.rejection !== undefined) return refuse(request, reply, state.rejection);
     if (state === undefined && request.body !== undefined) return refuse(request, reply, bodyUnavailable(OTHER_PARSER_HINT));
+    const failed = (error: unknown) => {
+      if (isWebhookError(error)) refuse(request, reply, error);
+      else done(error instanceof Error ? error : new Error(String(error)));
+    };
     const where = { method: request.method, path: request.url, host: request.headers.host, params: request.params as Record<string, string | undefined> };
-    receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY, ...where }).then(
-      (claim) => proceed(request, reply, done, claim, state),
-      (error: unknown) => {
-        if (isWebhookError(error)) refuse(request, reply, error);
-        else done(error instanceof Error ? error : new Error(String(error)));
-      },
-    );
+    const input = { headers: request.headers, body: state?.raw ?? EMPTY, ...where };
+    // With an inbox the plugin answers every request of its scope itself: the route's handler never runs.
+    if (receiver.inbox !== undefined) receiver.accept(input).then((result) => send(reply, acceptResponse(result), false), failed);
+    else receiver.claim(input).then((claim) => proceed(request, reply, done, claim, state), failed);
   });
 };
 

@@ -8,7 +8,8 @@
  * @module webhook-receiver/fetch
  */
 
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
+import type { Inbox } from '../src/inbox/types.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { contentCoding } from '../src/body.ts';
@@ -121,6 +122,11 @@ function statusOf(response: Response): number {
  *
  * Options are validated here, once: a bad secret throws at start-up.
  *
+ * With `inbox` and no handler, it accepts instead: verifies, deduplicates, enqueues, and answers
+ * 202 `{ "enqueued": true }` once the engine acknowledged the job (503 `INBOX_UNAVAILABLE` with
+ * `Retry-After` when it did not); the handler runs in the workers, `inbox.work(handler)`. An inbox
+ * and a handler together are a `TypeError`.
+ *
  * @example
  * ```ts
  * // app/api/webhooks/route.ts (Next.js): built on the first request, as `next build` loads
@@ -137,7 +143,10 @@ function statusOf(response: Response): number {
  * }
  * ```
  */
-export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHandler): FetchWebhookHandler {
+export function webhookHandler(options: FetchHandlerOptions & { inbox: Inbox }): FetchWebhookHandler;
+export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHandler): FetchWebhookHandler;
+export function webhookHandler(options: FetchHandlerOptions, handler?: WebhookHandler): FetchWebhookHandler {
+  if (options?.inbox !== undefined) return acceptingHandler(options, handler);
   if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, request, context) => …)');
   const configured = options.waitUntil;
   if (configured !== undefined && typeof configured !== 'function') throw new TypeError('waitUntil must be a function');
@@ -171,3 +180,23 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
   };
 }
 
+/**
+ * With an inbox: verify, deduplicate, enqueue, and answer 202 `{ "enqueued": true }` once the
+ * engine acknowledged the job (a duplicate 200, an id being accepted 409, the engine unavailable
+ * 503 `INBOX_UNAVAILABLE` with `Retry-After`). The handler runs in the workers (`inbox.work`).
+ */
+function acceptingHandler(options: FetchHandlerOptions, handler: WebhookHandler | undefined): FetchWebhookHandler {
+  if (handler !== undefined) {
+    throw new TypeError('webhookHandler was given an inbox and a handler: with an inbox the handler runs in the workers, inbox.work(handler); pass no handler here');
+  }
+  const delivery = new Delivery(options);
+  return async function webhookHandler(request, ...platform) {
+    const node = nodeBindingsOf(platform[0]);
+    try {
+      const input = node === undefined ? request : { headers: node.incoming.headers, body: await readBodyOf(request, node, contentCoding(node.incoming.headers['content-encoding']), delivery.limit) };
+      return respond(acceptResponse(await delivery.receiver.accept(input)));
+    } catch (error) {
+      return respond(delivery.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
+    }
+  };
+}

@@ -13,7 +13,7 @@
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
 import { bodyUnavailable } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -178,7 +178,10 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
       const body = await bodyOf(c, node, coding);
       // Hono builds the route's parameters per call: read only for tenant keys' `tenant` function.
       const where = delivery.tenants ? { method: c.req.method, path: c.req.url, host: c.req.header('host'), params: c.req.param() } : undefined;
-      claimed = await receiver.claim({ headers, body, ...where });
+      const input = { headers, body, ...where };
+      // With an inbox this middleware is the route's last step: it answers, and never calls next().
+      if (receiver.inbox !== undefined) return respond(acceptResponse(await receiver.accept(input)));
+      claimed = await receiver.claim(input);
     } catch (error) {
       return respond(delivery.refuse(error, c.req.method, c.req.url, headers));
     }

@@ -11,7 +11,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, rawBodyOf } from './node.ts';
@@ -153,7 +153,13 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
       const body = await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_HINT);
       // @koa/router's route parameters, where a router ran.
       const params = (ctx as { params?: Record<string, string | undefined> }).params;
-      claim = await receiver.claim({ headers: ctx.req.headers, body, method: ctx.method, path: ctx.originalUrl, host: ctx.req.headers.host, params });
+      const input = { headers: ctx.req.headers, body, method: ctx.method, path: ctx.originalUrl, host: ctx.req.headers.host, params };
+      // With an inbox this middleware is the route's last step: it answers, and never calls next().
+      if (receiver.inbox !== undefined) {
+        send(ctx, acceptResponse(await receiver.accept(input)), false);
+        return;
+      }
+      claim = await receiver.claim(input);
     } catch (error) {
       // originalUrl, not path: koa-mount strips its prefix from ctx.path. The path as sent.
       send(ctx, delivery.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);

@@ -15,7 +15,8 @@ import { STATUS_CODES } from 'node:http';
 import { decodedBody } from '../src/body.ts';
 import { toBytes } from '../src/encoding.ts';
 import { headerValues, type HeadersInput } from '../src/headers.ts';
-import { claimResponse, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, claimResponse, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { Inbox } from '../src/inbox/types.ts';
 import type { ClaimOptions, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 
@@ -242,6 +243,11 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
       return context.signal;
     },
     claim: context.claim,
+    attempt: context.attempt,
+    maxAttempts: context.maxAttempts,
+    get acceptedAt() {
+      return context.acceptedAt;
+    },
     lambda,
   };
 }
@@ -340,9 +346,15 @@ function statusOf(result: LambdaHttpResult): number {
  * );
  * ```
  */
-export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler: LambdaWebhookHandler<C>): LambdaHandler<C> {
-  if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, context) => …)');
+export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions & { inbox: Inbox }): LambdaHandler<C>;
+export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler: LambdaWebhookHandler<C>): LambdaHandler<C>;
+export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler?: LambdaWebhookHandler<C>): LambdaHandler<C> {
   if (typeof options !== 'object' || options === null) throw new TypeError('webhookHandler needs an options object: webhookHandler({ secrets }, handler)');
+  const accepting = options.inbox !== undefined;
+  if (accepting && handler !== undefined) {
+    throw new TypeError('webhookHandler was given an inbox and a handler: with an inbox the handler runs in the workers, inbox.work(handler); pass no handler here');
+  }
+  if (!accepting && typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, context) => …)');
   const delivery = new Delivery(options);
 
   return async function webhookHandler(event, context) {
@@ -353,7 +365,10 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
       const body = await bodyOf(request, delivery.limit);
       // The host is a search of the headers: made only for tenant keys' `tenant` function.
       const where = delivery.tenants ? { method: request.method, path: request.path, host: firstValue(headerValues(request.headers, 'host')), params: event.pathParameters ?? undefined } : undefined;
-      claim = await delivery.receiver.claim({ headers: request.headers, body, ...where }, claimOptionsOf(context));
+      const input = { headers: request.headers, body, ...where };
+      // With an inbox: accepted, and answered 202 once the engine acknowledged the job.
+      if (accepting) return resultOf(request.source, acceptResponse(await delivery.receiver.accept(input)));
+      claim = await delivery.receiver.claim(input, claimOptionsOf(context));
     } catch (error) {
       return resultOf(request.source, delivery.refuse(error, request.method, request.path, request.headers));
     }
@@ -366,7 +381,7 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
     // answered in the envelope; anything else is rethrown: the invocation fails.
     return delivery.runOrRefuse(
       claim,
-      async () => shaped(request.source, checkedResult(await handler(claim.webhook, webhookContext))),
+      async () => shaped(request.source, checkedResult(await handler!(claim.webhook, webhookContext))),
       statusOf,
       (refusal) => resultOf(request.source, refusal),
     );

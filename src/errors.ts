@@ -30,6 +30,7 @@ export const WEBHOOK_ERROR_STATUS = {
   INVALID_NAMESPACE: 500,
   INVALID_TENANT_KEYS: 500,
   STORE_UNAVAILABLE: 503,
+  INBOX_UNAVAILABLE: 503,
   KEYS_UNAVAILABLE: 503,
   UNSIGNED_LIMIT: 503,
 } as const;
@@ -235,3 +236,4 @@ export function unsignedLimit(cause: unknown): WebhookError {
 export function errorText(error: unknown): string {
   return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
 }
+

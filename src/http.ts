@@ -10,7 +10,7 @@ import { TENANT_KEYS_DEFAULTS } from './keys.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { rejectionContext, type RejectionContext } from './rejection.ts';
-import { createReceiver, observerOf, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
+import { createReceiver, observerOf, type AcceptResult, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
 import { noteAnswer, traceOf, type Observer } from './telemetry.ts';
 
 export type { RejectionContext };
@@ -31,7 +31,7 @@ export interface WebhookResponse {
 }
 
 /**
- * Seconds a sender should wait after a 503 (`STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`) before retrying
+ * Seconds a sender should wait after a 503 (`STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`, `INBOX_UNAVAILABLE`) before retrying
  * (the `Retry-After` value).
  *
  * @example
@@ -46,7 +46,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /**
  * The response for a rejected request: the error's status and the `{ error, message }` envelope
- * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`, `KEYS_UNAVAILABLE`…).
+ * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`, `INBOX_UNAVAILABLE`, `KEYS_UNAVAILABLE`…).
  *
  * @example
  * ```ts
@@ -84,6 +84,22 @@ export function claimResponse(claim: Pick<Claim, 'outcome' | 'retryAfterSeconds'
     };
   }
   return undefined;
+}
+
+/**
+ * The answer to an accepted delivery (`receiver.accept`): 202 `{ "enqueued": true }` once the
+ * inbox acknowledged the job, and a duplicate or an id in progress answered as {@link claimResponse}
+ * answers them.
+ *
+ * @example
+ * ```ts
+ * const answer = acceptResponse(await receiver.accept(request));
+ * return new Response(answer.body, answer);
+ * ```
+ */
+export function acceptResponse(result: Pick<AcceptResult, 'outcome'> & { retryAfterSeconds?: number }): WebhookResponse {
+  if (result.outcome === 'enqueued') return { status: 202, headers: { ...JSON_HEADERS }, body: '{"enqueued":true}' };
+  return claimResponse({ outcome: result.outcome, retryAfterSeconds: result.retryAfterSeconds })!;
 }
 
 /**

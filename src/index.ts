@@ -54,11 +54,26 @@ export {
   type HandleOptions,
   type WebhookContext,
   type IdempotencyOptions,
+  type AcceptResult,
   type ReceiveResult,
   type Receiver,
   type ReceiverErrorContext,
   type ReceiverOptions,
 } from './receiver.ts';
+export {
+  INBOX_JOB_FORMAT,
+  type DeadLetter,
+  type EnqueueOptions,
+  type Inbox,
+  type InboxHandler,
+  type InboxJob,
+  type InboxWorker,
+  type JobContext,
+  type JobOutcomeEvent,
+  type JobSelector,
+  type WorkerErrorContext,
+  type WorkOptions,
+} from './inbox/types.ts';
 export { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
 export {
   memoryStore,
@@ -69,6 +84,7 @@ export {
   type MemoryStoreUsage,
 } from './stores/memory.ts';
 export {
+  acceptResponse,
   claimResponse,
   errorResponse,
   settleClaim,

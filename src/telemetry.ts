@@ -148,14 +148,15 @@ export interface TelemetryOptions {
 }
 
 /**
- * How a delivery ended.
+ * How a delivery ended: `enqueued` when `receiver.accept` put it into an inbox (what a worker does
+ * with the job is reported by the worker's own `onOutcome`, so one delivery is never counted twice).
  *
  * @example
  * ```ts
  * const failedOutcomes: DeliveryOutcome[] = ['rejected', 'failed'];
  * ```
  */
-export type DeliveryOutcome = 'processed' | 'duplicate' | 'in_progress' | 'rejected' | 'failed';
+export type DeliveryOutcome = 'processed' | 'enqueued' | 'duplicate' | 'in_progress' | 'rejected' | 'failed';
 
 /**
  * What `onOutcome` receives, once per delivery. `status` is the HTTP status answered (behind
@@ -196,6 +197,8 @@ export interface Trace {
   /** What the handler threw, when the adapter saw it. */
   error: unknown;
   ended: boolean;
+  /** Accepted into an inbox (`receiver.accept`) rather than handled here. */
+  enqueued?: boolean;
 }
 
 interface Instruments {
@@ -458,7 +461,10 @@ export class Observer {
     let outcome: DeliveryOutcome;
     let code: WebhookErrorCode | undefined;
     let status: number;
-    if (completed) {
+    if (completed && trace.enqueued === true) {
+      outcome = 'enqueued';
+      status = 202;
+    } else if (completed) {
       outcome = 'processed';
       status = trace.status ?? 200;
     } else if (isWebhookError(thrown) && thrown.status < 500) {
@@ -535,4 +541,11 @@ export function noteAnswer(claim: object, status: number | undefined, error?: un
   if (trace === undefined) return;
   if (status !== undefined) trace.status = status;
   if (error !== undefined) trace.error = error;
+}
+
+/** Tells the claim's delivery that it was accepted into an inbox: its completion counts as `enqueued` (internal). */
+export function noteEnqueued(claim: object): void {
+  if (observing === 0) return;
+  const trace = traces.get(claim);
+  if (trace !== undefined) trace.enqueued = true;
 }

@@ -629,3 +629,21 @@ export async function verifyWebhook(input: WebhookInput, options: VerifierOption
   }
   return cached.verifier.verify(input);
 }
+
+/**
+ * A verified webhook rebuilt from what was recorded when it was verified (an inbox job): the same
+ * object, with the same methods, that the synchronous mode hands a handler. Internal: the inbox's
+ * worker uses it; it checks nothing, so only data this package wrote after verifying may reach it.
+ */
+export function rebuiltWebhook(fields: {
+  id: string;
+  timestamp: Date;
+  body: Uint8Array;
+  signed: boolean;
+  scheme: 'v1' | 'v1a' | undefined;
+  keyIndex: number | undefined;
+  keyId: string | undefined;
+  tenant: string | undefined;
+}): VerifiedWebhook {
+  return new Webhook(fields.id, fields.timestamp, fields.body, fields.signed, fields.scheme, fields.keyIndex, fields.keyId, fields.tenant);
+}

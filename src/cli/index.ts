@@ -2,7 +2,7 @@
 /**
  * The `webhook-receiver` command: make secrets, sign a request, verify a captured one, run a
  * local receiver that shows every delivery as it arrives, and check a live endpoint against the
- * standard (issue 16), record deliveries and replay them against your own endpoint (issue 28). Secrets come from `--secret` or from
+ * standard (issue 16), record deliveries and replay them against your own endpoint (issue 28), and look after an inbox's dead letters (issue 24). Secrets come from `--secret` or from
  * `WEBHOOK_SECRET` (comma-separated), so they can stay out of shell history; none is ever printed,
  * except by `generate-secret`, whose output is the point.
  *
@@ -13,13 +13,14 @@ import { readFileSync } from 'node:fs';
 import { isWebhookError } from '../errors.ts';
 import { CHECK_HELP, checkCommand } from './check.ts';
 import { GENERATE_SECRET_HELP, generateSecretCommand } from './generate-secret.ts';
+import { INBOX_HELP, inboxCommand } from './inbox.ts';
 import { LISTEN_HELP, listenCommand } from './listen.ts';
 import { REPLAY_HELP, replayCommand } from './replay.ts';
 import { UsageError, io, printHelp } from './options.ts';
 import { SIGN_HELP, signCommand } from './sign.ts';
 import { VERIFY_HELP, verifyCommand } from './verify.ts';
 
-const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen', 'check', 'replay'] as const;
+const COMMANDS = ['generate-secret', 'sign', 'verify', 'listen', 'check', 'replay', 'inbox'] as const;
 type Command = (typeof COMMANDS)[number];
 
 const MAIN_HELP = `Usage: webhook-receiver <command> [options]
@@ -31,6 +32,7 @@ Commands:
   listen              run a local receiver that prints every delivery and its verification
   check               test a live endpoint against the standard: forged, stale, replayed deliveries
   replay              send captured deliveries (listen --record, the relay's documents) to your endpoint, re-signed
+  inbox               list, retry or purge an inbox's dead letters (BullMQ or pg-boss, from a URL)
 
 Run 'webhook-receiver <command> --help' for a command's options, 'webhook-receiver --version' for the version.
 Exit codes: 0 success, 1 verification failed (or a runtime error), 2 misuse.`;
@@ -43,6 +45,7 @@ const RUN: Record<Command, { help: string; run: (args: string[]) => Promise<numb
   listen: { help: LISTEN_HELP, run: listenCommand },
   check: { help: CHECK_HELP, run: checkCommand },
   replay: { help: REPLAY_HELP, run: replayCommand },
+  inbox: { help: INBOX_HELP, run: inboxCommand },
 };
 
 /**

@@ -63,8 +63,10 @@ export class Held implements ClaimHandle {
     time: number,
     /** {@link ClaimOptions.deadline}: renewals never reach past it. */
     readonly deadline: number | undefined,
+    /** An inbox's job (the worker's claim): what its context says about the attempt. */
+    job?: { attempt: number; maxAttempts: number; acceptedAt: number },
   ) {
-    this.context = new Context(this);
+    this.context = new Context(this, job);
     this.lockEnds = time + lockMs;
     this.renewAt = time + lockMs / 3;
   }

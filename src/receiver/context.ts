@@ -14,7 +14,22 @@ export class Context implements WebhookContext {
   #controller: AbortController | undefined;
   #reason: unknown;
   #aborted = false;
-  constructor(readonly claim: ClaimHandle | undefined) {}
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** Epoch ms; the `Date` is made on first use. */
+  readonly #acceptedAt: number;
+  constructor(
+    readonly claim: ClaimHandle | undefined,
+    /** An inbox's job: its attempt, of how many, and when it was accepted. Default: the synchronous mode's 1, 1, now. */
+    job?: { attempt: number; maxAttempts: number; acceptedAt: number },
+  ) {
+    this.attempt = job?.attempt ?? 1;
+    this.maxAttempts = job?.maxAttempts ?? 1;
+    this.#acceptedAt = job?.acceptedAt ?? Date.now();
+  }
+  get acceptedAt(): Date {
+    return new Date(this.#acceptedAt);
+  }
   /** Made on first use: most handlers never look at it. */
   get signal(): AbortSignal {
     if (this.#controller === undefined) {

@@ -10,6 +10,10 @@ import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import type { TenantKeys } from '../keys.ts';
 import type { SecretInput } from '../secrets.ts';
 import type { VerifiedWebhook, Verifier, VerifierOptions, WebhookInput } from '../verify.ts';
+import type { WebhookContext } from '../context.ts';
+import type { Inbox } from '../inbox/types.ts';
+
+export type { WebhookContext } from '../context.ts';
 
 /**
  * How deliveries of the same `webhook-id` are deduplicated.
@@ -125,32 +129,17 @@ export interface ReceiverOptions extends Omit<VerifierOptions, 'secrets'> {
   telemetry?: TelemetryOptions;
   /** Called once per delivery with its outcome, for apps that count things their own way. */
   onOutcome?: (event: OutcomeEvent) => void;
+  /**
+   * Acknowledge fast, process later: with an inbox (`bullmqInbox`, `pgBossInbox`), the receiver
+   * accepts deliveries into it (`receiver.accept`, and every adapter built without a handler) and
+   * workers run the handler (`inbox.work`). A receiver with an inbox has no `handle`.
+   */
+  inbox?: Inbox;
 }
 
 /**
- * What a handler gets besides the webhook, the same object in every adapter.
- *
- * - `signal` aborts when the handler should stop: its claim was lost (renewal failed past the
- *   lock, or another delivery took the id over) or the receiver was closed. A client that leaves
- *   does not abort it: a handler that still succeeds completes its claim.
- * - `claim` identifies the claim for stores that settle it inside the handler's own transaction
- *   (`store.transaction(context, fn)` of the Postgres store); `undefined` without deduplication.
- *
- * @example
- * ```ts
- * await receiver.handle(request, async (webhook, context) => {
- *   const response = await fetch(apiUrl, { method: 'POST', body: webhook.body, signal: context.signal });
- *   if (!response.ok) throw new Error(`upstream answered ${response.status}`);
- * });
- * ```
- */
-export interface WebhookContext {
-  readonly signal: AbortSignal;
-  readonly claim: ClaimHandle | undefined;
-}
-
-/**
- * The outcome of {@link Receiver.handle}.
+ * The outcome of {@link Receiver.handle} (`processed`, `duplicate`, `in_progress`) and of
+ * {@link Receiver.accept} (`enqueued`, `duplicate`, `in_progress`).
  *
  * @example
  * ```ts
@@ -160,8 +149,23 @@ export interface WebhookContext {
  */
 export type ReceiveResult<T> =
   | { outcome: 'processed'; webhook: VerifiedWebhook; value: T }
+  /** Accepted into an inbox by {@link Receiver.accept}: a worker runs the handler. */
+  | { outcome: 'enqueued'; webhook: VerifiedWebhook }
   | { outcome: 'duplicate'; webhook: VerifiedWebhook }
   | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
+
+/**
+ * The outcome of {@link Receiver.accept}: `enqueued` once the engine acknowledged the job,
+ * `duplicate` for an id accepted before (waiting, running, processed or dead-lettered: not enqueued
+ * again), `in_progress` while another delivery of the id is being accepted.
+ *
+ * @example
+ * ```ts
+ * const result: AcceptResult = await receiver.accept(request);
+ * if (result.outcome === 'in_progress') console.log('retry in', result.retryAfterSeconds, 's');
+ * ```
+ */
+export type AcceptResult = Exclude<ReceiveResult<never>, { outcome: 'processed' }>;
 
 /**
  * A claim on a verified webhook's id, for frameworks whose handler runs after the middleware.
@@ -263,9 +267,11 @@ export interface Receiver {
    * input names (as `keys.verifier()` does), and its webhooks carry `tenant`.
    */
   readonly verifier: Verifier;
+  /** The inbox the receiver accepts into, when it was built with one. */
+  readonly inbox: Inbox | undefined;
   /**
    * Verify, claim, run the handler, then complete (it returned) or release (it threw; the error
-   * propagates). Resolves after the first completion attempt; a failed one is retried in the
+   * propagates). A `TypeError` on a receiver built with an inbox (use `accept`). Resolves after the first completion attempt; a failed one is retried in the
    * background while the lock lasts, and that work goes to `options.waitUntil` when given (pass
    * the platform's on Workers or Lambda, or use `claim()` and await `pending()`).
    */
@@ -274,6 +280,13 @@ export interface Receiver {
     handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
     options?: HandleOptions,
   ): Promise<ReceiveResult<T>>;
+  /**
+   * With an inbox: verify, deduplicate on the id (signed and unsigned apart), enqueue, and resolve
+   * once the engine acknowledged the job. The engine refusing, not answering within its
+   * `timeoutMs`, or holding more than `maxBacklog` jobs rejects with 503 `INBOX_UNAVAILABLE`, the
+   * claim released so the sender's retry enqueues it. A `TypeError` without an inbox (use `handle`).
+   */
+  accept(input: WebhookInput | Request): Promise<AcceptResult>;
   /** Verify and claim, for adapters whose handler runs later. */
   claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim>;
   /**

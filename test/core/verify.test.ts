@@ -1007,6 +1007,7 @@ describe('the error table', () => {
       INVALID_NAMESPACE: 500,
       INVALID_TENANT_KEYS: 500,
       STORE_UNAVAILABLE: 503,
+      INBOX_UNAVAILABLE: 503,
       KEYS_UNAVAILABLE: 503,
       UNSIGNED_LIMIT: 503,
     });

@@ -1,0 +1,120 @@
+/**
+ * The accepting side's guard around an engine: the backlog bound and the acknowledgement timeout,
+ * the same for every engine. An engine that refuses, does not answer within `timeoutMs` (BullMQ's
+ * `add` never settles while Redis is down), or whose backlog is past `maxBacklog`, is a 503
+ * `INBOX_UNAVAILABLE`: the receiver releases its claim, so the sender's retry enqueues the
+ * delivery. An add that timed out may still land later; the worker's claim makes that harmless.
+ * Internal: the receiver uses it.
+ */
+
+import { WebhookError } from '../errors.ts';
+import { withTimeout } from '../stores/internal.ts';
+import { StoreError, type ClaimHandle } from '../stores/types.ts';
+import type { AcceptResult } from '../receiver/types.ts';
+import { noteEnqueued } from '../telemetry.ts';
+import type { VerifiedWebhook } from '../verify.ts';
+import { jobOf } from './job.ts';
+import type { Inbox, InboxJob } from './types.ts';
+
+/** The backlog is read again at most this often; between reads the last count stands. */
+const BACKLOG_REFRESH_MS = 1000;
+
+/** One inbox as a receiver uses it. */
+export class InboxGate {
+  readonly inbox: Inbox;
+  #backlog: number | undefined;
+  #readAt = -Infinity;
+  #reading: Promise<void> | undefined;
+
+  constructor(inbox: Inbox) {
+    const candidate = inbox as Partial<Inbox> | null;
+    if (typeof candidate !== 'object' || candidate === null || typeof candidate.enqueue !== 'function' || typeof candidate.backlog !== 'function') {
+      throw new TypeError('inbox must be an inbox: bullmqInbox({ queue }) from webhook-receiver/bullmq or pgBossInbox({ boss }) from webhook-receiver/pg-boss');
+    }
+    this.inbox = inbox;
+  }
+
+  /** Enqueues `job` within the inbox's `timeoutMs`, or throws `INBOX_UNAVAILABLE`. */
+  async enqueue(job: InboxJob, claim: ClaimHandle | undefined): Promise<'enqueued' | 'duplicate'> {
+    const inbox = this.inbox;
+    await this.#checkBacklog();
+    let outcome: unknown;
+    try {
+      outcome = await withTimeout(inbox.enqueue(job, { claim }), inbox.timeoutMs, inbox.engine, 'enqueue');
+    } catch (error) {
+      if (error instanceof StoreError && error.reason === 'timeout') {
+        throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox did not acknowledge the webhook in time; retry later', {
+          hint: `${inbox.engine} did not acknowledge the job within ${inbox.timeoutMs} ms (is its server reachable?)`,
+        });
+      }
+      throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox could not take the webhook; retry later', { cause: error, hint: `${inbox.engine} refused the job` });
+    }
+    if (outcome !== 'enqueued' && outcome !== 'duplicate') {
+      throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox could not take the webhook; retry later', {
+        hint: `${inbox.engine} answered enqueue with ${JSON.stringify(outcome) ?? 'undefined'}, not 'enqueued' or 'duplicate'`,
+      });
+    }
+    return outcome;
+  }
+
+  /** Refuses while the last count read is past `maxBacklog`; reads it again at most once a second. */
+  async #checkBacklog(): Promise<void> {
+    const now = Date.now();
+    if (now - this.#readAt >= BACKLOG_REFRESH_MS && this.#reading === undefined) {
+      this.#readAt = now;
+      this.#reading = withTimeout(this.inbox.backlog(), this.inbox.timeoutMs, this.inbox.engine, 'backlog').then(
+        (count) => {
+          this.#backlog = typeof count === 'number' && Number.isFinite(count) ? count : undefined;
+          this.#reading = undefined;
+        },
+        () => {
+          // Unknown: the enqueue itself will say whether the engine answers.
+          this.#reading = undefined;
+        },
+      );
+    }
+    // The first delivery waits for a count; later ones use the last one while it is refreshed.
+    if (this.#backlog === undefined && this.#reading !== undefined) await this.#reading;
+    const backlog = this.#backlog;
+    if (backlog !== undefined && backlog >= this.inbox.maxBacklog) {
+      throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox is full; retry later', {
+        hint: `${this.inbox.engine} holds ${backlog} jobs waiting, maxBacklog is ${this.inbox.maxBacklog}: are the workers running?`,
+      });
+    }
+  }
+}
+
+/** What {@link acceptClaimed} reads from the receiver's claim. */
+export interface ClaimedDelivery {
+  outcome: 'acquired' | 'duplicate' | 'in_progress';
+  webhook: VerifiedWebhook;
+  retryAfterSeconds?: number;
+  context: { readonly claim: ClaimHandle | undefined };
+  complete(): Promise<void>;
+  release(): Promise<void>;
+}
+
+/**
+ * Turns the receiver's claim on a verified delivery into an accepted job: enqueue, then complete
+ * the claim (the engine acknowledged), or release it and rethrow (`INBOX_UNAVAILABLE`), so the
+ * sender's retry enqueues it. A duplicate or an id in progress is answered without enqueueing.
+ */
+export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null): Promise<AcceptResult> {
+  const { webhook } = claim;
+  if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
+  if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
+  const handle = claim.context.claim;
+  // The namespace is the claim key's first part (`${namespace}:${class}:${id}`); without
+  // deduplication there is no claim and the job goes to the default namespace.
+  const namespace = handle === undefined ? 'default' : handle.key.slice(0, handle.key.indexOf(':'));
+  let outcome: 'enqueued' | 'duplicate';
+  try {
+    outcome = await gate.enqueue(jobOf(webhook, { namespace, contentType, acceptedAt: Date.now() }), handle);
+  } catch (error) {
+    await claim.release();
+    throw error;
+  }
+  noteEnqueued(claim);
+  await claim.complete();
+  return { outcome, webhook };
+}

@@ -1,0 +1,279 @@
+/**
+ * The inbox contract: what a queue engine (BullMQ, pg-boss, …) does for the receiver once it has
+ * answered a sender, and the job format every engine stores. An engine file translates this
+ * contract into its engine's own features (retries, backoff, delays, dead letters), as a store file
+ * translates the store contract into one backend's atomic commands; one conformance test checks
+ * every engine against it.
+ *
+ * Accepting: the receiver verifies, claims the id in the store (key class `s` or `u`), enqueues
+ * a job, and completes the claim once the engine acknowledged it. Processing: a worker claims the
+ * job's id in key class `w` through the same store contract, runs the handler, and completes the
+ * claim, so a job the engine delivers twice never runs a handler to success twice.
+ */
+
+import type { WebhookLogger } from '../logger.ts';
+import type { WebhookContext } from '../context.ts';
+import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
+import type { VerifiedWebhook } from '../verify.ts';
+
+/**
+ * The version of the job format this release writes (`job.v`). A worker refuses a job of a format
+ * it does not know (it dead-letters it, saying so) rather than guessing at its fields.
+ *
+ * @example
+ * ```ts
+ * import { INBOX_JOB_FORMAT } from 'webhook-receiver';
+ * console.log(`jobs are written in format ${INBOX_JOB_FORMAT}`);
+ * ```
+ */
+export const INBOX_JOB_FORMAT = 1;
+
+/**
+ * A job's data: what a worker needs to rebuild the verified webhook, and never a secret (the
+ * signature header is not kept: the job was verified when it was accepted). JSON-safe, so every
+ * engine serialises it as it is; absent values are `null`.
+ *
+ * @example
+ * ```ts
+ * const job: InboxJob = {
+ *   v: 1, id: 'msg_1', timestamp: 1_700_000_000, body: 'eyJ0eXBlIjoicGluZyJ9', contentType: 'application/json',
+ *   signed: true, scheme: 'v1', keyIndex: 0, keyId: null, namespace: 'default', tenant: null, entity: null,
+ *   acceptedAt: 1_700_000_000_250,
+ * };
+ * ```
+ */
+export interface InboxJob {
+  /** The format version, {@link INBOX_JOB_FORMAT}. */
+  readonly v: 1;
+  /** `webhook-id`. */
+  readonly id: string;
+  /** `webhook-timestamp`, in Unix seconds (for an unsigned request without one, when it was received). */
+  readonly timestamp: number;
+  /** The verified body bytes, in standard base64. */
+  readonly body: string;
+  /** The request's `content-type`, or `null`. */
+  readonly contentType: string | null;
+  /** `false` only for an unsigned delivery let in by `unsigned: 'accept'`. */
+  readonly signed: boolean;
+  readonly scheme: 'v1' | 'v1a' | null;
+  readonly keyIndex: number | null;
+  readonly keyId: string | null;
+  /** The idempotency namespace the delivery was accepted in. */
+  readonly namespace: string;
+  /** The tenant it was verified for, with tenant keys; otherwise `null`. */
+  readonly tenant: string | null;
+  /** Its ordering entity, when ordering is on; otherwise `null`. */
+  readonly entity: string | null;
+  /** When the receiver accepted it, in epoch milliseconds. */
+  readonly acceptedAt: number;
+}
+
+/**
+ * What a handler gets besides the webhook when a worker runs it: the synchronous mode's
+ * `WebhookContext`, with the job's `attempt`, the inbox's `maxAttempts` and when the delivery was
+ * accepted. `signal` aborts when the worker's claim on the job is lost or the worker is closing;
+ * `claim` is the worker's claim (key class `w`), so the Postgres store's
+ * `store.transaction(context, …)` works in a worker as it does in the synchronous mode.
+ *
+ * @example
+ * ```ts
+ * const worker = await inbox.work(async (webhook, context: JobContext) => {
+ *   if (context.attempt > 1) console.log(`attempt ${context.attempt} of ${context.maxAttempts}, accepted ${context.acceptedAt.toISOString()}`);
+ * });
+ * ```
+ */
+export type JobContext = WebhookContext;
+
+/**
+ * A worker's handler: the same function a synchronous receiver runs.
+ *
+ * @example
+ * ```ts
+ * const handler: InboxHandler = async (webhook) => { await events.insert(webhook.json()); };
+ * ```
+ */
+export type InboxHandler = (webhook: VerifiedWebhook, context: JobContext) => unknown;
+
+/**
+ * What a worker did with one delivery of a job, reported to `onOutcome` (a delivery is counted
+ * once by the receiver when accepted, and its jobs here, apart):
+ *
+ * - `processed`: the handler succeeded and the claim was completed;
+ * - `duplicate`: the engine delivered a job whose handler had already succeeded (skipped);
+ * - `deferred`: its claim was held elsewhere (or the store was unreachable), so it was put back
+ *   without spending an attempt;
+ * - `retried`: the handler failed and the job will be tried again;
+ * - `dead_lettered`: the handler failed for the last time, or threw `PermanentError` or a
+ *   `WebhookError` below 500.
+ *
+ * @example
+ * ```ts
+ * const onOutcome = (event: JobOutcomeEvent) => metrics.increment(`webhook.jobs.${event.outcome}`);
+ * ```
+ */
+export interface JobOutcomeEvent {
+  outcome: 'processed' | 'duplicate' | 'deferred' | 'retried' | 'dead_lettered';
+  webhookId: string;
+  namespace: string;
+  attempt: number;
+  /** How long the handler ran (0 when it did not run). */
+  durationMs: number;
+  /** What the handler threw, for `retried` and `dead_lettered`. */
+  error?: unknown;
+}
+
+/**
+ * What went wrong outside a job's own outcome, reported to a worker's `onError`: the store failed
+ * while claiming, renewing, completing or releasing; or a job's data could not be read.
+ *
+ * @example
+ * ```ts
+ * const onError = (error: unknown, context: WorkerErrorContext) => log.error({ ...context, err: error }, 'inbox worker');
+ * ```
+ */
+export interface WorkerErrorContext {
+  stage: 'claim' | 'renew' | 'complete' | 'release' | 'job';
+  webhookId: string;
+}
+
+/**
+ * Options of {@link Inbox.work}. A worker process builds no receiver and holds no secrets: its
+ * store comes from here. Without one it uses a memory store of its own, which keeps two workers
+ * of one process from running a job twice but not two processes: give workers in several processes
+ * the store the receiver uses (Redis, Postgres, …).
+ *
+ * @example
+ * ```ts
+ * const worker = await inbox.work(handler, { idempotency: { store: redisStore({ client: redis }) }, concurrency: 8 });
+ * ```
+ */
+export interface WorkOptions {
+  idempotency?: {
+    /** Where the workers' claims (key class `w`) live. Default: a memory store of this worker's own. */
+    store?: IdempotencyStore;
+    /** How long a worker's claim holds without renewal (renewed every third of it while the handler runs). Default 30. */
+    lockSeconds?: number;
+    /** How long a processed job's id is remembered. Default 86 400. */
+    ttlSeconds?: number;
+  };
+  /** Jobs run at once by this worker. Default 1. */
+  concurrency?: number;
+  /** Where failures outside a job's outcome are logged when there is no `onError` (default: the console). */
+  logger?: WebhookLogger;
+  /** Called once per job delivery with what the worker did. */
+  onOutcome?: (event: JobOutcomeEvent) => void;
+  /** Called for failures outside a job's own outcome (see {@link WorkerErrorContext}). */
+  onError?: (error: unknown, context: WorkerErrorContext) => void;
+}
+
+/**
+ * A running worker.
+ *
+ * @example
+ * ```ts
+ * process.on('SIGTERM', () => void worker.close({ timeoutMs: 10_000 }));
+ * ```
+ */
+export interface InboxWorker {
+  /**
+   * Stops taking jobs, waits up to `timeoutMs` (default 5 000) for the running ones, then aborts
+   * their `context.signal` and releases their claims, so the engine's redelivery runs them again.
+   */
+  close(options?: { timeoutMs?: number }): Promise<void>;
+}
+
+/**
+ * A job the engine gave up on, with its payload and its last failure (never a secret).
+ *
+ * @example
+ * ```ts
+ * for (const dead of await inbox.deadLetters()) console.log(dead.webhookId, dead.attempts, dead.error.message);
+ * ```
+ */
+export interface DeadLetter {
+  webhookId: string;
+  namespace: string;
+  signed: boolean;
+  /** Handler attempts made. */
+  attempts: number;
+  /** The last failure: the error's name and message. */
+  error: { name: string; message: string };
+  acceptedAt: Date;
+  /** When the last attempt ended, when the engine records it. */
+  failedAt: Date | undefined;
+  /** The job as it was accepted (the body in base64). */
+  job: InboxJob;
+}
+
+/**
+ * Which dead letter or job {@link Inbox.retry} and {@link Inbox.purge} mean: the webhook id within
+ * a namespace, signed unless `signed: false`.
+ *
+ * @example
+ * ```ts
+ * await inbox.retry('msg_1', { namespace: 'billing' });
+ * ```
+ */
+export interface JobSelector {
+  /** Default `'default'`. */
+  namespace?: string;
+  /** `false` for an unsigned delivery. Default `true`. */
+  signed?: boolean;
+}
+
+/**
+ * Options of {@link Inbox.enqueue}.
+ *
+ * @example
+ * ```ts
+ * await inbox.enqueue(job, { claim: context.claim });
+ * ```
+ */
+export interface EnqueueOptions {
+  /**
+   * The accepting claim. An engine that can insert its job in the store's transaction (pg-boss with
+   * `transactional: true` and the Postgres store) completes it there, with the job.
+   */
+  claim?: ClaimHandle | undefined;
+}
+
+/**
+ * An inbox: a queue engine behind the contract. Build one with `bullmqInbox` or `pgBossInbox`,
+ * pass it to `createReceiver({ inbox })` (or an adapter), and run `inbox.work(handler)` in the
+ * worker processes.
+ *
+ * @example
+ * ```ts
+ * import { bullmqInbox } from 'webhook-receiver/bullmq';
+ * const inbox: Inbox = bullmqInbox({ queue });
+ * const worker = await inbox.work(async (webhook) => { await events.insert(webhook.json()); });
+ * ```
+ */
+export interface Inbox {
+  /** The engine's name: `bullmq`, `pg-boss`. */
+  readonly engine: string;
+  /** Handler attempts before a job is dead-lettered. */
+  readonly maxAttempts: number;
+  /** Jobs waiting (or delayed) past which the receiver refuses new deliveries with 503 `INBOX_UNAVAILABLE`. */
+  readonly maxBacklog: number;
+  /** How long the receiver waits for the engine to acknowledge a job before answering 503 `INBOX_UNAVAILABLE`. */
+  readonly timeoutMs: number;
+  /**
+   * Adds the job: `enqueued`, or `duplicate` when the engine already holds a job of this id. Rejects
+   * when the engine refuses. The receiver bounds it by `timeoutMs`.
+   */
+  enqueue(job: InboxJob, options?: EnqueueOptions): Promise<'enqueued' | 'duplicate'>;
+  /** How many jobs wait to run (waiting and delayed, not running). */
+  backlog(): Promise<number>;
+  /** Runs a worker in this process. */
+  work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker>;
+  /** The dead letters, oldest first, at most `limit` (default 1 000). */
+  deadLetters(options?: { limit?: number }): Promise<DeadLetter[]>;
+  /** Puts a dead letter back on the queue with its attempts counted anew; `false` when there is none. */
+  retry(webhookId: string, options?: JobSelector): Promise<boolean>;
+  /**
+   * Deletes a dead letter (and the engine's record of the failed job); `false` when there is none.
+   * The accepting claim stays, so the sender's late retries are still answered as duplicates.
+   */
+  purge(webhookId: string, options?: JobSelector): Promise<boolean>;
+}

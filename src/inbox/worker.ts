@@ -1,0 +1,229 @@
+/**
+ * The worker's side of the claim protocol, shared by every engine: read the job, claim its id in
+ * key class `w` through the store contract, run the handler with the synchronous mode's webhook
+ * and context while renewing the claim, then complete (success) or release (failure), and tell
+ * the engine what to do with the job. Engines redeliver (a stalled BullMQ job, an expired pg-boss
+ * job); the claim is what keeps a redelivery from running a handler to success a second time.
+ *
+ * Keys: `${namespace}:w:s:${id}` for a signed job and `${namespace}:w:u:${id}` for an unsigned
+ * one, so an unsigned delivery with a guessed id can never mark the signed job of that id done.
+ * Internal: engines use it; applications see `inbox.work`.
+ */
+
+import { errorText } from '../errors.ts';
+import { checkLogger, logFailure, type WebhookLogger } from '../logger.ts';
+import { checkedClaim, ClaimKeeper, Held } from '../receiver/claims.ts';
+import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../receiver/types.ts';
+import { syncOperations } from '../stores/internal.ts';
+import { memoryStore } from '../stores/memory.ts';
+import type { ClaimResult, IdempotencyStore } from '../stores/types.ts';
+import { Observer } from '../telemetry.ts';
+import { isPermanent, readJob, webhookOf } from './job.ts';
+import type { InboxHandler, InboxJob, JobOutcomeEvent, WorkerErrorContext, WorkOptions } from './types.ts';
+
+/** What the engine should do with the job it delivered. */
+export type Verdict =
+  | { kind: 'processed' }
+  | { kind: 'duplicate' }
+  /** Put it back for `delayMs` without spending an attempt. */
+  | { kind: 'deferred'; delayMs: number; reason: string }
+  /** `final`: dead-letter it now (a permanent failure, or the last attempt). */
+  | { kind: 'failed'; error: unknown; final: boolean };
+
+/** One delivery of a job, as the engine hands it over. */
+export interface Delivery {
+  data: unknown;
+  /** 1-based. */
+  attempt: number;
+  /** Aborted when the engine takes the job away from this worker (its lock was lost). */
+  signal?: AbortSignal | undefined;
+}
+
+/** After the store failed to claim, the job comes back this much later (a store outage). */
+const STORE_DOWN_DELAY_MS = 5000;
+const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
+
+function seconds(value: unknown, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value * 1000 > Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`work idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`);
+  }
+  return value;
+}
+
+/** Runs the deliveries an engine hands it; one per `inbox.work` call. */
+export class JobRunner {
+  readonly concurrency: number;
+  readonly #handler: InboxHandler;
+  readonly #store: IdempotencyStore;
+  /** The receiver's claim protocol: renewal while the handler runs, settlement, completion retries. */
+  readonly #claims: ClaimKeeper;
+  readonly #lockMs: number;
+  readonly #ttlMs: number;
+  readonly #maxAttempts: number;
+  readonly #onOutcome: ((event: JobOutcomeEvent) => void) | undefined;
+  readonly #onError: (error: unknown, context: WorkerErrorContext) => void;
+  /** Claims whose handler runs, for `close`. */
+  readonly #running = new Set<Held>();
+  /** Claims `close` released: their handler's end settles nothing. */
+  readonly #released = new WeakSet<Held>();
+  readonly #runs = new Set<Promise<Verdict>>();
+  #closing = false;
+
+  constructor(handler: InboxHandler, options: WorkOptions | undefined, maxAttempts: number) {
+    if (typeof handler !== 'function') throw new TypeError('work needs a handler function: inbox.work(async (webhook, context) => { … })');
+    if (options !== undefined && (typeof options !== 'object' || options === null)) throw new TypeError('work options must be an object');
+    const settings = options?.idempotency;
+    if (settings !== undefined && (typeof settings !== 'object' || settings === null)) throw new TypeError('work idempotency must be an options object');
+    const store = settings?.store ?? memoryStore();
+    for (const method of ['claim', 'complete', 'release'] as const) {
+      if (typeof store?.[method] !== 'function') throw new TypeError(`work idempotency.store must implement ${method}()`);
+    }
+    this.#store = store;
+    const renews = typeof store.extend === 'function';
+    this.#lockMs = seconds(settings?.lockSeconds, 'lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
+    this.#ttlMs = seconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
+    const concurrency = options?.concurrency ?? 1;
+    if (typeof concurrency !== 'number' || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {
+      throw new RangeError('work concurrency must be a whole number from 1 to 1000 (default 1)');
+    }
+    this.concurrency = concurrency;
+    const { onOutcome, onError } = options ?? {};
+    if (onOutcome !== undefined && typeof onOutcome !== 'function') throw new TypeError('work onOutcome must be a function');
+    if (onError !== undefined && typeof onError !== 'function') throw new TypeError('work onError must be a function');
+    const logger: WebhookLogger | undefined = checkLogger(options?.logger);
+    this.#onOutcome = onOutcome;
+    this.#onError = onError ?? ((error, context) => logFailure(logger, { ...context, willRetry: false }, `inbox worker: ${context.stage} failed`, error));
+    this.#claims = new ClaimKeeper({
+      sync: syncOperations(store),
+      // The worker's outcomes are its own (`onOutcome` above): the delivery's observer records nothing.
+      observer: new Observer({}, store),
+      now: Date.now,
+      lockMs: this.#lockMs,
+      renews,
+      report: (error, stage, webhookId) => this.#report(error, stage === 'namespace' ? 'claim' : stage, webhookId),
+    });
+    this.#handler = handler;
+    this.#maxAttempts = maxAttempts;
+  }
+
+  /** Runs one delivery; never rejects (every failure is a verdict). */
+  run(delivery: Delivery): Promise<Verdict> {
+    const run = this.#run(delivery);
+    this.#runs.add(run);
+    void run.finally(() => this.#runs.delete(run));
+    return run;
+  }
+
+  async #run(delivery: Delivery): Promise<Verdict> {
+    const started = Date.now();
+    let job: InboxJob;
+    try {
+      job = readJob(delivery.data);
+    } catch (error) {
+      this.#report(error, 'job', '(unreadable job)');
+      return this.#outcome({ kind: 'failed', error, final: true }, undefined, delivery.attempt, started);
+    }
+    if (this.#closing) return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, delivery.attempt, started);
+    const key = `${job.namespace}:w:${job.signed ? 's' : 'u'}:${job.id}`;
+    let result: ClaimResult;
+    try {
+      result = checkedClaim(await this.#store.claim(key, this.#lockMs));
+    } catch (error) {
+      this.#report(error, 'claim', job.id);
+      return this.#outcome({ kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery.attempt, started);
+    }
+    if (result.status === 'completed') return this.#outcome({ kind: 'duplicate' }, job, delivery.attempt, started);
+    if (result.status === 'processing') {
+      const delayMs = Math.max(1000, result.retryAfterMs ?? this.#lockMs);
+      return this.#outcome({ kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, delivery.attempt, started);
+    }
+
+    const held = new Held(this.#store, key, result.token, this.#ttlMs, this.#lockMs, job.id, Date.now(), undefined, {
+      attempt: delivery.attempt,
+      maxAttempts: this.#maxAttempts,
+      acceptedAt: job.acceptedAt,
+    });
+    this.#running.add(held);
+    this.#claims.hold(held);
+    const onEngineLoss = () => held.context.abort(new Error('the engine took the job away from this worker (its lock was lost)'));
+    delivery.signal?.addEventListener('abort', onEngineLoss, { once: true });
+    let verdict: Verdict;
+    try {
+      await this.#handler(webhookOf(job), held.context);
+      verdict = { kind: 'processed' };
+    } catch (error) {
+      verdict = { kind: 'failed', error, final: isPermanent(error) || delivery.attempt >= this.#maxAttempts };
+    } finally {
+      delivery.signal?.removeEventListener('abort', onEngineLoss);
+      this.#running.delete(held);
+    }
+    if (this.#released.has(held)) {
+      // Closed while it ran: its claim was released for the redelivery, which is not the handler's fault.
+      return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker closed while it ran' }, job, delivery.attempt, started);
+    }
+    await this.#claims.settle(verdict.kind === 'processed' ? 'complete' : 'release', held);
+    // A completion retried during a store outage: the engine hears of success once it landed (or
+    // the lock ran out), so a redelivery finds the id done rather than free.
+    await held.pending;
+    return this.#outcome(verdict, job, delivery.attempt, started);
+  }
+
+  #outcome(verdict: Verdict, job: InboxJob | undefined, attempt: number, started: number): Verdict {
+    const onOutcome = this.#onOutcome;
+    if (onOutcome !== undefined) {
+      const outcome: JobOutcomeEvent['outcome'] =
+        verdict.kind === 'failed' ? (verdict.final ? 'dead_lettered' : 'retried') : verdict.kind;
+      const event: JobOutcomeEvent = {
+        outcome,
+        webhookId: job?.id ?? '(unreadable job)',
+        namespace: job?.namespace ?? '',
+        attempt,
+        durationMs: verdict.kind === 'processed' || verdict.kind === 'failed' ? Date.now() - started : 0,
+      };
+      if (verdict.kind === 'failed') event.error = verdict.error;
+      try {
+        onOutcome(event);
+      } catch {
+        // A throwing hook must not change what happens to the job.
+      }
+    }
+    return verdict;
+  }
+
+  #report(error: unknown, stage: WorkerErrorContext['stage'], webhookId: string): void {
+    try {
+      this.#onError(error, { stage, webhookId });
+    } catch {
+      // A throwing logger must not change what happens to the job.
+    }
+  }
+
+  /**
+   * Stops taking jobs (`engine.stop`, started at once, resolves when the engine has stopped and its
+   * running jobs returned), waits up to `timeoutMs` for the running handlers, then aborts them,
+   * releases their claims and stops the engine without waiting (`engine.force`).
+   */
+  async close(options: { timeoutMs?: number } | undefined, engine: { stop(): Promise<void>; force(): Promise<void> }): Promise<void> {
+    const timeoutMs = options?.timeoutMs ?? DEFAULT_CLOSE_TIMEOUT_MS;
+    if (typeof timeoutMs !== 'number' || !Number.isFinite(timeoutMs) || timeoutMs < 0) throw new RangeError('close timeoutMs must be a non-negative number of milliseconds');
+    this.#closing = true;
+    const stopped = engine.stop();
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timedOut = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+    });
+    const first = await Promise.race([Promise.all([stopped, Promise.allSettled([...this.#runs])]).then(() => 'done' as const), timedOut]);
+    clearTimeout(timer);
+    if (first === 'done') {
+      this.#claims.close(new Error('the inbox worker was closed'));
+      return;
+    }
+    const running = [...this.#running];
+    for (const held of running) this.#released.add(held);
+    // Aborts every running handler's signal and stops renewing; then the claims are released.
+    this.#claims.close(new Error('the inbox worker was closed before the handler finished; its claim was released for the redelivery'));
+    await Promise.all(running.map((held) => this.#claims.settle('release', held)));
+    await engine.force();
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * `webhook-receiver inbox list|retry|purge` as a person runs it, against a real Redis (BullMQ) and
+ * a real PostgreSQL (pg-boss, on Node 22.12 or later): dead letters listed, one retried and
+ * processed, one purged; misuse is exit code 2 and never repeats the URL (it may hold a password).
+ */
+
+import { randomBytes } from 'node:crypto';
+import { Queue } from 'bullmq';
+import pg from 'pg';
+import { afterAll, describe, expect, it } from 'vitest';
+import { PermanentError } from '../../src/errors.ts';
+import { bullmqInbox } from '../../src/inbox/bullmq.ts';
+import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
+import { acceptedJob, Outcomes } from '../inbox/conformance.ts';
+import { sharedPostgresUrl } from '../support/postgres.ts';
+import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';
+import { run } from './support.ts';
+
+describe('webhook-receiver inbox: misuse', () => {
+  it('needs a subcommand, a URL and an id, and never repeats the URL', async () => {
+    expect(await run(['inbox'])).toMatchObject({ code: 2, stderr: expect.stringContaining('name what to do: list, retry, purge') });
+    expect(await run(['inbox', 'list'])).toMatchObject({ code: 2, stderr: expect.stringContaining('no URL: pass --url, or set INBOX_URL') });
+    const secretUrl = 'mysql://admin:hunter2-password@db.internal/x';
+    const wrong = await run(['inbox', 'list'], { env: { INBOX_URL: secretUrl } });
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toContain('the URL must start with redis://');
+    expect(wrong.stderr + wrong.stdout).not.toContain('hunter2');
+    expect(await run(['inbox', 'retry'], { env: { INBOX_URL: 'redis://127.0.0.1:1' } })).toMatchObject({ code: 2, stderr: expect.stringContaining('retry needs --id') });
+    const help = await run(['inbox', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain('Usage: webhook-receiver inbox <list|retry|purge>');
+  });
+});
+
+describe.skipIf(sharedRedisUrl === null)('webhook-receiver inbox on BullMQ', () => {
+  const closers: (() => Promise<void> | void)[] = [];
+  afterAll(async () => {
+    for (const close of closers.reverse()) await close();
+  });
+
+  it('lists the dead letters, retries one (processed), and purges another', { timeout: 60_000 }, async () => {
+    const connection = await connectIORedis(sharedRedisUrl!);
+    closers.push(() => connection.disconnect());
+    const name = `cli-${randomBytes(5).toString('hex')}`;
+    const queue = new Queue(name, { connection, prefix: 'test-cli' });
+    closers.push(async () => {
+      await queue.obliterate({ force: true });
+      await queue.close();
+    });
+    const inbox = bullmqInbox({ queue, maxAttempts: 2, backoff: { delayMs: 0 }, logger: { warn: () => {}, error: () => {} } });
+    const outcomes = new Outcomes();
+    let healed = false;
+    const worker = await inbox.work(
+      () => {
+        if (!healed) throw new PermanentError('no such customer');
+      },
+      { onOutcome: outcomes.record },
+    );
+    closers.push(() => worker.close({ timeoutMs: 1000 }));
+    const first = await acceptedJob('{"a":1}', { id: `msg_cli_${name}_1` });
+    const second = await acceptedJob('{"a":2}', { id: `msg_cli_${name}_2` });
+    await inbox.enqueue(first);
+    await inbox.enqueue(second);
+    await outcomes.until(() => outcomes.events.filter((event) => event.outcome === 'dead_lettered').length === 2);
+    await expect.poll(async () => (await inbox.deadLetters()).length, { timeout: 10_000 }).toBe(2);
+
+    const env = { INBOX_URL: sharedRedisUrl! };
+    const listed = await run(['inbox', 'list', '--queue', name, '--prefix', 'test-cli'], { env });
+    expect(listed.code).toBe(0);
+    const lines = listed.stdout.trim().split('\n').sort();
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(new RegExp(`^${first.id}  default  1 attempts  \\d{4}-\\d\\d-\\d\\dT[^ ]+Z  PermanentError: no such customer$`));
+    expect(listed.stderr).toContain(`2 dead letters in bullmq queue ${name}`);
+    const json = await run(['inbox', 'list', '--json', '--queue', name, '--prefix', 'test-cli'], { env });
+    expect(json.stdout.trim().split('\n').map((text) => (JSON.parse(text) as { webhookId: string }).webhookId).sort()).toEqual([first.id, second.id].sort());
+
+    healed = true;
+    expect(await run(['inbox', 'retry', '--id', first.id, '--queue', name, '--prefix', 'test-cli'], { env })).toMatchObject({ code: 0, stdout: `retried ${first.id}\n` });
+    await outcomes.until(() => outcomes.of(first.id).includes('processed'));
+    expect(await run(['inbox', 'purge', '--id', second.id, '--queue', name, '--prefix', 'test-cli'], { env })).toMatchObject({ code: 0, stdout: `purged ${second.id}\n` });
+    expect(await inbox.deadLetters()).toEqual([]);
+    const missing = await run(['inbox', 'purge', '--id', second.id, '--queue', name, '--prefix', 'test-cli'], { env });
+    expect(missing).toMatchObject({ code: 1, stderr: `no dead letter of ${JSON.stringify(second.id)} in namespace default\n` });
+  });
+});
+
+const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+const pgBossRuns = sharedPostgresUrl !== null && (major > 22 || (major === 22 && minor >= 12));
+
+describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
+  it('lists and purges a dead letter', { timeout: 60_000 }, async () => {
+    const { PgBoss } = await import('pg-boss');
+    const schema = `cli_${randomBytes(4).toString('hex')}`;
+    const boss = new PgBoss({ connectionString: sharedPostgresUrl!, schema, schedule: false });
+    boss.on('error', () => {});
+    await boss.start();
+    const name = `cli-${randomBytes(5).toString('hex')}`;
+    const inbox = pgBossInbox({ boss: boss as unknown as PgBossLike, queue: name, backoff: { delayMs: 0 }, pollingIntervalSeconds: 0.5 });
+    const outcomes = new Outcomes();
+    const worker = await inbox.work(
+      () => {
+        throw new PermanentError('gone');
+      },
+      { onOutcome: outcomes.record },
+    );
+    try {
+      const job = await acceptedJob('{}', { id: `msg_cli_${name}` });
+      await inbox.enqueue(job);
+      await outcomes.until(() => outcomes.of(job.id).includes('dead_lettered'));
+      await expect.poll(async () => (await inbox.deadLetters()).length, { timeout: 10_000 }).toBe(1);
+      const env = { INBOX_URL: sharedPostgresUrl! };
+      const listed = await run(['inbox', 'list', '--queue', name, '--schema', schema], { env });
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toMatch(new RegExp(`^${job.id}  default  1 attempts  .+  PermanentError: gone\\n$`));
+      expect(await run(['inbox', 'purge', '--id', job.id, '--queue', name, '--schema', schema], { env })).toMatchObject({ code: 0, stdout: `purged ${job.id}\n` });
+      expect(await inbox.deadLetters()).toEqual([]);
+    } finally {
+      await worker.close({ timeoutMs: 1000 });
+      await boss.stop({ graceful: false, timeout: 2000 });
+      const pool = new pg.Pool({ connectionString: sharedPostgresUrl! });
+      await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+      await pool.end();
+    }
+  });
+});

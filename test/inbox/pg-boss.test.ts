@@ -1,0 +1,114 @@
+/**
+ * The inbox on pg-boss 12 against a real PostgreSQL: the shared contract (conformance.ts), then
+ * what only pg-boss does: UUID job ids, a second send of one delivery answered as a duplicate, the
+ * queue's retry policy, and the transactional accept (the claim's completion and the job's INSERT
+ * commit together, or neither). pg-boss 12 needs Node 22.12 or later.
+ */
+
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { uuidJobId } from '../../src/inbox/job.ts';
+import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
+import { postgresStore } from '../../src/stores/postgres.ts';
+import { sharedPostgresUrl } from '../support/postgres.ts';
+import { acceptedJob, describeInbox } from './conformance.ts';
+
+const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+const supported = major > 22 || (major === 22 && minor >= 12);
+if (!supported) console.warn(`NOTICE: pg-boss 12 needs Node 22.12 or later (this is ${process.versions.node}): the pg-boss inbox tests are SKIPPED`);
+const available = sharedPostgresUrl !== null && supported;
+const schema = `inbox_${randomBytes(4).toString('hex')}`;
+
+// Loaded only where it can run: pg-boss 12 refuses older Node lines at import.
+let boss: PgBossLike & { stop(options?: object): Promise<void>; getDb(): { executeSql(text: string, values?: unknown[]): Promise<{ rows: unknown[] }> } };
+
+beforeAll(async () => {
+  if (!available) return;
+  const { PgBoss } = await import('pg-boss');
+  const instance = new PgBoss({ connectionString: sharedPostgresUrl!, schema, supervise: true, schedule: false });
+  instance.on('error', () => {});
+  boss = (await instance.start()) as unknown as typeof boss;
+});
+
+afterAll(async () => {
+  if (!available) return;
+  await boss.stop({ graceful: false, timeout: 2000 });
+  const pool = new pg.Pool({ connectionString: sharedPostgresUrl! });
+  await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await pool.end();
+});
+
+const freshQueue = () => `inbox-${randomBytes(6).toString('hex')}`;
+
+describeInbox('pg-boss', {
+  available,
+  async make({ maxAttempts }) {
+    const queue = freshQueue();
+    const inbox = pgBossInbox({ boss, queue, maxAttempts, backoff: { delayMs: 0 }, pollingIntervalSeconds: 0.5 });
+    return { inbox, cleanup: async () => {} };
+  },
+});
+
+describe.skipIf(!available)('pgBossInbox', () => {
+  it('sends a job under a UUID from the SHA-256 of its accepting key; a second send of the delivery is a duplicate', async () => {
+    const queue = freshQueue();
+    const inbox = pgBossInbox({ boss, queue, maxAttempts: 4, backoff: { delayMs: 1500 } });
+    const job = await acceptedJob('{}', { id: 'msg_uuid', namespace: 'billing' });
+    expect(await inbox.enqueue(job)).toBe('enqueued');
+    expect(await inbox.enqueue(job)).toBe('duplicate');
+    const id = await uuidJobId('billing:s:msg_uuid');
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    const [stored] = (await boss.findJobs(queue, { id })) as { data: unknown; retryLimit: number; retryDelay: number; retryBackoff: boolean; deadLetter: string }[];
+    expect(stored).toMatchObject({ data: job, retryLimit: 3, retryDelay: 2, retryBackoff: true, deadLetter: `${queue}.dead` });
+  });
+
+  describe('transactional: true with the Postgres store on a pool', () => {
+    let pool: pg.Pool;
+    const table = `claims_${randomBytes(4).toString('hex')}`;
+    beforeAll(async () => {
+      pool = new pg.Pool({ connectionString: sharedPostgresUrl! });
+    });
+    afterAll(async () => {
+      await pool.query(`DROP TABLE IF EXISTS ${table}`);
+      await pool.end();
+    });
+
+    /** A transactional inbox on a queue of its own, a job, and the accepting claim on it in the Postgres store. */
+    async function claimedJob(label: string) {
+      const store = postgresStore({ client: pool, table });
+      await store.setup();
+      const queue = freshQueue();
+      const inbox = pgBossInbox({ boss, queue, transactional: true });
+      const job = await acceptedJob('{}', { id: `msg_${label}_${randomBytes(3).toString('hex')}` });
+      const key = `default:s:${job.id}`;
+      const claim = await store.claim(key, 30_000);
+      if (claim.status !== 'acquired') throw new Error('not acquired');
+      return { store, queue, inbox, job, key, token: claim.token, jobId: await uuidJobId(key) };
+    }
+
+    it('commits the claim\'s completion and the job\'s insert together', async () => {
+      const { store, queue, inbox, job, key, token, jobId } = await claimedJob('tx');
+      expect(await inbox.enqueue(job, { claim: { store, key, token, ttlMs: 60_000, lockMs: 30_000 } })).toBe('enqueued');
+      expect((await store.claim(key, 30_000)).status).toBe('completed');
+      expect(await boss.findJobs(queue, { id: jobId })).toHaveLength(1);
+    });
+
+    it('rolls both back when the claim was lost before the commit: no job, claim not completed', async () => {
+      const { store, queue, inbox, job, key, jobId } = await claimedJob('lost');
+      // Another holder's token: the completion inside the transaction finds no row of its own.
+      const handle = { store, key, token: 'f'.repeat(32), ttlMs: 60_000, lockMs: 30_000 };
+      await expect(inbox.enqueue(job, { claim: handle })).rejects.toMatchObject({ name: 'ClaimLostError' });
+      expect(await boss.findJobs(queue, { id: jobId })).toEqual([]);
+      expect((await store.claim(key, 30_000)).status).toBe('processing');
+    });
+  });
+
+  it('refuses bad options with a TypeError or RangeError naming the option', () => {
+    expect(() => pgBossInbox(undefined as never)).toThrow(new TypeError("pgBossInbox needs an options object: pgBossInbox({ boss, queue: 'webhooks' })"));
+    expect(() => pgBossInbox({ boss: {} as never })).toThrow(new TypeError('pgBossInbox boss must be a started pg-boss 12 instance: await new PgBoss(url).start()'));
+    expect(() => pgBossInbox({ boss, queue: 'a b' })).toThrow(TypeError);
+    expect(() => pgBossInbox({ boss, pollingIntervalSeconds: 0.1 })).toThrow(RangeError);
+    expect(() => pgBossInbox({ boss, maxAttempts: 1.5 })).toThrow(new RangeError('pgBossInbox maxAttempts must be a whole number from 1 to 1000 (default 12)'));
+  });
+});
