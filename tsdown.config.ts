@@ -3,7 +3,7 @@ import { defineConfig } from 'tsdown';
 const entry = {
   index: 'src/index.ts',
   redis: 'src/stores/redis.ts',
-  cloudflare: 'src/stores/durable-object.ts',
+  cloudflare: 'src/cloudflare.ts',
   postgres: 'src/stores/postgres.ts',
   bullmq: 'src/inbox/bullmq.ts',
   'pg-boss': 'src/inbox/pg-boss.ts',

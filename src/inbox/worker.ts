@@ -145,7 +145,7 @@ export class JobRunner {
     try {
       job = readJob(delivery.data);
     } catch (error) {
-      this.#report(error, 'job', '(unreadable job)');
+      this.report(error, 'job', '(unreadable job)');
       return this.#outcome({ kind: 'failed', error, final: true }, undefined, delivery.attempt, started);
     }
     if (this.#closing) return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, delivery.attempt, started);
@@ -154,7 +154,7 @@ export class JobRunner {
     try {
       result = checkedClaim(await this.#store.claim(key, this.#lockMs));
     } catch (error) {
-      this.#report(error, 'claim', job.id);
+      this.report(error, 'claim', job.id);
       return this.#outcome({ kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery.attempt, started);
     }
     if (result.status === 'completed') return this.#outcome({ kind: 'duplicate' }, job, delivery.attempt, started);
@@ -226,14 +226,14 @@ export class JobRunner {
       else this.#lose(context, new Error('the worker lost its claim while the handler ran (its lock expired and another worker may have taken the job over)'));
     } catch (error) {
       // Tried again at the next beat while the lock lasts.
-      this.#report(error, 'renew', webhookId);
+      this.report(error, 'renew', webhookId);
     }
   }
 
   #lose(context: Context, reason: Error): void {
     if (context.over) return;
     context.over = true;
-    this.#report(reason, 'renew', context.webhookId);
+    this.report(reason, 'renew', context.webhookId);
     context.abort(reason);
   }
 
@@ -244,13 +244,13 @@ export class JobRunner {
     for (let attempt = 1; ; attempt++) {
       try {
         const owned: unknown = await context.store.complete(context.key, context.token, context.ttlMs);
-        if (owned !== true) this.#report(new Error('the claim expired before it was completed, and may have been taken over'), 'complete', webhookId);
+        if (owned !== true) this.report(new Error('the claim expired before it was completed, and may have been taken over'), 'complete', webhookId);
         return;
       } catch (error) {
         // Until it lands, a redelivery would find the claim held and, once it expires, run the
         // handler again: retried while the lock lasts. The engine is told the job succeeded anyway.
         if (Date.now() + delay >= context.lockEnds || this.#closing) {
-          this.#report(new Error(`gave up completing the claim after ${attempt} attempts: ${errorText(error)}`, { cause: error }), 'complete', webhookId);
+          this.report(new Error(`gave up completing the claim after ${attempt} attempts: ${errorText(error)}`, { cause: error }), 'complete', webhookId);
           return;
         }
         await sleep(delay);
@@ -264,7 +264,7 @@ export class JobRunner {
       await context.store.release(context.key, context.token);
     } catch (error) {
       // The lock expires by itself; the retry waits for it (a busy claim, deferred).
-      this.#report(error, 'release', webhookId);
+      this.report(error, 'release', webhookId);
     }
   }
 
@@ -290,7 +290,8 @@ export class JobRunner {
     return verdict;
   }
 
-  #report(error: unknown, stage: WorkerErrorContext['stage'], webhookId: string): void {
+  /** Tells `onError` (or the logger); engines report their own failures to settle a job here too. */
+  report(error: unknown, stage: WorkerErrorContext['stage'], webhookId: string): void {
     try {
       this.#onError(error, { stage, webhookId });
     } catch {
