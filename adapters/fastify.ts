@@ -10,7 +10,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { WebhookError, isWebhookError } from '../src/errors.ts';
+import { bodyUnavailable, isWebhookError, type WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -47,7 +47,7 @@ const EMPTY = new Uint8Array(0);
 /** How a content-type parser hands Fastify the parsed body. */
 type ParserDone = (error: Error | null, body?: unknown) => void;
 
-const OTHER_PARSER_MESSAGE =
+const OTHER_PARSER_HINT =
   'another content-type parser read this request body in the webhook scope, so the raw bytes that were signed are ' +
   'gone. The webhooks plugin parses every body in its scope (JSON into request.body, text/plain as a string, other ' +
   'types as a Buffer); add custom parsers outside that scope';
@@ -168,7 +168,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addHook('preValidation', function verifyWebhook(request, reply, done) {
     const state = bodies(request)[bodyKey] ?? undefined;
     if (state?.rejection !== undefined) return refuse(request, reply, state.rejection);
-    if (state === undefined && request.body !== undefined) return refuse(request, reply, new WebhookError('BODY_UNAVAILABLE', OTHER_PARSER_MESSAGE));
+    if (state === undefined && request.body !== undefined) return refuse(request, reply, bodyUnavailable(OTHER_PARSER_HINT));
     receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY }).then(
       (claim) => proceed(request, reply, done, claim, state),
       (error: unknown) => {

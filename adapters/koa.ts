@@ -76,7 +76,7 @@ export interface KoaContextLike {
  */
 export type KoaWebhookMiddleware = (ctx: KoaContextLike, next: () => Promise<unknown>) => Promise<void>;
 
-const CONSUMED_MESSAGE =
+const CONSUMED_HINT =
   'the request body was already read by a body parser that did not keep it, so the raw bytes that were signed are ' +
   'gone. Fix it in one of two ways: mount webhooks() before the body parser (router.post(path, webhooks(options), ' +
   'handler) with app.use(bodyParser()) after the router, or on other routes only); or use a parser that keeps the ' +
@@ -99,8 +99,8 @@ function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): v
  *   reading the rest), or `ctx.request.rawBody` when `koa-bodyparser` or `@koa/bodyparser` ran
  *   first (the parser's own limit and errors then apply first, and `rawBody` is the body decoded
  *   as UTF-8: a body that is not UTF-8 only verifies when webhooks() reads the stream). When a
- *   parser consumed the stream without keeping it, the answer is 500 `BODY_UNAVAILABLE` with the
- *   fix. A body a parser kept was already decoded by it; a `content-encoding` other than gzip or
+ *   parser consumed the stream without keeping it, the answer is 500 `BODY_UNAVAILABLE` (the fix
+ *   is in the log line, as the error's `hint`). A body a parser kept was already decoded by it; a `content-encoding` other than gzip or
  *   deflate is still refused (415), as every adapter does. When the middleware read the stream
  *   (gzip and deflate decoded), read the event with `ctx.state.webhook.json()`.
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`; a
@@ -137,7 +137,7 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
   return async function webhooks(ctx, next) {
     let claim;
     try {
-      claim = await receiver.claim({ headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_MESSAGE) });
+      claim = await receiver.claim({ headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_HINT) });
     } catch (error) {
       // originalUrl, not path: koa-mount strips its prefix from ctx.path. The path as sent.
       send(ctx, delivery.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);

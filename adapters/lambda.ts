@@ -262,6 +262,11 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
       return context.signal;
     },
     claim: context.claim,
+    attempt: context.attempt,
+    maxAttempts: context.maxAttempts,
+    get acceptedAt() {
+      return context.acceptedAt;
+    },
     lambda,
   };
 }

@@ -147,7 +147,7 @@ interface NestResponse {
   statusCode: number;
 }
 
-const NO_RAW_BODY_MESSAGE =
+const NO_RAW_BODY_HINT =
   'Nest parsed the request body without keeping its raw bytes, so the bytes that were signed are gone. Create the app ' +
   'with the raw body kept: NestFactory.create(AppModule, { rawBody: true }) (the same option on ' +
   '@nestjs/platform-express and @nestjs/platform-fastify); the interceptor then reads req.rawBody';
@@ -159,7 +159,7 @@ const NO_RAW_BODY_MESSAGE =
  * - The raw body is `req.rawBody`, which Nest keeps for JSON and form bodies when the app is
  *   created with `rawBody: true`; a body of another type that Nest did not parse is read from the
  *   request, up to `maxBodyBytes`. When Nest parsed the body without keeping it, the answer is
- *   500 `BODY_UNAVAILABLE` naming the fix (`rawBody: true`). Nest's own body size limit applies
+ *   500 `BODY_UNAVAILABLE`, and the log names the fix (`rawBody: true`). Nest's own body size limit applies
  *   first (Express: 100 kB for JSON by default; Fastify: 1 MiB).
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`
  *   (`Retry-After` with 503); a duplicate gets 200 `{ "duplicate": true }` and an id being
@@ -209,7 +209,7 @@ export class WebhookInterceptor implements NestInterceptor {
     const nodeRes = res.raw ?? (res as unknown as ServerResponse);
     let claim: Claim;
     try {
-      claim = await delivery.receiver.claim({ headers: req.headers, body: await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_MESSAGE) });
+      claim = await delivery.receiver.claim({ headers: req.headers, body: await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_HINT) });
     } catch (error) {
       return this.#answer(res, delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
     }

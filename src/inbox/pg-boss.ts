@@ -90,6 +90,12 @@ export interface PgBossInboxOptions extends CommonInboxOptions {
   transactional?: boolean;
   /** How often an idle worker polls for jobs, in seconds (pg-boss's `pollingIntervalSeconds`, at least 0.5). Default 2. */
   pollingIntervalSeconds?: number;
+  /**
+   * pg-boss queue settings the inbox passes through: `expireInSeconds` (default 900: how long a job
+   * whose worker died stays active before pg-boss fails and retries it), `heartbeatSeconds`,
+   * `deleteAfterSeconds`.
+   */
+  queueOptions?: { expireInSeconds?: number; heartbeatSeconds?: number; deleteAfterSeconds?: number };
 }
 
 /** How long a dead letter is kept: pg-boss's default retention of a queued job, 14 days. */
@@ -137,6 +143,7 @@ class PgBossInbox implements Inbox {
   readonly #backoffDelayMs: number;
   readonly #transactional: boolean;
   readonly #pollingIntervalSeconds: number | undefined;
+  readonly #queueOptions: object;
   #ready: Promise<void> | undefined;
 
   constructor(options: PgBossInboxOptions) {
@@ -164,6 +171,9 @@ class PgBossInbox implements Inbox {
     this.#backoffDelayMs = settings.backoffDelayMs;
     this.#transactional = options.transactional ?? false;
     this.#pollingIntervalSeconds = polling;
+    const queueOptions = options.queueOptions ?? {};
+    if (typeof queueOptions !== 'object' || queueOptions === null) throw new TypeError('pgBossInbox queueOptions must be an object');
+    this.#queueOptions = queueOptions;
   }
 
   /** Creates the queues when missing, and brings the retry policy to the inbox's. Once; again after a failure. */
@@ -177,7 +187,7 @@ class PgBossInbox implements Inbox {
 
   async #createQueues(): Promise<void> {
     const seconds = Math.ceil(this.#backoffDelayMs / 1000);
-    const policy = { retryLimit: this.maxAttempts - 1, retryDelay: seconds, retryBackoff: seconds > 0, deadLetter: this.#deadQueue };
+    const policy = { ...this.#queueOptions, retryLimit: this.maxAttempts - 1, retryDelay: seconds, retryBackoff: seconds > 0, deadLetter: this.#deadQueue };
     await this.#boss.createQueue(this.#deadQueue, { retentionSeconds: DEAD_LETTER_RETENTION_SECONDS });
     await this.#boss.createQueue(this.#queue, policy);
     // createQueue leaves an existing queue as it was: the inbox's options win.

@@ -12,7 +12,7 @@
  */
 
 import type { WebhookLogger } from '../logger.ts';
-import type { WebhookContext } from '../receiver.ts';
+import type { WebhookContext } from '../receiver/types.ts';
 import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook } from '../verify.ts';
 
@@ -69,26 +69,20 @@ export interface InboxJob {
 }
 
 /**
- * What a handler gets besides the webhook when a worker runs it: the synchronous mode's context
- * plus the attempt it is on. `signal` aborts when the worker's claim on the job is lost or the
- * worker is closing; `claim` is the worker's claim (key class `w`), so the Postgres store's
+ * What a handler gets besides the webhook when a worker runs it: the synchronous mode's
+ * `WebhookContext`, with the job's `attempt`, the inbox's `maxAttempts` and when the delivery was
+ * accepted. `signal` aborts when the worker's claim on the job is lost or the worker is closing;
+ * `claim` is the worker's claim (key class `w`), so the Postgres store's
  * `store.transaction(context, …)` works in a worker as it does in the synchronous mode.
  *
  * @example
  * ```ts
- * const worker = await inbox.work(async (webhook, context) => {
+ * const worker = await inbox.work(async (webhook, context: JobContext) => {
  *   if (context.attempt > 1) console.log(`attempt ${context.attempt} of ${context.maxAttempts}, accepted ${context.acceptedAt.toISOString()}`);
  * });
  * ```
  */
-export interface JobContext extends WebhookContext {
-  /** 1 on the first attempt. */
-  readonly attempt: number;
-  /** The inbox's `maxAttempts`: past it (or on a `PermanentError`) the job is dead-lettered. */
-  readonly maxAttempts: number;
-  /** When the receiver accepted the delivery. */
-  readonly acceptedAt: Date;
-}
+export type JobContext = WebhookContext;
 
 /**
  * A worker's handler: the same function a synchronous receiver runs.

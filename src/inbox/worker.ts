@@ -12,12 +12,14 @@
 
 import { errorText } from '../errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from '../logger.ts';
-import { checkedClaim, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../receiver.ts';
-import { isCompletedByStore } from '../stores/internal.ts';
+import { checkedClaim, ClaimKeeper, Held } from '../receiver/claims.ts';
+import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../receiver/types.ts';
+import { syncOperations } from '../stores/internal.ts';
 import { memoryStore } from '../stores/memory.ts';
-import type { ClaimHandle, ClaimResult, IdempotencyStore } from '../stores/types.ts';
+import type { ClaimResult, IdempotencyStore } from '../stores/types.ts';
+import { Observer } from '../telemetry.ts';
 import { isPermanent, readJob, webhookOf } from './job.ts';
-import type { InboxHandler, InboxJob, JobContext, JobOutcomeEvent, WorkerErrorContext, WorkOptions } from './types.ts';
+import type { InboxHandler, InboxJob, JobOutcomeEvent, WorkerErrorContext, WorkOptions } from './types.ts';
 
 /** What the engine should do with the job it delivered. */
 export type Verdict =
@@ -39,9 +41,6 @@ export interface Delivery {
 
 /** After the store failed to claim, the job comes back this much later (a store outage). */
 const STORE_DOWN_DELAY_MS = 5000;
-/** A failed completion is retried after 100 ms, then with the delay doubling up to 2 s, while the lock lasts. */
-const COMPLETE_RETRY_FIRST_MS = 100;
-const COMPLETE_RETRY_MAX_MS = 2000;
 const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
 
 function seconds(value: unknown, name: string, fallback: number): number {
@@ -52,54 +51,22 @@ function seconds(value: unknown, name: string, fallback: number): number {
   return value;
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    (timer as { unref?: () => void }).unref?.();
-  });
-}
-
-class Context implements JobContext, ClaimHandle {
-  readonly #controller = new AbortController();
-  /** Settled, released by close, or lost: nothing more is sent to the store for it. */
-  over = false;
-  lockEnds: number;
-  constructor(
-    readonly store: IdempotencyStore,
-    readonly key: string,
-    readonly token: string,
-    readonly ttlMs: number,
-    readonly lockMs: number,
-    readonly attempt: number,
-    readonly maxAttempts: number,
-    readonly acceptedAt: Date,
-    readonly webhookId: string,
-  ) {
-    this.lockEnds = Date.now() + lockMs;
-  }
-  get signal(): AbortSignal {
-    return this.#controller.signal;
-  }
-  get claim(): ClaimHandle {
-    return this;
-  }
-  abort(reason: unknown): void {
-    this.#controller.abort(reason);
-  }
-}
-
 /** Runs the deliveries an engine hands it; one per `inbox.work` call. */
 export class JobRunner {
   readonly concurrency: number;
   readonly #handler: InboxHandler;
   readonly #store: IdempotencyStore;
+  /** The receiver's claim protocol: renewal while the handler runs, settlement, completion retries. */
+  readonly #claims: ClaimKeeper;
   readonly #lockMs: number;
   readonly #ttlMs: number;
-  readonly #renews: boolean;
   readonly #maxAttempts: number;
   readonly #onOutcome: ((event: JobOutcomeEvent) => void) | undefined;
   readonly #onError: (error: unknown, context: WorkerErrorContext) => void;
-  readonly #running = new Set<Context>();
+  /** Claims whose handler runs, for `close`. */
+  readonly #running = new Set<Held>();
+  /** Claims `close` released: their handler's end settles nothing. */
+  readonly #released = new WeakSet<Held>();
   readonly #runs = new Set<Promise<Verdict>>();
   #closing = false;
 
@@ -113,8 +80,8 @@ export class JobRunner {
       if (typeof store?.[method] !== 'function') throw new TypeError(`work idempotency.store must implement ${method}()`);
     }
     this.#store = store;
-    this.#renews = typeof store.extend === 'function';
-    this.#lockMs = seconds(settings?.lockSeconds, 'lockSeconds', this.#renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
+    const renews = typeof store.extend === 'function';
+    this.#lockMs = seconds(settings?.lockSeconds, 'lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
     this.#ttlMs = seconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
     const concurrency = options?.concurrency ?? 1;
     if (typeof concurrency !== 'number' || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {
@@ -127,6 +94,15 @@ export class JobRunner {
     const logger: WebhookLogger | undefined = checkLogger(options?.logger);
     this.#onOutcome = onOutcome;
     this.#onError = onError ?? ((error, context) => logFailure(logger, { ...context, willRetry: false }, `inbox worker: ${context.stage} failed`, error));
+    this.#claims = new ClaimKeeper({
+      sync: syncOperations(store),
+      // The worker's outcomes are its own (`onOutcome` above): the delivery's observer records nothing.
+      observer: new Observer({}, store),
+      now: Date.now,
+      lockMs: this.#lockMs,
+      renews,
+      report: (error, stage, webhookId) => this.report(error, stage === 'namespace' ? 'claim' : stage, webhookId),
+    });
     this.#handler = handler;
     this.#maxAttempts = maxAttempts;
   }
@@ -163,109 +139,34 @@ export class JobRunner {
       return this.#outcome({ kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, delivery.attempt, started);
     }
 
-    const context = new Context(this.#store, key, result.token, this.#ttlMs, this.#lockMs, delivery.attempt, this.#maxAttempts, new Date(job.acceptedAt), job.id);
-    this.#running.add(context);
-    const onEngineLoss = () => this.#lose(context, new Error('the engine took the job away from this worker (its lock was lost)'));
+    const held = new Held(this.#store, key, result.token, this.#ttlMs, this.#lockMs, job.id, Date.now(), undefined, {
+      attempt: delivery.attempt,
+      maxAttempts: this.#maxAttempts,
+      acceptedAt: job.acceptedAt,
+    });
+    this.#running.add(held);
+    this.#claims.hold(held);
+    const onEngineLoss = () => held.context.abort(new Error('the engine took the job away from this worker (its lock was lost)'));
     delivery.signal?.addEventListener('abort', onEngineLoss, { once: true });
-    const renewal = this.#renews ? this.#renewWhile(context, job.id) : undefined;
     let verdict: Verdict;
     try {
-      await this.#handler(webhookOf(job), context);
+      await this.#handler(webhookOf(job), held.context);
       verdict = { kind: 'processed' };
     } catch (error) {
       verdict = { kind: 'failed', error, final: isPermanent(error) || delivery.attempt >= this.#maxAttempts };
     } finally {
       delivery.signal?.removeEventListener('abort', onEngineLoss);
-      this.#running.delete(context);
+      this.#running.delete(held);
     }
-    if (context.over) {
-      // Closed while it ran (its claim released for the redelivery, not the handler's fault), or
-      // its claim was lost (a failure stays one; a success cannot be completed: the holder runs it).
-      if (verdict.kind === 'failed' && !this.#closing) return this.#outcome(verdict, job, delivery.attempt, started);
-      return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'its claim was released or lost while it ran' }, job, delivery.attempt, started);
+    if (this.#released.has(held)) {
+      // Closed while it ran: its claim was released for the redelivery, which is not the handler's fault.
+      return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker closed while it ran' }, job, delivery.attempt, started);
     }
-    context.over = true;
-    await renewal?.stop();
-    if (verdict.kind === 'processed') await this.#complete(context, job.id);
-    else await this.#release(context, job.id);
+    await this.#claims.settle(verdict.kind === 'processed' ? 'complete' : 'release', held);
+    // A completion retried during a store outage: the engine hears of success once it landed (or
+    // the lock ran out), so a redelivery finds the id done rather than free.
+    await held.pending;
     return this.#outcome(verdict, job, delivery.attempt, started);
-  }
-
-  /** Renews the claim every third of the lock until stopped; a claim found lost aborts the handler. */
-  #renewWhile(context: Context, webhookId: string): { stop(): Promise<void> } {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let inFlight: Promise<void> = Promise.resolve();
-    const beat = () => {
-      timer = setTimeout(() => {
-        inFlight = this.#renew(context, webhookId).then(() => {
-          if (!context.over) beat();
-        });
-      }, context.lockMs / 3);
-      (timer as { unref?: () => void }).unref?.();
-    };
-    beat();
-    return {
-      stop: async () => {
-        clearTimeout(timer);
-        await inFlight;
-      },
-    };
-  }
-
-  async #renew(context: Context, webhookId: string): Promise<void> {
-    if (context.over) return;
-    if (context.lockEnds <= Date.now()) {
-      this.#lose(context, new Error(`the worker's claim ran out before it could be renewed (lockSeconds ${context.lockMs / 1000})`));
-      return;
-    }
-    try {
-      const time = Date.now();
-      const owned: unknown = await context.store.extend!(context.key, context.token, context.lockMs);
-      if (context.over) return;
-      if (owned === true) context.lockEnds = time + context.lockMs;
-      else this.#lose(context, new Error('the worker lost its claim while the handler ran (its lock expired and another worker may have taken the job over)'));
-    } catch (error) {
-      // Tried again at the next beat while the lock lasts.
-      this.report(error, 'renew', webhookId);
-    }
-  }
-
-  #lose(context: Context, reason: Error): void {
-    if (context.over) return;
-    context.over = true;
-    this.report(reason, 'renew', context.webhookId);
-    context.abort(reason);
-  }
-
-  async #complete(context: Context, webhookId: string): Promise<void> {
-    // Completed with the handler's side effect in its transaction (the Postgres store's `transaction`).
-    if (isCompletedByStore(context)) return;
-    let delay = COMPLETE_RETRY_FIRST_MS;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const owned: unknown = await context.store.complete(context.key, context.token, context.ttlMs);
-        if (owned !== true) this.report(new Error('the claim expired before it was completed, and may have been taken over'), 'complete', webhookId);
-        return;
-      } catch (error) {
-        // Until it lands, a redelivery would find the claim held and, once it expires, run the
-        // handler again: retried while the lock lasts. The engine is told the job succeeded anyway.
-        if (Date.now() + delay >= context.lockEnds || this.#closing) {
-          this.report(new Error(`gave up completing the claim after ${attempt} attempts: ${errorText(error)}`, { cause: error }), 'complete', webhookId);
-          return;
-        }
-        await sleep(delay);
-        delay = Math.min(delay * 2, COMPLETE_RETRY_MAX_MS);
-      }
-    }
-  }
-
-  async #release(context: Context, webhookId: string): Promise<void> {
-    try {
-      await context.store.release(context.key, context.token);
-    } catch (error) {
-      // The lock expires by itself; the retry waits for it (a busy claim, deferred).
-      this.report(error, 'release', webhookId);
-    }
   }
 
   #outcome(verdict: Verdict, job: InboxJob | undefined, attempt: number, started: number): Verdict {
@@ -315,16 +216,15 @@ export class JobRunner {
     });
     const first = await Promise.race([Promise.all([stopped, Promise.allSettled([...this.#runs])]).then(() => 'done' as const), timedOut]);
     clearTimeout(timer);
-    if (first === 'done') return;
-    const reason = new Error('the inbox worker was closed before the handler finished; its claim was released for the redelivery');
-    await Promise.all(
-      [...this.#running].map(async (context) => {
-        if (context.over) return;
-        context.over = true;
-        context.abort(reason);
-        await this.#release(context, context.webhookId);
-      }),
-    );
+    if (first === 'done') {
+      this.#claims.close(new Error('the inbox worker was closed'));
+      return;
+    }
+    const running = [...this.#running];
+    for (const held of running) this.#released.add(held);
+    // Aborts every running handler's signal and stops renewing; then the claims are released.
+    this.#claims.close(new Error('the inbox worker was closed before the handler finished; its claim was released for the redelivery'));
+    await Promise.all(running.map((held) => this.#claims.settle('release', held)));
     await engine.force();
   }
 }

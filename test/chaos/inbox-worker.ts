@@ -1,7 +1,7 @@
 /**
  * One inbox worker of the inbox chaos test, run as a child process (`node --import tsx`) so that it
- * can be killed for real: `inbox.work` on a BullMQ queue, its claims in a `redisStore` on the same
- * Redis. Its handler is the side effect the test counts: one JSON line per event appended to this
+ * can be killed for real: `inbox.work` on a BullMQ queue with its claims in a `redisStore` on the
+ * same Redis, or on a pg-boss queue with its claims in a `postgresStore` on the same database. Its handler is the side effect the test counts: one JSON line per event appended to this
  * worker's log with a synchronous append (in the kernel once the call returns, so a SIGKILL right
  * after cannot lose it): `start`, then `done` or `fail`. A tenth of the ids fail their first two
  * attempts; a fiftieth (the poison ids) always throw `PermanentError`, unless listed in the healed
@@ -12,10 +12,14 @@
 import { appendFileSync, existsSync, readFileSync } from 'node:fs';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
+import pg from 'pg';
 import { PermanentError } from '../../src/errors.ts';
-import { bullmqInbox } from '../../src/inbox/bullmq.ts';
+import type { PgBossLike } from '../../src/inbox/pg-boss.ts';
+import type { Inbox } from '../../src/inbox/types.ts';
+import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
-import { kindOf } from './inbox-kinds.ts';
+import type { IdempotencyStore } from '../../src/stores/types.ts';
+import { chaosBullmqInbox, chaosPgBossInbox, kindOf } from './inbox-kinds.ts';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -23,28 +27,35 @@ const env = (name: string): string => {
   return value;
 };
 
-const redisUrl = env('CHAOS_REDIS_URL');
+const engine = env('CHAOS_ENGINE');
+const url = env('CHAOS_URL');
 const queueName = env('CHAOS_QUEUE');
 const logFile = env('CHAOS_LOG');
 const healedFile = env('CHAOS_HEALED');
 
 const log = (event: Record<string, unknown>) => appendFileSync(logFile, `${JSON.stringify({ ...event, pid: process.pid, at: Date.now() })}\n`);
 
-const connection = new Redis(redisUrl, { maxRetriesPerRequest: null });
-connection.on('error', () => {});
-const storeClient = new Redis(redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
-storeClient.on('error', () => {});
-const queue = new Queue(queueName, { connection });
-queue.on('error', () => {});
-const inbox = bullmqInbox({
-  queue,
-  maxAttempts: 4,
-  backoff: { delayMs: 100 },
-  logger: { warn: () => {}, error: () => {} },
-  // Two kills of one job must not fail it: BullMQ fails a job stalled more than maxStalledCount times.
-  workerOptions: { lockDuration: 2000, stalledInterval: 1000, maxStalledCount: 5 },
-});
+/** The engine's inbox and the workers' store, as the test's process builds the same inbox. */
+async function open(): Promise<{ inbox: Inbox; store: IdempotencyStore }> {
+  if (engine === 'bullmq') {
+    const connection = new Redis(url, { maxRetriesPerRequest: null });
+    connection.on('error', () => {});
+    const storeClient = new Redis(url, { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    storeClient.on('error', () => {});
+    const queue = new Queue(queueName, { connection });
+    queue.on('error', () => {});
+    return { inbox: chaosBullmqInbox(queue), store: redisStore({ client: storeClient, timeoutMs: 1000 }) };
+  }
+  const { PgBoss } = await import('pg-boss');
+  const boss = new PgBoss({ connectionString: url, supervise: true, superviseIntervalSeconds: 1, schedule: false, max: 6 });
+  boss.on('error', () => {});
+  await boss.start();
+  const pool = new pg.Pool({ connectionString: url, max: 8 });
+  pool.on('error', () => {});
+  return { inbox: chaosPgBossInbox(boss as unknown as PgBossLike, queueName), store: postgresStore({ client: pool, timeoutMs: 1000 }) };
+}
 
+const { inbox, store } = await open();
 await inbox.work(
   async (webhook, context) => {
     log({ event: 'start', id: webhook.id, attempt: context.attempt });
@@ -62,6 +73,6 @@ await inbox.work(
     }
     log({ event: 'done', id: webhook.id, attempt: context.attempt });
   },
-  { idempotency: { store: redisStore({ client: storeClient, timeoutMs: 1000 }), lockSeconds: 2 }, concurrency: 8, onError: () => {} },
+  { idempotency: { store, lockSeconds: 5 }, concurrency: 8, onError: () => {} },
 );
 process.send?.({ ready: true });

@@ -49,6 +49,8 @@ export interface PostgresServer {
   readonly port: number;
   /** The postmaster's process id. */
   readonly pid: number;
+  /** Stops the server (fast shutdown: clients are cut off) and starts it again on the same port, with its data. */
+  restart(): Promise<void>;
   /** Stops the server (fast shutdown, by its pid) and removes its directory. */
   close(): Promise<void>;
 }
@@ -91,12 +93,21 @@ export async function startPostgresServer(): Promise<PostgresServer> {
         // fsync off: a test cluster never outlives its machine, and every commit is faster.
         const settings = `-c listen_addresses=${HOST} -p ${port} -k ${dir} -c fsync=off -c max_connections=300 -c shared_buffers=32MB`;
         runPg(bin, 'pg_ctl', ['-D', data, '-o', settings, '-l', join(dir, 'log'), '-w', '-t', '30', 'start']);
-        const pid = Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+        const postmaster = () => Number(readFileSync(join(data, 'postmaster.pid'), 'utf8').split('\n')[0]);
+        let pid = postmaster();
         servers.set(pid, dir);
         return {
           url: `postgres://postgres@${HOST}:${port}/postgres`,
           port,
-          pid,
+          get pid() {
+            return pid;
+          },
+          async restart() {
+            runPg(bin, 'pg_ctl', ['-D', data, '-o', settings, '-l', join(dir, 'log'), '-m', 'fast', '-w', '-t', '30', 'restart']);
+            servers.delete(pid);
+            pid = postmaster();
+            servers.set(pid, dir);
+          },
           async close() {
             servers.delete(pid);
             try {

@@ -17,6 +17,9 @@ type Fault =
   | 'extend-ignored'
   | 'extend-revives'
   | 'no-argument-checks'
+  | 'type-errors-only'
+  | 'rejects-with-strings'
+  | 'argument-checks-after-write'
   | 'one-key-class'
   | 'same-token'
   | 'completed-forever'
@@ -44,9 +47,14 @@ function faultyStore(now: () => number, fault?: Fault, shared = new Map<string, 
   const keyOf = (key: string) => (fault === 'one-key-class' ? key.replace(/:[su]:/, ':') : key);
   const check = (key: unknown, token: unknown, ms: unknown) => {
     if (fault === 'no-argument-checks') return;
-    if (typeof key !== 'string' || key === '') throw new TypeError('bad key');
-    if (token !== NONE && (typeof token !== 'string' || token === '')) throw new TypeError('bad token');
-    if (ms !== NONE && (typeof ms !== 'number' || !(ms > 0) || ms > Number.MAX_SAFE_INTEGER)) throw new RangeError('bad duration');
+    // A store that refuses everything with TypeError, or (wrongly) with a thrown string.
+    const refuse = (error: Error) => {
+      if (fault === 'rejects-with-strings') throw 'bad argument';
+      throw fault === 'type-errors-only' ? new TypeError(error.message) : error;
+    };
+    if (typeof key !== 'string' || key === '') refuse(new TypeError('bad key'));
+    if (token !== NONE && (typeof token !== 'string' || token === '')) refuse(new TypeError('bad token'));
+    if (ms !== NONE && (typeof ms !== 'number' || !(ms > 0) || ms > Number.MAX_SAFE_INTEGER)) refuse(new RangeError('bad duration'));
   };
   const live = (entry: Entry | undefined, time: number) => entry !== undefined && (fault === 'never-expires' || entry.until > time);
   const owned = (key: string, token: string) => {
@@ -55,7 +63,13 @@ function faultyStore(now: () => number, fault?: Fault, shared = new Map<string, 
   };
   return {
     async claim(key, lockMs): Promise<ClaimResult> {
-      check(key, NONE, lockMs);
+      try {
+        check(key, NONE, lockMs);
+      } catch (error) {
+        // Writes the key, then refuses: too late.
+        if (fault === 'argument-checks-after-write' && typeof key === 'string' && key !== '') entries.set(keyOf(key), { token: 'written', done: false, until: now() + 60_000 });
+        throw error;
+      }
       const existing = entries.get(keyOf(key));
       if (fault === 'check-then-set' || (fault === 'takeover-check-then-set' && existing !== undefined)) await tick();
       const time = now();
@@ -184,12 +198,32 @@ describe('checkStore', () => {
     expect([...loose.keys()]).toEqual(['arguments']);
     expect(loose.get('arguments')).toMatch(/^bad arguments are not refused: claim\(""\, 1000\) resolved with \{"status":"acquired","token":"token-\d+-[0-9a-f]+"\} instead of rejecting with a TypeError; .*; and \d+ more$/);
 
+    const strings = await failures(withFault('rejects-with-strings'));
+    expect([...strings.keys()]).toEqual(['arguments']);
+    expect(strings.get('arguments')).toMatch(/^bad arguments are not refused: claim\(""\, 1000\) rejected with "bad argument", which is not an Error; .*; and \d+ more$/);
+    expect([...(await failures(withFault('argument-checks-after-write')))]).toEqual([
+      ['arguments', 'a rejected call with bad arguments wrote something: the key then answered processing instead of acquired'],
+    ]);
+
     expect([...(await failures(withFault('one-key-class')))]).toEqual([
       ['independent-keys', 'the unsigned key of an id answered processing while only the signed key was claimed: the key classes are not independent'],
     ]);
     const reused = await failures(withFault('same-token'));
     expect(reused.get('release')).toBe('the claim after a release got the same token as the released claim: tokens must be fresh, or an old owner could act on the new claim');
     expect(reused.get('expiry-takeover')).toBe("the claim that took over an expired lock got the stale owner's token");
+  });
+
+  it('passes a store that refuses every bad argument with a TypeError, recommending RangeError for durations (issue 22)', async () => {
+    const report = await checkStore(withFault('type-errors-only'), { clock: 'manual' });
+    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 2 });
+    const rule = report.rules.find((r) => r.rule === 'arguments')!;
+    expect(rule.outcome).toBe('passed');
+    expect(rule.recommendation).toMatch(
+      /^bad arguments are refused, some with another class than usual \(TypeError for a bad key or token, RangeError for a bad duration\): claim\("check[0-9a-f]+:s:arguments-1", 0\) rejected with TypeError, where RangeError is usual; .*; and \d+ more$/,
+    );
+    // The correct reference store gets no recommendation.
+    const clean = await checkStore(withFault(), { clock: 'manual' });
+    expect(clean.rules.find((r) => r.rule === 'arguments')).not.toHaveProperty('recommendation');
   });
 
   it('catches a store whose instances do not share a backend when they should', async () => {

@@ -59,8 +59,10 @@ export default async function handler(req: ApiRequest, res: ApiResponse): Promis
     return;
   }
   if (req.body !== undefined || req.readableEnded) {
-    const answer = errorResponse(new WebhookError('BODY_UNAVAILABLE', PARSED));
-    console.warn(`[webhook-receiver] rejected POST /api/webhooks: BODY_UNAVAILABLE ${PARSED}`);
+    // The sender gets the code and a short message; the fix (how this app is built) is the hint, for the log.
+    const error = new WebhookError('BODY_UNAVAILABLE', 'the server could not read the raw request body, so the signature cannot be checked', { hint: PARSED });
+    const answer = errorResponse(error);
+    console.warn(`[webhook-receiver] rejected POST /api/webhooks: BODY_UNAVAILABLE ${error.message} (${error.hint})`);
     res.writeHead(answer.status, answer.headers).end(answer.body);
     return;
   }
