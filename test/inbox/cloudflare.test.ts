@@ -21,6 +21,7 @@ import type { Inbox, InboxHandler, JobContext, JobOutcomeEvent, WorkOptions } fr
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { durableObjectStore, type DurableObjectNamespaceLike } from '../../src/stores/durable-object.ts';
+import { askObject } from '../../src/stores/internal.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { ClaimHandle, IdempotencyStore } from '../../src/stores/types.ts';
 import { rebuiltWebhook } from '../../src/verify.ts';
@@ -49,6 +50,7 @@ function start(mode: 'app' | 'bridge', maxAttempts: number, node: NodeService): 
     durableObjects: {
       WEBHOOK_CLAIMS: { className: 'WebhookClaims', useSQLite: true },
       WEBHOOK_CLAIMS_KV: { className: 'KeyValueClaims' },
+      WEBHOOK_CLAIMS_PEEK: { className: 'PeekClaims', useSQLite: true },
       RUNS: { className: 'Runs', useSQLite: true },
     },
     serviceBindings: {
@@ -312,6 +314,24 @@ describe('cloudflareQueueInbox in workerd', () => {
     const failure = await acceptClaimed(gate, claim, 'application/json').catch((error: unknown) => error);
     expect(failure).toMatchObject({ name: 'WebhookError', code: 'INBOX_UNAVAILABLE', status: 503, hint: 'cloudflare-queues refused the job' });
     expect((await store.claim(`default:s:${id}`, 1000)).status).toBe('acquired');
+  });
+
+  it("keeps a dead-letter shelf's records oldest first until their time; its alarm then clears the object's storage", async () => {
+    const peekable = (await mf.getDurableObjectNamespace('WEBHOOK_CLAIMS_PEEK')) as unknown as DurableObjectNamespaceLike;
+    const shelf = `:dead-letters:sweep-${Date.now()}`;
+    const ask = (operation: { op: string; [field: string]: unknown }) => askObject(peekable, shelf, operation, 5000, 'durable-object');
+    const peek = async () => (await peekable.get(peekable.idFromName(shelf)).fetch('https://object/peek', { method: 'POST', headers: {}, body: '' })).json();
+    await ask({ op: 'shelf.put', key: 'default:s:first', value: '"first"', ms: 600_000 });
+    await ask({ op: 'shelf.put', key: 'default:s:short', value: '"short"', ms: 300 });
+    expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: ['"first"', '"short"'] });
+    expect(await ask({ op: 'shelf.get', key: 'default:s:short' })).toEqual({ value: '"short"' });
+    expect(await ask({ op: 'shelf.delete', key: 'default:s:first' })).toEqual({ ok: true });
+    expect(await ask({ op: 'shelf.delete', key: 'default:s:first' })).toEqual({ ok: false });
+    expect(await peek()).toEqual({ tables: ['webhook_receiver_shelf'], rows: [{ key: 'default:s:short' }] });
+    // The alarm (set at the earliest expiry) deletes the record, then the object's whole storage.
+    await expect.poll(peek, { timeout: 5000, interval: 50 }).toEqual({ tables: [], rows: [] });
+    expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: [] });
+    await expect(ask({ op: 'shelf.list', limit: 0 })).rejects.toMatchObject({ name: 'StoreError', reason: 'bad_reply' });
   });
 
   it('keeps dead letters only on the SQLite backend, and says so', async () => {

@@ -33,6 +33,17 @@ export { WebhookClaims };
 /** The same class bound on the key-value backend (`new_classes`): no SQL, so no dead letters. */
 export class KeyValueClaims extends WebhookClaims {}
 
+/** The class with a way for the test to read what its SQL storage holds (`/peek`). */
+export class PeekClaims extends WebhookClaims {
+  override async fetch(request: Request): Promise<Response> {
+    if (new URL(request.url).pathname !== '/peek') return super.fetch(request);
+    const sql = (this.ctx.storage as { sql: { exec(query: string): { toArray(): Record<string, unknown>[] } } }).sql;
+    const tables = sql.exec(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%'`).toArray().map((row) => row.name);
+    const rows = tables.includes('webhook_receiver_shelf') ? sql.exec('SELECT key FROM webhook_receiver_shelf').toArray() : [];
+    return Response.json({ tables, rows });
+  }
+}
+
 interface Namespace extends DurableObjectNamespaceLike {
   get(id: unknown): { fetch(input: Request | string, init?: RequestInit): Promise<Response> };
 }
