@@ -25,6 +25,7 @@
 
 import { utf8Encoder } from '../encoding.ts';
 import { WebhookError } from '../errors.ts';
+import { checkLogger, logFailure, type WebhookLogger } from '../logger.ts';
 import { DEFAULT_DURABLE_OBJECT_TIMEOUT_MS, durableObjectStore, type DurableObjectNamespaceLike } from '../stores/durable-object.ts';
 import { askObject, describeValue } from '../stores/internal.ts';
 import { acceptKey, commonSettings, failureOf, failureText, readJob, selectedKey, type CommonInboxOptions } from './job.ts';
@@ -173,8 +174,10 @@ export interface CloudflareQueueInboxOptions extends CommonInboxOptions {
 export interface DeadLetterConsumerOptions {
   /** The main queue consumer's `max_retries`: a dead letter from Queues records `max_retries + 1` attempts. Default `maxAttempts - 1`. */
   maxRetries?: number;
-  /** Called when a dead letter could not be recorded (it is retried on the dead letter queue). Default: logged to the console. */
+  /** Called when a dead letter could not be recorded (it is retried on the dead letter queue). Default: logged. */
   onError?: (error: unknown, context: { webhookId: string }) => void;
+  /** Where failures go when there is no `onError` (default: the console). */
+  logger?: WebhookLogger;
 }
 
 /**
@@ -331,7 +334,8 @@ class CloudflareQueues implements CloudflareQueueInbox {
 
   async #consume(runner: JobRunner, message: QueueMessageLike): Promise<void> {
     const { job, attemptsBefore } = envelopeOf(message.body);
-    const attempt = attemptsBefore + message.attempts;
+    // `attempts` counts this delivery too (1 on the first).
+    const attempt = attemptsBefore + (Number.isInteger(message.attempts) && message.attempts > 0 ? message.attempts : 1);
     const verdict: Verdict = await runner.run({ data: job, attempt });
     const webhookId = keyOf(job)?.id ?? '(unreadable job)';
     switch (verdict.kind) {
@@ -387,7 +391,9 @@ class CloudflareQueues implements CloudflareQueueInbox {
     if (options !== undefined && (typeof options !== 'object' || options === null)) throw new TypeError('deadLetterConsumer options must be an object');
     const maxRetries = options?.maxRetries ?? this.maxAttempts - 1;
     if (!Number.isInteger(maxRetries) || maxRetries < 0 || maxRetries > 100) throw new RangeError('deadLetterConsumer maxRetries must be a whole number from 0 to 100 (Queues\' max_retries)');
-    const onError = options?.onError ?? ((error: unknown, context: { webhookId: string }) => console.error(`[webhook-receiver] inbox dead letter ${context.webhookId} not recorded:`, error));
+    const logger = checkLogger(options?.logger);
+    const onError =
+      options?.onError ?? ((error: unknown, context: { webhookId: string }) => logFailure(logger, { stage: 'settle', webhookId: context.webhookId, willRetry: true }, 'inbox: a dead letter was not recorded', error));
     if (typeof onError !== 'function') throw new TypeError('deadLetterConsumer onError must be a function');
     const inbox = this;
     return async function deadLetterConsumer(this: void, batch: MessageBatchLike): Promise<void> {
@@ -447,9 +453,10 @@ class CloudflareQueues implements CloudflareQueueInbox {
     if (typeof value !== 'string') return false;
     const shelved = JSON.parse(value) as Shelved;
     // Sent before the record goes: a retry that fails half-way leaves the dead letter, and one
-    // sent twice runs once (the worker's claim).
+    // sent twice runs once (the worker's claim). Deleted only while it is the record read: the
+    // job sent may already have failed again and been recorded anew.
     await this.#queue.send({ job: shelved.job, attemptsBefore: 0 } satisfies Envelope, { contentType: 'json' });
-    await this.#ask({ op: 'shelf.delete', key });
+    await this.#ask({ op: 'shelf.delete', key, value });
     return true;
   }
 

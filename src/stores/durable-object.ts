@@ -112,7 +112,8 @@ type Operation =
 type ShelfOperation =
   | { op: 'shelf.put'; key: string; value: string; ms: number }
   | { op: 'shelf.get'; key: string }
-  | { op: 'shelf.delete'; key: string }
+  /** With `value`: only while the record is still that one (a retry must not delete a newer failure). */
+  | { op: 'shelf.delete'; key: string; value?: string }
   | { op: 'shelf.list'; limit: number };
 
 type Reply =
@@ -340,8 +341,8 @@ function keyValueRecords(storage: DurableObjectStorageLike): Records {
 interface Shelf {
   put(key: string, value: string, time: number, until: number): void;
   get(key: string, time: number): string | undefined;
-  /** Deletes a live record; answers whether there was one. */
-  delete(key: string, time: number): boolean;
+  /** Deletes a live record (only if its value is `value`, when given); answers whether it did. */
+  delete(key: string, time: number, value?: string): boolean;
   list(limit: number, time: number): string[];
   /** Deletes records expired at `time`; answers the earliest `until` left, if any. */
   sweep(time: number): number | undefined;
@@ -375,11 +376,12 @@ function sqlShelf(sql: SqlStorageLike): Shelf {
       );
     },
     get,
-    delete(key, time) {
+    delete(key, time, value) {
       // Synchronous storage: nothing runs between the read and the delete.
-      const found = get(key, time) !== undefined;
+      const found = get(key, time);
+      if (found === undefined || (value !== undefined && found !== value)) return false;
       table().exec(`DELETE FROM ${SHELF} WHERE key = ?`, key);
-      return found;
+      return true;
     },
     list(limit, time) {
       return table()
@@ -438,7 +440,10 @@ function operationOf(body: unknown): Operation | ShelfOperation | undefined {
     const limit = body.limit;
     return typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 && limit <= SHELF_LIST_MAX ? { op: 'shelf.list', limit } : undefined;
   }
-  if ((body.op === 'shelf.get' || body.op === 'shelf.delete') && isText(body.key)) return { op: body.op, key: body.key };
+  if (body.op === 'shelf.get' && isText(body.key)) return { op: 'shelf.get', key: body.key };
+  if (body.op === 'shelf.delete' && isText(body.key) && (body.value === undefined || typeof body.value === 'string')) {
+    return body.value === undefined ? { op: 'shelf.delete', key: body.key } : { op: 'shelf.delete', key: body.key, value: body.value };
+  }
   if (body.op === 'shelf.put' && isText(body.key) && typeof body.value === 'string' && isMs(body.ms)) return { op: 'shelf.put', key: body.key, value: body.value, ms: body.ms };
   if (!isText(body.key) || !isText(body.token)) return undefined;
   if (body.op === 'release') return { op: 'release', key: body.key, token: body.token };
@@ -526,7 +531,7 @@ export class WebhookClaims {
       case 'shelf.list':
         return { values: shelf.list(operation.limit, time) };
       case 'shelf.delete':
-        return { ok: shelf.delete(operation.key, time) };
+        return { ok: shelf.delete(operation.key, time, operation.value) };
       case 'shelf.put': {
         const until = time + operation.ms;
         shelf.put(operation.key, operation.value, time, until);

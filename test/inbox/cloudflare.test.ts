@@ -325,7 +325,9 @@ describe('cloudflareQueueInbox in workerd', () => {
     await ask({ op: 'shelf.put', key: 'default:s:short', value: '"short"', ms: 300 });
     expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: ['"first"', '"short"'] });
     expect(await ask({ op: 'shelf.get', key: 'default:s:short' })).toEqual({ value: '"short"' });
-    expect(await ask({ op: 'shelf.delete', key: 'default:s:first' })).toEqual({ ok: true });
+    // A delete that names the value it read leaves a record written since.
+    expect(await ask({ op: 'shelf.delete', key: 'default:s:first', value: '"older"' })).toEqual({ ok: false });
+    expect(await ask({ op: 'shelf.delete', key: 'default:s:first', value: '"first"' })).toEqual({ ok: true });
     expect(await ask({ op: 'shelf.delete', key: 'default:s:first' })).toEqual({ ok: false });
     expect(await peek()).toEqual({ tables: ['webhook_receiver_shelf'], rows: [{ key: 'default:s:short' }] });
     // The alarm (set at the earliest expiry) deletes the record, then the object's whole storage.
