@@ -9,7 +9,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bodyUnavailable } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, encodingRefusal, settleWhenSent } from './node.ts';
@@ -62,6 +62,9 @@ interface ExpressRequest extends IncomingMessage {
   webhookContext?: WebhookContext;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Body: what a parser kept, else the request stream
+
 const CONSUMED_HINT =
   'the request body was already read by another middleware (express.json() or another body parser), so the raw ' +
   'bytes that were signed are gone. Fix it in one of three ways: mount webhooks() before express.json() ' +
@@ -80,6 +83,9 @@ function declaresUtf8(contentType: string | undefined): boolean {
   return charset === undefined || charset === 'utf-8' || charset === 'utf8';
 }
 
+// ---------------------------------------------------------------------------------------------
+// Answer: the core's responses on Node's response
+
 function send(res: ServerResponse, response: WebhookResponse, close: boolean): void {
   if (res.headersSent) {
     res.end();
@@ -92,6 +98,9 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
   if (close) res.setHeader('connection', 'close');
   res.end(response.body);
 }
+
+// ---------------------------------------------------------------------------------------------
+// The middleware, in the same order: options, body, claim, answer, settle (when the response is sent)
 
 /**
  * Express middleware that verifies the webhook, deduplicates it on `webhook-id`, and passes it to
@@ -119,6 +128,11 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  * - The claim is renewed while the handler works; `req.webhookContext.signal` aborts if it is lost.
  *
  * Options are validated here, once: a bad secret throws at start-up.
+ *
+ * With `inbox` in the options, the middleware accepts instead and is the route's terminal step:
+ * it verifies, deduplicates, enqueues, and answers 202 `{ "enqueued": true }` itself once the
+ * engine acknowledged the job (503 `INBOX_UNAVAILABLE` with `Retry-After` when it did not). A
+ * handler mounted after it never runs: the workers run it, `inbox.work(handler)`.
  *
  * @example
  * ```ts
@@ -169,6 +183,14 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
   }
 
   function claimBody(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, body: Uint8Array | string): void {
+    if (receiver.inbox !== undefined) {
+      // With an inbox this middleware is the route's last step: it answers, and never calls next().
+      receiver.accept({ headers: req.headers, body }).then(
+        (result) => send(res, acceptResponse(result), false),
+        (error: unknown) => fail(req, res, next, error),
+      );
+      return;
+    }
     receiver.claim({ headers: req.headers, body }).then(
       (claim) => proceed(req, res, next, claim),
       (error: unknown) => fail(req, res, next, error),

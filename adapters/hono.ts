@@ -11,7 +11,7 @@
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
 import { bodyUnavailable } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -55,6 +55,9 @@ export interface WebhookVariables {
  */
 export type WebhookEnv = { Variables: WebhookVariables };
 
+// ---------------------------------------------------------------------------------------------
+// Body: the raw bytes (Hono's body cache, or the request), and what the route reads after
+
 /**
  * Hono keeps each body it read in `c.req.bodyCache`, as a promise (its declared type lists the
  * resolved values, but `HonoRequest` calls `.then` on the entries), and derives `json()`,
@@ -72,6 +75,16 @@ function nodeBindings(c: Context): NodeBindings | undefined {
   return nodeBindingsOf(c.env);
 }
 
+/** `bytes` as an `ArrayBuffer` for Hono's body cache: its own buffer when it is all of it, else a copy. */
+function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
+  const { buffer } = bytes;
+  if (buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) return buffer;
+  return bytes.slice().buffer;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim: a client already gone is not run for
+
 /**
  * `true` when the client went away: the Node response is destroyed once the connection closed
  * (@hono/node-server); elsewhere the request's signal tells, where the runtime aborts it (Bun and
@@ -80,6 +93,9 @@ function nodeBindings(c: Context): NodeBindings | undefined {
 function clientLeft(c: Context, node: NodeBindings | undefined): boolean {
   return node !== undefined ? node.outgoing.destroyed : signalAborted(c.req.raw);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Settle: work left after the answer goes to Workers' waitUntil
 
 /** Workers' `ctx.waitUntil`, when the runtime has an execution context (Hono's getter throws elsewhere). */
 function executionWaitUntil(c: Context): WaitUntil | undefined {
@@ -91,11 +107,8 @@ function executionWaitUntil(c: Context): WaitUntil | undefined {
   }
 }
 
-function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
-  const { buffer } = bytes;
-  if (buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) return buffer;
-  return bytes.slice().buffer;
-}
+// ---------------------------------------------------------------------------------------------
+// The middleware, in the same order: options, body, claim, answer, settle
 
 /**
  * Hono middleware that verifies the webhook, deduplicates it on `webhook-id`, and sets
@@ -160,7 +173,10 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
     let claimed: Claim;
     try {
       coding = contentCoding(node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding'));
-      claimed = await receiver.claim({ headers, body: await bodyOf(c, node, coding) });
+      const input = { headers, body: await bodyOf(c, node, coding) };
+      // With an inbox this middleware is the route's last step: it answers, and never calls next().
+      if (receiver.inbox !== undefined) return respond(acceptResponse(await receiver.accept(input)));
+      claimed = await receiver.claim(input);
     } catch (error) {
       return respond(delivery.refuse(error, c.req.method, c.req.url, headers));
     }
@@ -193,11 +209,9 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
       refusal = delivery.handlerRefusal(c.error);
       return refusal?.status ?? 500;
     };
-    try {
-      await delivery.run(claimed, next, statusOf, () => executionWaitUntil(c));
-    } catch (error) {
-      return respond(delivery.refusalOf(error));
-    }
+    // Hono's next() resolves to its context: only a refusal is this middleware's own answer.
+    const refused = await delivery.runOrRefuse(claimed, async () => void (await next()), statusOf, respond, () => executionWaitUntil(c));
+    if (refused !== undefined) return refused;
     if (refusal !== undefined) c.res = respond(refusal);
     return undefined;
   } as unknown as MiddlewareHandler<AppEnv & WebhookEnv>;

@@ -9,7 +9,7 @@ import { isWebhookError, type WebhookError } from './errors.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { rejectionContext, type RejectionContext } from './rejection.ts';
-import { createReceiver, observerOf, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
+import { createReceiver, observerOf, type AcceptResult, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
 import { noteAnswer, traceOf, type Observer } from './telemetry.ts';
 
 export type { RejectionContext };
@@ -30,7 +30,8 @@ export interface WebhookResponse {
 }
 
 /**
- * Seconds a sender should wait after `STORE_UNAVAILABLE` before retrying (the `Retry-After` value).
+ * Seconds a sender should wait after a 503 (`STORE_UNAVAILABLE`, `INBOX_UNAVAILABLE`) before retrying
+ * (the `Retry-After` value).
  *
  * @example
  * ```ts
@@ -44,7 +45,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /**
  * The response for a rejected request: the error's status and the `{ error, message }` envelope
- * (`Retry-After` too for `STORE_UNAVAILABLE`).
+ * (`Retry-After` too for every 503: `STORE_UNAVAILABLE`, `INBOX_UNAVAILABLE`).
  *
  * @example
  * ```ts
@@ -54,7 +55,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
  */
 export function errorResponse(error: WebhookError): WebhookResponse {
   const headers: Record<string, string> =
-    error.code === 'STORE_UNAVAILABLE' ? { ...JSON_HEADERS, 'retry-after': String(STORE_UNAVAILABLE_RETRY_AFTER_SECONDS) } : { ...JSON_HEADERS };
+    error.status === 503 ? { ...JSON_HEADERS, 'retry-after': String(STORE_UNAVAILABLE_RETRY_AFTER_SECONDS) } : { ...JSON_HEADERS };
   return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
 }
 
@@ -81,6 +82,22 @@ export function claimResponse(claim: Pick<Claim, 'outcome' | 'retryAfterSeconds'
     };
   }
   return undefined;
+}
+
+/**
+ * The answer to an accepted delivery (`receiver.accept`): 202 `{ "enqueued": true }` once the
+ * inbox acknowledged the job, and a duplicate or an id in progress answered as {@link claimResponse}
+ * answers them.
+ *
+ * @example
+ * ```ts
+ * const answer = acceptResponse(await receiver.accept(request));
+ * return new Response(answer.body, answer);
+ * ```
+ */
+export function acceptResponse(result: Pick<AcceptResult, 'outcome'> & { retryAfterSeconds?: number }): WebhookResponse {
+  if (result.outcome === 'enqueued') return { status: 202, headers: { ...JSON_HEADERS }, body: '{"enqueued":true}' };
+  return claimResponse({ outcome: result.outcome, retryAfterSeconds: result.retryAfterSeconds })!;
 }
 
 /**
@@ -204,6 +221,26 @@ export class Delivery {
     const refusal = this.handlerRefusal(error);
     if (refusal === undefined) throw error;
     return refusal;
+  }
+
+  /**
+   * {@link Delivery.run}, answered: the handler's own answer, or, when it refused the payload
+   * (`INVALID_PAYLOAD`, `PERMANENT_FAILURE`: a `WebhookError` below 500), its claim released and the
+   * envelope written by `refused`; any other error is rethrown for the platform. The one flow of
+   * the adapters that call or await the handler themselves.
+   */
+  async runOrRefuse<R, A>(
+    claim: Claim,
+    handler: () => R | Promise<R>,
+    statusOf: (result: R) => number,
+    refused: (response: WebhookResponse) => A,
+    waitUntilOf?: () => WaitUntil | undefined,
+  ): Promise<R | A> {
+    try {
+      return await this.run(claim, handler, statusOf, waitUntilOf);
+    } catch (error) {
+      return refused(this.refusalOf(error));
+    }
   }
 
   /**

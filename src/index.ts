@@ -37,6 +37,7 @@ export {
   type HandleOptions,
   type WebhookContext,
   type IdempotencyOptions,
+  type AcceptResult,
   type ReceiveResult,
   type Receiver,
   type ReceiverErrorContext,
@@ -66,6 +67,7 @@ export {
   type MemoryStoreUsage,
 } from './stores/memory.ts';
 export {
+  acceptResponse,
   claimResponse,
   errorResponse,
   settleClaim,

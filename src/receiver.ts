@@ -23,7 +23,11 @@ import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type V
 import { ClaimKeeper, DONE, Held, checkedClaim, type Report } from './receiver/claims.ts';
 import { Context } from './receiver/context.ts';
 import { checkReplayWindow, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds } from './receiver/settings.ts';
+import { acceptClaimed, InboxGate } from './inbox/accept.ts';
+import type { Inbox } from './inbox/types.ts';
+import { headerValues } from './headers.ts';
 import {
+  type AcceptResult,
   DEFAULT_LOCK_SECONDS,
   DEFAULT_RENEWED_LOCK_SECONDS,
   DEFAULT_TTL_SECONDS,
@@ -61,8 +65,18 @@ function isRequest(input: WebhookInput | Request): input is Request {
   return typeof (input as Request).arrayBuffer === 'function' && typeof (input as Request).method === 'string';
 }
 
+/** The request's `content-type`, kept with an inbox's job. */
+function contentTypeOf(input: WebhookInput | Request): string | null {
+  if (isRequest(input)) return input.headers.get('content-type');
+  const value = headerValues(input.headers, 'content-type');
+  return value === undefined ? null : Array.isArray(value) ? (value[0] ?? null) : value;
+}
+
 class ReceiverImpl implements Receiver {
   readonly verifier: Verifier;
+  readonly inbox: Inbox | undefined;
+  /** The inbox behind its guard (backlog, timeout), with one. */
+  readonly #gate: InboxGate | undefined;
   readonly #store: IdempotencyStore | undefined;
   /** The store's operations without their promises, when it has them (the memory store). */
   readonly #sync: SyncOperations | undefined;
@@ -86,6 +100,8 @@ class ReceiverImpl implements Receiver {
 
   constructor(options: ReceiverOptions) {
     this.verifier = createVerifier(options);
+    this.#gate = options.inbox === undefined ? undefined : new InboxGate(options.inbox);
+    this.inbox = this.#gate?.inbox;
     const { idempotency, onError } = options;
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
     const logger = checkLogger(options.logger);
@@ -216,6 +232,9 @@ class ReceiverImpl implements Receiver {
     handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
     options?: HandleOptions,
   ): Promise<ReceiveResult<T>> {
+    if (this.#gate !== undefined) {
+      throw new TypeError('this receiver was built with an inbox: receiver.accept(request) enqueues the delivery, and inbox.work(handler) runs the handler');
+    }
     if (typeof handler !== 'function') throw new TypeError('handle needs a handler function');
     const claim = await this.claim(input);
     const { webhook } = claim;
@@ -234,6 +253,14 @@ class ReceiverImpl implements Receiver {
     const pending = claim.pending();
     if (pending !== undefined) options?.waitUntil?.(pending);
     return { outcome: 'processed', webhook, value };
+  }
+
+  async accept(input: WebhookInput | Request): Promise<AcceptResult> {
+    const gate = this.#gate;
+    if (gate === undefined) {
+      throw new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler');
+    }
+    return acceptClaimed(gate, await this.claim(input), contentTypeOf(input));
   }
 
   async ping(): Promise<void> {

@@ -11,6 +11,7 @@
 import { isWebhookError, WebhookError } from '../errors.ts';
 import { withTimeout } from '../stores/internal.ts';
 import { StoreError, type ClaimHandle } from '../stores/types.ts';
+import type { AcceptResult } from '../receiver/types.ts';
 import { noteEnqueued } from '../telemetry.ts';
 import type { VerifiedWebhook } from '../verify.ts';
 import { jobOf } from './job.ts';
@@ -86,22 +87,6 @@ export class InboxGate {
     }
   }
 }
-
-/**
- * The outcome of `receiver.accept`: `enqueued` once the engine acknowledged the job, `duplicate`
- * for an id accepted before (not enqueued again), `in_progress` while another delivery of the id is
- * being accepted.
- *
- * @example
- * ```ts
- * const result: AcceptResult = await receiver.accept(request);
- * if (result.outcome === 'in_progress') console.log('retry in', result.retryAfterSeconds, 's');
- * ```
- */
-export type AcceptResult =
-  | { outcome: 'enqueued'; webhook: VerifiedWebhook }
-  | { outcome: 'duplicate'; webhook: VerifiedWebhook }
-  | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
 
 /** What {@link acceptClaimed} reads from the receiver's claim. */
 export interface ClaimedDelivery {

@@ -12,7 +12,7 @@
  */
 
 import type { WebhookLogger } from '../logger.ts';
-import type { WebhookContext } from '../receiver/types.ts';
+import type { WebhookContext } from '../context.ts';
 import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook } from '../verify.ts';
 

@@ -8,6 +8,10 @@ import type { WebhookLogger } from '../logger.ts';
 import type { OutcomeEvent, TelemetryOptions } from '../telemetry.ts';
 import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook, Verifier, VerifierOptions, WebhookInput } from '../verify.ts';
+import type { WebhookContext } from '../context.ts';
+import type { Inbox } from '../inbox/types.ts';
+
+export type { WebhookContext } from '../context.ts';
 
 /**
  * How deliveries of the same `webhook-id` are deduplicated.
@@ -111,38 +115,12 @@ export interface ReceiverOptions extends VerifierOptions {
   telemetry?: TelemetryOptions;
   /** Called once per delivery with its outcome, for apps that count things their own way. */
   onOutcome?: (event: OutcomeEvent) => void;
-}
-
-/**
- * What a handler gets besides the webhook, the same object in every adapter.
- *
- * - `signal` aborts when the handler should stop: its claim was lost (renewal failed past the
- *   lock, or another delivery took the id over) or the receiver was closed. A client that leaves
- *   does not abort it: a handler that still succeeds completes its claim.
- * - `claim` identifies the claim for stores that settle it inside the handler's own transaction
- *   (`store.transaction(context, fn)` of the Postgres store); `undefined` without deduplication.
- * - `attempt`, `maxAttempts`, `acceptedAt`: which attempt this is, of how many, and when the
- *   delivery was accepted. In an inbox's worker they are the job's; in the synchronous mode
- *   `attempt` and `maxAttempts` are 1 (the sender's retries are its own) and `acceptedAt` is when
- *   the request was claimed, so a handler moves between the modes unchanged.
- *
- * @example
- * ```ts
- * await receiver.handle(request, async (webhook, context) => {
- *   const response = await fetch(apiUrl, { method: 'POST', body: webhook.body, signal: context.signal });
- *   if (!response.ok) throw new Error(`upstream answered ${response.status}`);
- * });
- * ```
- */
-export interface WebhookContext {
-  readonly signal: AbortSignal;
-  readonly claim: ClaimHandle | undefined;
-  /** 1 on the first attempt. */
-  readonly attempt: number;
-  /** Past it (or on a `PermanentError`) an inbox's job is dead-lettered; 1 in the synchronous mode. */
-  readonly maxAttempts: number;
-  /** When the delivery was accepted. */
-  readonly acceptedAt: Date;
+  /**
+   * Acknowledge fast, process later: with an inbox (`bullmqInbox`, `pgBossInbox`), the receiver
+   * accepts deliveries into it (`receiver.accept`, and every adapter built without a handler) and
+   * workers run the handler (`inbox.work`). A receiver with an inbox has no `handle`.
+   */
+  inbox?: Inbox;
 }
 
 /**
@@ -161,6 +139,19 @@ export type ReceiveResult<T> =
   | { outcome: 'enqueued'; webhook: VerifiedWebhook }
   | { outcome: 'duplicate'; webhook: VerifiedWebhook }
   | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
+
+/**
+ * The outcome of {@link Receiver.accept}: `enqueued` once the engine acknowledged the job,
+ * `duplicate` for an id accepted before (waiting, running, processed or dead-lettered: not enqueued
+ * again), `in_progress` while another delivery of the id is being accepted.
+ *
+ * @example
+ * ```ts
+ * const result: AcceptResult = await receiver.accept(request);
+ * if (result.outcome === 'in_progress') console.log('retry in', result.retryAfterSeconds, 's');
+ * ```
+ */
+export type AcceptResult = Exclude<ReceiveResult<never>, { outcome: 'processed' }>;
 
 /**
  * A claim on a verified webhook's id, for frameworks whose handler runs after the middleware.
@@ -256,9 +247,11 @@ export interface CloseOptions {
  */
 export interface Receiver {
   readonly verifier: Verifier;
+  /** The inbox the receiver accepts into, when it was built with one. */
+  readonly inbox: Inbox | undefined;
   /**
    * Verify, claim, run the handler, then complete (it returned) or release (it threw; the error
-   * propagates). Resolves after the first completion attempt; a failed one is retried in the
+   * propagates). A `TypeError` on a receiver built with an inbox (use `accept`). Resolves after the first completion attempt; a failed one is retried in the
    * background while the lock lasts, and that work goes to `options.waitUntil` when given (pass
    * the platform's on Workers or Lambda, or use `claim()` and await `pending()`).
    */
@@ -267,6 +260,13 @@ export interface Receiver {
     handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
     options?: HandleOptions,
   ): Promise<ReceiveResult<T>>;
+  /**
+   * With an inbox: verify, deduplicate on the id (signed and unsigned apart), enqueue, and resolve
+   * once the engine acknowledged the job. The engine refusing, not answering within its
+   * `timeoutMs`, or holding more than `maxBacklog` jobs rejects with 503 `INBOX_UNAVAILABLE`, the
+   * claim released so the sender's retry enqueues it. A `TypeError` without an inbox (use `handle`).
+   */
+  accept(input: WebhookInput | Request): Promise<AcceptResult>;
   /** Verify and claim, for adapters whose handler runs later. */
   claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim>;
   /**

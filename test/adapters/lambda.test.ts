@@ -405,12 +405,12 @@ describe('webhook-receiver/lambda', () => {
     expect(retry.statusCode).toBe(409);
     expect(header(retry, 'retry-after')).toBe('1');
     let answer = retry;
-    while (answer.statusCode === 409 && Date.now() - started < 5_000) {
+    while (answer.statusCode === 409 && Date.now() - started < 10_000) {
       await new Promise((resolve) => setTimeout(resolve, 50));
       answer = await invoke(second.handler, event, runtimeContext(15 * 60_000));
     }
     expect(answer.statusCode).toBe(200);
-    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(Date.now() - started).toBeLessThan(5_000);
     expect(second.seen).toHaveLength(1);
     expect((await running).statusCode).toBe(500);
   });

@@ -384,16 +384,17 @@ describe('exactly once: a claim bounded by its holder\'s deadline', () => {
     const started = Date.now();
     const retry = await other.claim(await delivery('msg_dies'));
     expect(retry).toMatchObject({ outcome: 'in_progress', retryAfterSeconds: 1 });
-    // Once the renewed lock runs out, the retry runs (bounded: it would take 15 minutes otherwise).
+    // Once the renewed lock runs out, the retry runs: about 0.6 s, bounded loosely for a loaded
+    // machine (with the deadline as the renewal, it would take 15 minutes).
     let runs = 0;
-    while (Date.now() - started < 5_000) {
+    while (Date.now() - started < 10_000) {
       const result = await other.handle(await delivery('msg_dies'), () => void runs++);
       if (result.outcome === 'processed') break;
       expect(result.outcome).toBe('in_progress');
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     expect(runs).toBe(1);
-    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(Date.now() - started).toBeLessThan(5_000);
     await other.close({ timeoutMs: 0 });
   });
 });

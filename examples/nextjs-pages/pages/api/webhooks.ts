@@ -4,7 +4,8 @@
  *
  * `bodyParser: false` is what matters: Next.js otherwise parses the body before the route runs,
  * and the raw bytes that were signed are gone. The Express adapter then reads them from the
- * request itself. Left on, every delivery is answered 500 BODY_UNAVAILABLE naming this setting.
+ * request itself. Left on, every delivery is answered 500 BODY_UNAVAILABLE, and the log names
+ * this setting.
  *
  * Deduplication uses the in-memory store, which lives in one server process. On serverless
  * hosting, where retries may reach another instance, use a shared store:
