@@ -13,12 +13,11 @@
 
 import { Miniflare, Response as MiniflareResponse } from 'miniflare';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { webhookHandler } from '../../adapters/fetch.ts';
 import { base64Decode } from '../../src/encoding.ts';
 import { isWebhookError } from '../../src/errors.ts';
-import { acceptClaimed, InboxGate } from '../../src/inbox/accept.ts';
 import { cloudflareQueueInbox, type CloudflareQueueInbox, type QueueLike } from '../../src/inbox/cloudflare.ts';
 import type { Inbox, InboxHandler, JobContext, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
-import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { durableObjectStore, type DurableObjectNamespaceLike } from '../../src/stores/durable-object.ts';
 import { askObject } from '../../src/stores/internal.ts';
@@ -301,18 +300,21 @@ describe('cloudflareQueueInbox in workerd', () => {
     await outcomes.until(() => outcomes.of(fits).includes('processed'));
   });
 
-  it('answers 503 INBOX_UNAVAILABLE when the queue refuses the message, and releases the claim for the retry', async () => {
+  it('answers 503 INBOX_UNAVAILABLE with Retry-After when the queue refuses the message, and releases the claim for the retry', async () => {
     const gone = start('app', 3, async () => ({}));
     await gone.ready;
-    const gate = new InboxGate(cloudflareQueueInbox({ queue: (await gone.getQueueProducer('WEBHOOK_QUEUE')) as unknown as QueueLike, claims }));
+    const inbox = cloudflareQueueInbox({ queue: (await gone.getQueueProducer('WEBHOOK_QUEUE')) as unknown as QueueLike, claims });
     await gone.dispose(); // the queue's runtime is gone: its binding rejects every call
     const store = memoryStore();
-    const receiver = createReceiver({ secrets: secret, idempotency: { store } });
+    const receive = webhookHandler({ secrets: secret, inbox, idempotency: { store }, onRejected: () => {} });
     const id = fresh('unavailable');
     const signed = await signWebhook({ secret, body: '{}', id });
-    const claim = await receiver.claim({ headers: signed.headers, body: '{}' });
-    const failure = await acceptClaimed(gate, claim, 'application/json').catch((error: unknown) => error);
-    expect(failure).toMatchObject({ name: 'WebhookError', code: 'INBOX_UNAVAILABLE', status: 503, hint: 'cloudflare-queues refused the job' });
+    const response = await receive(new Request('https://webhooks.test/', { method: 'POST', headers: { ...signed.headers, 'content-type': 'application/json' }, body: '{}' }));
+    expect([response.status, response.headers.get('retry-after') !== null, await response.json()]).toEqual([
+      503,
+      true,
+      { error: 'INBOX_UNAVAILABLE', message: 'the inbox could not take the webhook; retry later' },
+    ]);
     expect((await store.claim(`default:s:${id}`, 1000)).status).toBe('acquired');
   });
 

@@ -19,12 +19,10 @@
  */
 
 import { base64Encode } from '../../src/encoding.ts';
-import { PermanentError, WebhookError, isWebhookError, type WebhookErrorCode } from '../../src/errors.ts';
-import { errorResponse } from '../../src/http.ts';
-import { acceptClaimed, InboxGate } from '../../src/inbox/accept.ts';
+import { webhookHandler } from '../../adapters/fetch.ts';
+import { PermanentError, WebhookError, type WebhookErrorCode } from '../../src/errors.ts';
 import { cloudflareQueueInbox, type CloudflareQueueInbox, type MessageBatchLike, type QueueLike } from '../../src/inbox/cloudflare.ts';
 import type { InboxHandler, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
-import { createReceiver } from '../../src/receiver.ts';
 import { durableObjectStore, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
 import type { ClaimResult, IdempotencyStore } from '../../src/stores/types.ts';
 
@@ -93,23 +91,9 @@ async function tell(env: Env, path: string, body: unknown): Promise<Response> {
 const inboxOf = (env: Env, queue: QueueLike = env.WEBHOOK_QUEUE): CloudflareQueueInbox =>
   cloudflareQueueInbox({ queue, claims: env.WEBHOOK_CLAIMS, maxAttempts: env.MAX_ATTEMPTS, backoff: { delayMs: 0 } });
 
-/** The accepting side: the receiver's claim, then the inbox's accept step (enqueue, complete or release). */
-async function accept(request: Request, env: Env): Promise<Response> {
-  const receiver = createReceiver({ secrets: env.WEBHOOK_SECRET, idempotency: { store: durableObjectStore(env.WEBHOOK_CLAIMS) } });
-  const gate = new InboxGate(inboxOf(env));
-  try {
-    const claim = await receiver.claim(request);
-    const result = await acceptClaimed(gate, claim, request.headers.get('content-type'));
-    if (result.outcome === 'enqueued') return Response.json({ enqueued: true }, { status: 202 });
-    if (result.outcome === 'duplicate') return Response.json({ duplicate: true });
-    return Response.json({ error: 'IN_PROGRESS' }, { status: 409, headers: { 'retry-after': String(result.retryAfterSeconds) } });
-  } catch (error) {
-    if (!isWebhookError(error)) throw error;
-    const answer = errorResponse(error);
-    const headers = new Headers(answer.headers);
-    if (answer.status === 503) headers.set('retry-after', '5');
-    return new Response(answer.body, { status: answer.status, headers });
-  }
+/** The accepting side: the Fetch handler with the inbox (202, a duplicate 200, 409, 413, 503). */
+function accept(request: Request, env: Env): Promise<Response> {
+  return webhookHandler({ secrets: env.WEBHOOK_SECRET, inbox: inboxOf(env), idempotency: { store: durableObjectStore(env.WEBHOOK_CLAIMS) }, onRejected: () => {} })(request);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
