@@ -30,7 +30,7 @@ export class InboxGate {
   constructor(inbox: Inbox) {
     const candidate = inbox as Partial<Inbox> | null;
     if (typeof candidate !== 'object' || candidate === null || typeof candidate.enqueue !== 'function' || typeof candidate.backlog !== 'function') {
-      throw new TypeError('inbox must be an inbox: bullmqInbox({ queue }) from webhook-receiver/bullmq or pgBossInbox({ boss }) from webhook-receiver/pg-boss');
+      throw new TypeError('inbox must be an inbox: bullmqInbox({ queue }) from webhook-receiver/bullmq, pgBossInbox({ boss }) from webhook-receiver/pg-boss, or cloudflareQueueInbox({ queue, claims }) from webhook-receiver/cloudflare');
     }
     this.inbox = inbox;
   }

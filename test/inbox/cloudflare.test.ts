@@ -360,3 +360,37 @@ describe('cloudflareQueueInbox in workerd', () => {
     expect(errors).toEqual([]);
   });
 });
+
+describe('the bindings as @cloudflare/workers-types declares them (the parts that matter, without that package)', () => {
+  type QueueContentType = 'text' | 'bytes' | 'json' | 'v8';
+  interface Queue<Body = unknown> {
+    metrics(): Promise<{ backlogCount: number; backlogBytes: number; oldestMessageTimestamp?: Date }>;
+    send(message: Body, options?: { contentType?: QueueContentType; delaySeconds?: number }): Promise<{ metadata: object }>;
+    sendBatch(messages: Iterable<{ body: Body; contentType?: QueueContentType; delaySeconds?: number }>, options?: { delaySeconds?: number }): Promise<{ metadata: object }>;
+  }
+  interface Message<Body = unknown> {
+    readonly id: string;
+    readonly timestamp: Date;
+    readonly body: Body;
+    readonly attempts: number;
+    retry(options?: { delaySeconds?: number }): void;
+    ack(): void;
+  }
+  interface MessageBatch<Body = unknown> {
+    readonly messages: readonly Message<Body>[];
+    readonly queue: string;
+    retryAll(options?: { delaySeconds?: number }): void;
+    ackAll(): void;
+  }
+  interface ExportedHandler<Env> {
+    queue?: (batch: MessageBatch, env: Env, ctx: { waitUntil(promise: Promise<unknown>): void }) => void | Promise<void>;
+  }
+
+  it('type-check: a Queue binding is a QueueLike, and the consumers are queue() exports', () => {
+    const worker = (env: { WEBHOOK_QUEUE: Queue<{ id: string }>; WEBHOOK_CLAIMS: DurableObjectNamespaceLike }): ExportedHandler<unknown> => {
+      const inbox = cloudflareQueueInbox({ queue: env.WEBHOOK_QUEUE, claims: env.WEBHOOK_CLAIMS });
+      return { queue: (batch) => (batch.queue === 'webhooks-dlq' ? inbox.deadLetterConsumer()(batch) : inbox.consumer(() => {})(batch)) };
+    };
+    expect(typeof worker).toBe('function');
+  });
+});
