@@ -20,7 +20,9 @@
  * worker's claim (key class `w`, in the Durable Object store) keeps a job delivered twice from
  * running a handler to success twice.
  *
- * Durability: `send()` resolves once Queues has persisted the message.
+ * Durability: a job is acknowledged when `send()` resolves; from then on Queues delivers it at
+ * least once (its documented guarantee), within the queue's retention (4 days by default, up to
+ * 14 on paid plans, 24 hours on the free plan): a job not consumed by then is gone.
  */
 
 import { utf8Encoder } from '../encoding.ts';
