@@ -13,7 +13,8 @@ import { STATUS_CODES } from 'node:http';
 import { decodedBody } from '../src/body.ts';
 import { toBytes } from '../src/encoding.ts';
 import { headerValues, type HeadersInput } from '../src/headers.ts';
-import { claimResponse, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, claimResponse, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { Inbox } from '../src/inbox/types.ts';
 import type { ClaimOptions, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 
@@ -333,9 +334,15 @@ function statusOf(result: LambdaHttpResult): number {
  * );
  * ```
  */
-export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler: LambdaWebhookHandler<C>): LambdaHandler<C> {
-  if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, context) => …)');
+export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions & { inbox: Inbox }): LambdaHandler<C>;
+export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler: LambdaWebhookHandler<C>): LambdaHandler<C>;
+export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(options: AdapterOptions, handler?: LambdaWebhookHandler<C>): LambdaHandler<C> {
   if (typeof options !== 'object' || options === null) throw new TypeError('webhookHandler needs an options object: webhookHandler({ secrets }, handler)');
+  const accepting = options.inbox !== undefined;
+  if (accepting && handler !== undefined) {
+    throw new TypeError('webhookHandler was given an inbox and a handler: with an inbox the handler runs in the workers, inbox.work(handler); pass no handler here');
+  }
+  if (!accepting && typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, context) => …)');
   const delivery = new Delivery(options);
 
   return async function webhookHandler(event, context) {
@@ -344,6 +351,8 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
     let claim;
     try {
       const body = await bodyOf(request, delivery.limit);
+      // With an inbox: accepted, and answered 202 once the engine acknowledged the job.
+      if (accepting) return resultOf(request.source, acceptResponse(await delivery.receiver.accept({ headers: request.headers, body })));
       claim = await delivery.receiver.claim({ headers: request.headers, body }, claimOptionsOf(context));
     } catch (error) {
       return resultOf(request.source, delivery.refuse(error, request.method, request.path, request.headers));
@@ -357,7 +366,7 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
     // answered in the envelope; anything else is rethrown: the invocation fails.
     return delivery.runOrRefuse(
       claim,
-      async () => shaped(request.source, checkedResult(await handler(claim.webhook, webhookContext))),
+      async () => shaped(request.source, checkedResult(await handler!(claim.webhook, webhookContext))),
       statusOf,
       (refusal) => resultOf(request.source, refusal),
     );

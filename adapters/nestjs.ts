@@ -157,6 +157,12 @@ export class WebhookReceiverService implements OnApplicationShutdown {
   constructor(options: AdapterOptions) {
     if (typeof options !== 'object' || options === null) throw new TypeError('WebhookReceiverModule needs an options object: WebhookReceiverModule.forRoot({ secrets })');
     const { isGlobal: _isGlobal, ...receiverOptions } = options as WebhookReceiverOptions;
+    // Not yet: the guard runs before the route's handler, which would then run here anyway.
+    if (receiverOptions.inbox !== undefined) {
+      throw new TypeError(
+        'WebhookReceiverModule does not accept into an inbox yet: call receiver.accept(request) from a controller of your own, and run inbox.work(handler) in the workers',
+      );
+    }
     // Nest's Logger unless the app chose a logger; `onRejected` and `onError`, when given, still
     // replace the logging they cover.
     this.delivery = new Delivery({ ...receiverOptions, logger: receiverOptions.logger ?? nestLogger() });

@@ -135,3 +135,34 @@ describe.skipIf(sharedRedisUrl === null)('adapters built with an inbox', () => {
     });
   }
 });
+
+describe('Lambda and NestJS with an inbox', () => {
+  it('the Lambda handler with an inbox and no handler accepts: 202 {"enqueued":true} in the event source\'s shape', async () => {
+    if (sharedRedisUrl === null) return;
+    const { webhookHandler: lambdaHandler } = await import('../../adapters/lambda.ts');
+    const connection = await connectIORedis(sharedRedisUrl);
+    const queue = new Queue(`lambda-${randomBytes(5).toString('hex')}`, { connection, prefix: 'test-adapters' });
+    closers.push(async () => {
+      await queue.obliterate({ force: true });
+      await queue.close();
+      connection.disconnect();
+    });
+    const handler = lambdaHandler({ secrets: secret, inbox: bullmqInbox({ queue, logger: silent }), onRejected: () => {} });
+    const body = '{"type":"ping"}';
+    const signed = await signWebhook({ secret, body, id: 'msg_lambda_1' });
+    const event = { version: '2.0', rawPath: '/hook', headers: { ...signed.headers, 'content-type': 'application/json' }, body, isBase64Encoded: false, requestContext: { http: { method: 'POST', path: '/hook' } } };
+    expect(await handler(event as never, undefined as never)).toMatchObject({ statusCode: 202, body: '{"enqueued":true}' });
+    expect(await handler(event as never, undefined as never)).toMatchObject({ statusCode: 200, body: '{"duplicate":true}' });
+    expect(() => lambdaHandler({ secrets: secret, inbox: bullmqInbox({ queue, logger: silent }) }, (() => ({ statusCode: 204 })) as never)).toThrow(TypeError);
+  });
+
+  it('the NestJS module refuses an inbox with a TypeError saying what to do instead', async () => {
+    const { WebhookReceiverService } = await import('../../adapters/nestjs.ts');
+    const inbox = bullmqInbox({ queue: { add() {}, getJob() {}, name: 'q' } as never, logger: silent });
+    expect(() => new WebhookReceiverService({ secrets: secret, inbox })).toThrow(
+      new TypeError(
+        'WebhookReceiverModule does not accept into an inbox yet: call receiver.accept(request) from a controller of your own, and run inbox.work(handler) in the workers',
+      ),
+    );
+  });
+});
