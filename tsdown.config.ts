@@ -3,7 +3,7 @@ import { defineConfig } from 'tsdown';
 const entry = {
   index: 'src/index.ts',
   redis: 'src/stores/redis.ts',
-  cloudflare: 'src/stores/durable-object.ts',
+  cloudflare: 'src/cloudflare.ts',
   postgres: 'src/stores/postgres.ts',
   dynamodb: 'src/stores/dynamodb.ts',
   bullmq: 'src/inbox/bullmq.ts',

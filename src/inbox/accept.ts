@@ -3,11 +3,12 @@
  * the same for every engine. An engine that refuses, does not answer within `timeoutMs` (BullMQ's
  * `add` never settles while Redis is down), or whose backlog is past `maxBacklog`, is a 503
  * `INBOX_UNAVAILABLE`: the receiver releases its claim, so the sender's retry enqueues the
- * delivery. An add that timed out may still land later; the worker's claim makes that harmless.
+ * delivery. An engine that refuses a job it can never take with a `WebhookError` below 500
+ * (`PAYLOAD_TOO_LARGE`) is answered with that error, the claim released the same way. An add that timed out may still land later; the worker's claim makes that harmless.
  * Internal: the receiver uses it.
  */
 
-import { WebhookError } from '../errors.ts';
+import { isWebhookError, WebhookError } from '../errors.ts';
 import { withTimeout } from '../stores/internal.ts';
 import { StoreError, type ClaimHandle } from '../stores/types.ts';
 import type { AcceptResult } from '../receiver/types.ts';
@@ -29,7 +30,7 @@ export class InboxGate {
   constructor(inbox: Inbox) {
     const candidate = inbox as Partial<Inbox> | null;
     if (typeof candidate !== 'object' || candidate === null || typeof candidate.enqueue !== 'function' || typeof candidate.backlog !== 'function') {
-      throw new TypeError('inbox must be an inbox: bullmqInbox({ queue }) from webhook-receiver/bullmq or pgBossInbox({ boss }) from webhook-receiver/pg-boss');
+      throw new TypeError('inbox must be an inbox: bullmqInbox({ queue }) from webhook-receiver/bullmq, pgBossInbox({ boss }) from webhook-receiver/pg-boss, or cloudflareQueueInbox({ queue, claims }) from webhook-receiver/cloudflare');
     }
     this.inbox = inbox;
   }
@@ -42,6 +43,9 @@ export class InboxGate {
     try {
       outcome = await withTimeout(inbox.enqueue(job, { claim }), inbox.timeoutMs, inbox.engine, 'enqueue');
     } catch (error) {
+      // A job the engine can never take (a body past Cloudflare Queues' message limit) is refused
+      // as the engine said (413), not as a 503 the sender would retry into the same refusal.
+      if (isWebhookError(error) && error.status < 500) throw error;
       if (error instanceof StoreError && error.reason === 'timeout') {
         throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox did not acknowledge the webhook in time; retry later', {
           hint: `${inbox.engine} did not acknowledge the job within ${inbox.timeoutMs} ms (is its server reachable?)`,

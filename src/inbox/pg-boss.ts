@@ -20,6 +20,7 @@ import { JobRunner, type Verdict } from './worker.ts';
 
 /** What pg-boss runs SQL through: a pool, or one transaction's connection (`send(…, { db })`). */
 export interface PgBossDbLike {
+  /** Runs one statement on the caller's connection (inside its open transaction). */
   executeSql(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
 }
 
@@ -47,14 +48,23 @@ export interface PgBossJobLike {
  * ```
  */
 export interface PgBossLike {
+  /** Adds a job; resolves to its id, or `null` when a job with that id exists already. */
   send(name: string, data: object, options: object): Promise<string | null>;
+  /** Starts a worker on the queue; resolves to the worker's id. */
   work(name: string, options: object, handler: (jobs: never[]) => Promise<unknown>): Promise<string>;
+  /** Stops a worker (or every worker of the queue). */
   offWork(name: string, options?: { id?: string; wait?: boolean }): Promise<void>;
+  /** Creates a queue with its policy, retries and dead-letter queue. */
   createQueue(name: string, options?: object): Promise<void>;
+  /** Changes an existing queue's options. */
   updateQueue(name: string, options?: object): Promise<void>;
+  /** The queue's settings and counts, or `null` when it does not exist. */
   getQueue(name: string): Promise<{ queuedCount?: number } | null>;
+  /** Lists jobs of a queue (the dead letters, here). */
   findJobs(name: string, options?: object): Promise<unknown[]>;
+  /** Deletes jobs by id. */
   deleteJob(name: string, id: string | string[]): Promise<unknown>;
+  /** Moves dead-letter jobs back to their queue; resolves to how many moved. */
   redrive(name: string, options?: object): Promise<number>;
 }
 

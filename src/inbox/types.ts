@@ -124,7 +124,9 @@ export interface JobOutcomeEvent {
 
 /**
  * What went wrong outside a job's own outcome, reported to a worker's `onError`: the store failed
- * while claiming, renewing, completing or releasing; or a job's data could not be read.
+ * while claiming, renewing, completing or releasing; a job's data could not be read; or the engine
+ * could not be told what became of the job (`settle`: on Cloudflare Queues, recording a dead letter
+ * or sending a deferred job back).
  *
  * @example
  * ```ts
@@ -132,7 +134,7 @@ export interface JobOutcomeEvent {
  * ```
  */
 export interface WorkerErrorContext {
-  stage: 'claim' | 'renew' | 'complete' | 'release' | 'job';
+  stage: 'claim' | 'renew' | 'complete' | 'release' | 'job' | 'settle';
   webhookId: string;
 }
 
@@ -240,7 +242,8 @@ export interface EnqueueOptions {
 /**
  * An inbox: a queue engine behind the contract. Build one with `bullmqInbox` or `pgBossInbox`,
  * pass it to `createReceiver({ inbox })` (or an adapter), and run `inbox.work(handler)` in the
- * worker processes.
+ * worker processes. On Cloudflare, `cloudflareQueueInbox` has no worker processes: its
+ * `consumer(handler)` is the Worker's `queue()` export.
  *
  * @example
  * ```ts
@@ -250,7 +253,7 @@ export interface EnqueueOptions {
  * ```
  */
 export interface Inbox {
-  /** The engine's name: `bullmq`, `pg-boss`. */
+  /** The engine's name: `bullmq`, `pg-boss`, `cloudflare-queues`. */
   readonly engine: string;
   /** Handler attempts before a job is dead-lettered. */
   readonly maxAttempts: number;
@@ -260,7 +263,9 @@ export interface Inbox {
   readonly timeoutMs: number;
   /**
    * Adds the job: `enqueued`, or `duplicate` when the engine already holds a job of this id. Rejects
-   * when the engine refuses. The receiver bounds it by `timeoutMs`.
+   * when the engine refuses (a 503 `INBOX_UNAVAILABLE`), or with a `WebhookError` below 500 for a
+   * job it can never take (`PAYLOAD_TOO_LARGE` past a message limit), which the receiver answers
+   * as it is. The receiver bounds it by `timeoutMs`.
    */
   enqueue(job: InboxJob, options?: EnqueueOptions): Promise<'enqueued' | 'duplicate'>;
   /** How many jobs wait to run (waiting and delayed, not running). */

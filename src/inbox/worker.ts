@@ -101,7 +101,7 @@ export class JobRunner {
       now: Date.now,
       lockMs: this.#lockMs,
       renews,
-      report: (error, stage, webhookId) => this.#report(error, stage === 'namespace' ? 'claim' : stage, webhookId),
+      report: (error, stage, webhookId) => this.report(error, stage === 'namespace' ? 'claim' : stage, webhookId),
     });
     this.#handler = handler;
     this.#maxAttempts = maxAttempts;
@@ -121,7 +121,7 @@ export class JobRunner {
     try {
       job = readJob(delivery.data);
     } catch (error) {
-      this.#report(error, 'job', '(unreadable job)');
+      this.report(error, 'job', '(unreadable job)');
       return this.#outcome({ kind: 'failed', error, final: true }, undefined, delivery.attempt, started);
     }
     if (this.#closing) return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, delivery.attempt, started);
@@ -130,7 +130,7 @@ export class JobRunner {
     try {
       result = checkedClaim(await this.#store.claim(key, this.#lockMs));
     } catch (error) {
-      this.#report(error, 'claim', job.id);
+      this.report(error, 'claim', job.id);
       return this.#outcome({ kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery.attempt, started);
     }
     if (result.status === 'completed') return this.#outcome({ kind: 'duplicate' }, job, delivery.attempt, started);
@@ -191,7 +191,8 @@ export class JobRunner {
     return verdict;
   }
 
-  #report(error: unknown, stage: WorkerErrorContext['stage'], webhookId: string): void {
+  /** Tells `onError` (or the logger); engines report their own failures to settle a job here too. */
+  report(error: unknown, stage: WorkerErrorContext['stage'], webhookId: string): void {
     try {
       this.#onError(error, { stage, webhookId });
     } catch {

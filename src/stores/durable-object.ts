@@ -21,11 +21,9 @@
  * Nothing here imports `cloudflare:workers`: the object is a plain class with the
  * `constructor(ctx, env)`, `fetch` and `alarm` shape that workerd calls, so this module also loads
  * in Node (for types, tests and bundlers) and needs no special export condition.
- *
- * @module webhook-receiver/cloudflare
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, checkUnsignedMax, describeValue, isUnsignedKey, newToken, unsignedBucket, unsignedBuckets, unsignedLimitError, wholeMs, withTimeout } from './internal.ts';
+import { askObject, checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, checkUnsignedMax, describeValue, isUnsignedKey, newToken, unsignedBucket, unsignedBuckets, unsignedLimitError, wholeMs, withTimeout } from './internal.ts';
 import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { DEFAULT_UNSIGNED_MAX, StoreError, type StoreErrorReason } from './types.ts';
@@ -123,11 +121,24 @@ type Operation =
   | { op: 'extend'; key: string; token: string; ms: number }
   | { op: 'ping' };
 
-type Reply = { status: 'acquired' } | { status: 'processing'; retryAfterMs: number } | { status: 'completed' } | { status: 'unsigned_limit' } | { ok: boolean };
-
-// The object is reached through its stub, never over the network: the host is only a label.
-const ENDPOINT = 'https://webhook-claims.invalid/';
-
+/**
+ * What the Cloudflare inbox asks the one object that keeps its dead letters: a shelf of JSON
+ * records, each kept until its time, listed oldest first (SQLite backend only).
+ */
+type ShelfOperation =
+  | { op: 'shelf.put'; key: string; value: string; ms: number }
+  | { op: 'shelf.get'; key: string }
+  /** With `value`: only while the record is still that one (a retry must not delete a newer failure). */
+  | { op: 'shelf.delete'; key: string; value?: string }
+  | { op: 'shelf.list'; limit: number };
+type Reply =
+  | { status: 'acquired' }
+  | { status: 'processing'; retryAfterMs: number }
+  | { status: 'completed' }
+  | { status: 'unsigned_limit' }
+  | { ok: boolean }
+  | { value: string | null }
+  | { values: string[] };
 
 /**
  * An idempotency store on Cloudflare Durable Objects, shared by every isolate and location of a
@@ -184,25 +195,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
   /** The object of a key: its own, or its unsigned bucket's (`:u:`: no key of the receiver's grammar starts with `:`). */
   const objectName = (key: string): string => (isUnsignedKey(key) ? `${prefix}:u:${unsignedBucket(key, buckets)}` : prefix + key);
 
-  const send = (name: string, operation: Operation): Promise<Reply> =>
-    withTimeout(
-      (async () => {
-        const stub = namespace.get(namespace.idFromName(name));
-        const response = await stub.fetch(ENDPOINT + operation.op, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify(operation),
-        });
-        if (!response.ok) {
-          const detail = (await response.text()).slice(0, 200);
-          throw new StoreError(STORE, 'bad_reply', `${STORE} store: ${operation.op} answered HTTP ${response.status}: ${detail}`);
-        }
-        return (await response.json()) as Reply;
-      })(),
-      timeoutMs,
-      STORE,
-      operation.op,
-    );
+  const send = (name: string, operation: Operation): Promise<Reply> => askObject(namespace, name, operation, timeoutMs, STORE) as Promise<Reply>;
 
   const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' }>): Promise<boolean> => {
     const reply = await send(objectName(operation.key), operation);
@@ -293,6 +286,8 @@ export interface DurableObjectStorageLike {
   deleteAll(): Promise<void>;
   /** Schedules the alarm that clears expired records (milliseconds since the epoch). */
   setAlarm(scheduledTime: number): Promise<void>;
+  /** The alarm's time, or `null` when none is set (the dead-letter shelf keeps an earlier one). */
+  getAlarm?(): Promise<number | null>;
 }
 
 /**
@@ -411,8 +406,82 @@ function keyValueRecords(storage: DurableObjectStorageLike): Records {
   };
 }
 
+/**
+ * The shelf of the object that keeps the Cloudflare inbox's dead letters: JSON records by key, each
+ * until its time, listed oldest first. Only on the SQLite backend, where a list is one query.
+ */
+interface Shelf {
+  put(key: string, value: string, time: number, until: number): void;
+  get(key: string, time: number): string | undefined;
+  /** Deletes a live record (only if its value is `value`, when given); answers whether it did. */
+  delete(key: string, time: number, value?: string): boolean;
+  list(limit: number, time: number): string[];
+  /** Deletes records expired at `time`; answers the earliest `until` left, if any. */
+  sweep(time: number): number | undefined;
+  forget(): void;
+}
+
+const SHELF = 'webhook_receiver_shelf';
+
+function sqlShelf(sql: SqlStorageLike): Shelf {
+  let ready = false;
+  const table = () => {
+    if (!ready) {
+      sql.exec(`CREATE TABLE IF NOT EXISTS ${SHELF} (key TEXT PRIMARY KEY, value TEXT NOT NULL, at INTEGER NOT NULL, expires_at INTEGER NOT NULL)`);
+      sql.exec(`CREATE INDEX IF NOT EXISTS ${SHELF}_at ON ${SHELF} (at, key)`);
+    }
+    ready = true;
+    return sql;
+  };
+  const get = (key: string, time: number): string | undefined => {
+    const row = table().exec(`SELECT value FROM ${SHELF} WHERE key = ? AND expires_at > ?`, key, time).toArray()[0];
+    return row === undefined ? undefined : String(row.value);
+  };
+  return {
+    put(key, value, time, until) {
+      table().exec(
+        `INSERT INTO ${SHELF} (key, value, at, expires_at) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value, at = excluded.at, expires_at = excluded.expires_at`,
+        key,
+        value,
+        time,
+        until,
+      );
+    },
+    get,
+    delete(key, time, value) {
+      // Synchronous storage: nothing runs between the read and the delete.
+      const found = get(key, time);
+      if (found === undefined || (value !== undefined && found !== value)) return false;
+      table().exec(`DELETE FROM ${SHELF} WHERE key = ?`, key);
+      return true;
+    },
+    list(limit, time) {
+      return table()
+        .exec(`SELECT value FROM ${SHELF} WHERE expires_at > ? ORDER BY at, key LIMIT ?`, time, limit)
+        .toArray()
+        .map((row) => String(row.value));
+    },
+    sweep(time) {
+      // An object that never shelved anything has no table: nothing to create for the alarm.
+      if (!ready && sql.exec(`SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?`, SHELF).toArray().length === 0) return undefined;
+      table().exec(`DELETE FROM ${SHELF} WHERE expires_at <= ?`, time);
+      const next = table().exec(`SELECT MIN(expires_at) AS next FROM ${SHELF}`).toArray()[0]?.next;
+      return typeof next === 'number' ? next : undefined;
+    },
+    forget() {
+      ready = false;
+    },
+  };
+}
+
+/** Where an object keeps its records, and its dead-letter shelf when it has SQL storage. */
+interface Backend {
+  records: Records;
+  shelf: Shelf | undefined;
+}
+
 /** The SQL storage when this object has one (a SQLite-backed class), else the key-value API. */
-function recordsFor(storage: DurableObjectStorageLike): Records {
+function backendFor(storage: DurableObjectStorageLike): Backend {
   let sql: SqlStorageLike | undefined;
   try {
     sql = storage.sql;
@@ -425,17 +494,29 @@ function recordsFor(storage: DurableObjectStorageLike): Records {
     if (!(error instanceof Error && /\bSQL(ite)?\b/i.test(error.message))) throw error;
     sql = undefined;
   }
-  return sql !== undefined ? sqlRecords(sql) : keyValueRecords(storage);
+  return sql !== undefined ? { records: sqlRecords(sql), shelf: sqlShelf(sql) } : { records: keyValueRecords(storage), shelf: undefined };
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
 const isText = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
 const isMs = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
 
+/** Most records one `shelf.list` answers. */
+const SHELF_LIST_MAX = 10_000;
+
 /** The request body as an operation, or `undefined` when it is not one. */
-function operationOf(body: unknown): Operation | undefined {
+function operationOf(body: unknown): Operation | ShelfOperation | undefined {
   if (!isObject(body)) return undefined;
   if (body.op === 'ping') return { op: 'ping' };
+  if (body.op === 'shelf.list') {
+    const limit = body.limit;
+    return typeof limit === 'number' && Number.isInteger(limit) && limit >= 1 && limit <= SHELF_LIST_MAX ? { op: 'shelf.list', limit } : undefined;
+  }
+  if (body.op === 'shelf.get' && isText(body.key)) return { op: 'shelf.get', key: body.key };
+  if (body.op === 'shelf.delete' && isText(body.key) && (body.value === undefined || typeof body.value === 'string')) {
+    return body.value === undefined ? { op: 'shelf.delete', key: body.key } : { op: 'shelf.delete', key: body.key, value: body.value };
+  }
+  if (body.op === 'shelf.put' && isText(body.key) && typeof body.value === 'string' && isMs(body.ms)) return { op: 'shelf.put', key: body.key, value: body.value, ms: body.ms };
   if (!isText(body.key) || !isText(body.token)) return undefined;
   if (body.op === 'claim' && isMs(body.ms)) {
     const claim: Operation = { op: 'claim', key: body.key, token: body.token, ms: body.ms };
@@ -457,6 +538,9 @@ function operationOf(body: unknown): Operation | undefined {
  * the record has expired. Also works on
  * the older key-value backend (`new_classes`).
  *
+ * One more object of the class keeps the dead letters of a Cloudflare Queues inbox
+ * (`cloudflareQueueInbox`), so they can be listed: that needs the SQLite backend.
+ *
  * A plain class with the shape workerd calls (`constructor(ctx, env)`, `fetch`, `alarm`), so
  * importing it needs no `cloudflare:workers`.
  *
@@ -469,17 +553,21 @@ function operationOf(body: unknown): Operation | undefined {
 export class WebhookClaims {
   /** The object's state, as workerd passed it. */
   protected readonly ctx: DurableObjectStateLike;
-  #records: Records | undefined;
+  #backend: Backend | undefined;
 
   constructor(ctx: DurableObjectStateLike, _env?: unknown) {
     this.ctx = ctx;
   }
 
   get #store(): Records {
-    return (this.#records ??= recordsFor(this.ctx.storage));
+    return (this.#backend ??= backendFor(this.ctx.storage)).records;
   }
 
-  /** One operation of {@link durableObjectStore}, as a JSON request; answers JSON. */
+  get #shelf(): Shelf | undefined {
+    return (this.#backend ??= backendFor(this.ctx.storage)).shelf;
+  }
+
+  /** One operation of {@link durableObjectStore} (or of the inbox's dead letters), as a JSON request; answers JSON. */
   async fetch(request: Request): Promise<Response> {
     let body: unknown;
     try {
@@ -491,18 +579,49 @@ export class WebhookClaims {
     if (request.method !== 'POST' || operation === undefined) {
       return new Response('WebhookClaims answers the requests of durableObjectStore() only', { status: 400 });
     }
-    return Response.json(await this.#apply(operation));
+    if (operation.op.startsWith('shelf.')) {
+      const shelf = this.#shelf;
+      if (shelf === undefined) {
+        return new Response('the inbox keeps its dead letters in SQL storage: bind WebhookClaims as a SQLite-backed class (new_sqlite_classes)', { status: 501 });
+      }
+      return Response.json(await this.#shelve(shelf, operation as ShelfOperation));
+    }
+    return Response.json(await this.#apply(operation as Operation));
   }
 
   /** Clears expired records; when none is left, the object's storage altogether. */
   async alarm(): Promise<void> {
-    const next = await this.#store.sweep(Date.now());
+    const time = Date.now();
+    const claims = await this.#store.sweep(time);
+    const shelved = this.#shelf?.sweep(time);
+    const next = claims === undefined ? shelved : shelved === undefined ? claims : Math.min(claims, shelved);
     if (next !== undefined) {
       await this.ctx.storage.setAlarm(next);
       return;
     }
     await this.ctx.storage.deleteAll();
     this.#store.forget();
+    this.#shelf?.forget();
+  }
+
+  async #shelve(shelf: Shelf, operation: ShelfOperation): Promise<Reply> {
+    const time = Date.now();
+    switch (operation.op) {
+      case 'shelf.get':
+        return { value: shelf.get(operation.key, time) ?? null };
+      case 'shelf.list':
+        return { values: shelf.list(operation.limit, time) };
+      case 'shelf.delete':
+        return { ok: shelf.delete(operation.key, time, operation.value) };
+      case 'shelf.put': {
+        const until = time + operation.ms;
+        shelf.put(operation.key, operation.value, time, until);
+        // The object's one alarm stays at the earliest expiry; the sweep sets the next one.
+        const alarm = (await this.ctx.storage.getAlarm?.()) ?? null;
+        if (alarm === null || alarm > until) await this.ctx.storage.setAlarm(until);
+        return { ok: true };
+      }
+    }
   }
 
   // From the first read to the last write, only storage is awaited: the input gate holds every

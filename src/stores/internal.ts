@@ -196,6 +196,41 @@ export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, store: st
   });
 }
 
+/** What {@link askObject} reaches: a Durable Object namespace binding (`DurableObjectNamespaceLike`). */
+interface ObjectNamespace<Id> {
+  idFromName(name: string): Id;
+  get(id: Id): { fetch(url: string, init: { method: 'POST'; headers: Record<string, string>; body: string }): Promise<Response> };
+}
+
+// A Durable Object is reached through its stub, never over the network: the host is only a label.
+const OBJECT_ENDPOINT = 'https://webhook-claims.invalid/';
+
+/**
+ * Sends one operation (`{ op, … }`, as JSON) to the `WebhookClaims` object named `name` and
+ * answers its JSON reply; a reply other than 2xx, or none within `timeoutMs`, is a `StoreError`.
+ * The Durable Object store and the Cloudflare inbox's dead letters speak to their objects through it.
+ */
+export function askObject<Id, Operation extends { op: string }>(namespace: ObjectNamespace<Id>, name: string, operation: Operation, timeoutMs: number, store: string): Promise<unknown> {
+  return withTimeout(
+    (async () => {
+      const stub = namespace.get(namespace.idFromName(name));
+      const response = await stub.fetch(OBJECT_ENDPOINT + operation.op, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(operation),
+      });
+      if (!response.ok) {
+        const detail = (await response.text()).slice(0, 200);
+        throw new StoreError(store, 'bad_reply', `${store} store: ${operation.op} answered HTTP ${response.status}: ${detail}`);
+      }
+      return (await response.json()) as unknown;
+    })(),
+    timeoutMs,
+    store,
+    operation.op,
+  );
+}
+
 /** The longest timer a runtime honours (2^31 - 1 ms); a longer one fires at once. */
 const MAX_TIMER_MS = 2_147_483_647;
 
