@@ -42,6 +42,7 @@ export {
   type ReceiverErrorContext,
   type ReceiverOptions,
 } from './receiver.ts';
+export { encodeVersion, MAX_ENTITY_LENGTH, type OrderingEvent, type OrderingOptions, type OrderingVersion } from './ordering.ts';
 export { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
 export {
   memoryStore,
