@@ -5,6 +5,8 @@
  * Translation only: it finds the raw bytes, calls the receiver, and goes through the adapters'
  * shared flow (`Delivery`): refusals and early answers from the core's one table, and the claim
  * settled by the final status.
+ *
+ * @module webhook-receiver/express
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';

@@ -5,6 +5,8 @@
  *
  * Translation only: a content-type parser keeps the raw bytes, a `preValidation` hook calls the
  * receiver and writes the core's responses, and the response's end settles the claim.
+ *
+ * @module webhook-receiver/fastify
  */
 
 import type { IncomingMessage } from 'node:http';

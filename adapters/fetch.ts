@@ -4,6 +4,8 @@
  *
  * Translation only: the receiver reads the request with its byte limit, and the adapters' shared
  * flow (`Delivery`) gives the answers from the core's one table and settles the claim.
+ *
+ * @module webhook-receiver/fetch
  */
 
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';

@@ -6,6 +6,8 @@
  * Translation only: it reads the raw bytes with the byte limit, and goes through the adapters'
  * shared flow (`Delivery`): refusals and early answers from the core's one table, and the claim
  * settled by the route's answer.
+ *
+ * @module webhook-receiver/hono
  */
 
 import type { Context, Env, MiddlewareHandler } from 'hono';

@@ -6,6 +6,8 @@
  * kept), calls the receiver, writes the core's answers, and settles the claim by the status the
  * downstream middleware set. Koa's types are matched by shape, so the adapter works with Koa 2
  * and 3 and needs no `@types/koa` at run time.
+ *
+ * @module webhook-receiver/koa
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -61,6 +63,7 @@ export interface KoaContextLike {
   status: number;
   body: unknown;
   state: object;
+  /** Sets a response header. */
   set(field: string, value: string): void;
 }
 

@@ -7,6 +7,8 @@
  * through the adapters' shared flow (`Delivery`), and writes the core's answers in the shape the
  * event's source expects. The event and context types are declared here by shape, so neither the adapter nor its
  * users need `@types/aws-lambda` (its types fit these ones).
+ *
+ * @module webhook-receiver/lambda
  */
 
 import { STATUS_CODES } from 'node:http';
@@ -32,6 +34,7 @@ export type { VerifiedWebhook } from '../src/verify.ts';
  * ```
  */
 export interface LambdaContextLike {
+  /** Milliseconds until the invocation times out: bounds each claim's lock. */
   getRemainingTimeInMillis(): number;
 }
 
@@ -301,7 +304,9 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
  * import { redisStore } from 'webhook-receiver/redis';
  * import { createClient } from 'redis';
  *
- * const redis = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const redis = await createClient({ url: process.env.REDIS_URL })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`))
+ *   .connect();
  * export const handler = webhookHandler(
  *   { secrets: process.env.WEBHOOK_SECRET!, idempotency: { store: redisStore({ client: redis }) } },
  *   async (webhook, context) => {

@@ -9,6 +9,8 @@
  * No decorator syntax here: the decorators are applied as functions, and every dependency is
  * injected by an explicit token, so the integration works whatever compiles the app (tsc, SWC,
  * or esbuild and tsx, which emit no decorator metadata).
+ *
+ * @module webhook-receiver/nestjs
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -78,6 +80,7 @@ export interface WebhookReceiverOptions extends AdapterOptions {
  * ```
  */
 export interface WebhookReceiverAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
+  /** Builds the options from the providers named in `inject`, in that order. */
   useFactory: (...args: never[]) => AdapterOptions | Promise<AdapterOptions>;
   inject?: InjectionToken[];
   isGlobal?: boolean;
@@ -126,6 +129,7 @@ export class WebhookReceiverService implements OnApplicationShutdown {
     this.receiver = this.delivery.receiver;
   }
 
+  /** Closes the receiver when Nest shuts down (`app.enableShutdownHooks()`). */
   onApplicationShutdown(): Promise<void> {
     return this.receiver.close();
   }

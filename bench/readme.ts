@@ -1,7 +1,8 @@
 /**
- * The README's benchmark table, generated from bench/RESULTS.md: the rows of its targets table,
- * written between two markers in README.md's Benchmarks section. A full `npm run bench` does it
- * after writing RESULTS.md; `npm run bench -- --readme` does it alone, from the committed results.
+ * The benchmark guide's table of every target, generated from bench/RESULTS.md: the rows of its
+ * targets table, written between two markers in docs/benchmarks.md (the README shows a few
+ * headline figures and links there). A full `npm run bench` does it after writing RESULTS.md;
+ * `npm run bench -- --readme` does it alone, from the committed results.
  */
 
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -43,13 +44,16 @@ export function readmeTable(results: string): string {
 export function withReadmeTable(readme: string, results: string): string {
   const start = readme.indexOf(README_START);
   const end = readme.indexOf(README_END);
-  if (start === -1 || end < start) throw new Error(`README.md lacks the markers ${README_START} … ${README_END}`);
+  if (start === -1 || end < start) throw new Error(`${BENCH_PAGE} lacks the markers ${README_START} … ${README_END}`);
   return `${readme.slice(0, start + README_START.length)}\n${readmeTable(results)}\n${readme.slice(end)}`;
 }
 
-/** Regenerates README.md's table from bench/RESULTS.md, in place. */
+/** The page that holds the generated table. */
+export const BENCH_PAGE = 'docs/benchmarks.md';
+
+/** Regenerates docs/benchmarks.md's table from bench/RESULTS.md, in place. */
 export function updateReadme(): void {
-  const readmePath = join(ROOT, 'README.md');
+  const readmePath = join(ROOT, BENCH_PAGE);
   const results = readFileSync(join(ROOT, 'bench', 'RESULTS.md'), 'utf8');
   writeFileSync(readmePath, withReadmeTable(readFileSync(readmePath, 'utf8'), results));
 }

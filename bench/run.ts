@@ -7,7 +7,7 @@
  *                                       http-stores, receiver
  *                                       (`--only <name>` is the same flag under its older name)
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
- *   npm run bench -- --readme           only regenerate README.md's benchmark table from bench/RESULTS.md
+ *   npm run bench -- --readme           only regenerate docs/benchmarks.md's table from bench/RESULTS.md
  *                                       (a full run does it after writing bench/RESULTS.md)
  *
  * While a section runs, the machine's load average is sampled; a section that ran while it was
@@ -108,7 +108,7 @@ async function main(): Promise<void> {
   }
   if (values.readme) {
     updateReadme();
-    process.stderr.write('bench: README.md table regenerated from bench/RESULTS.md\n');
+    process.stderr.write('bench: docs/benchmarks.md table regenerated from bench/RESULTS.md\n');
     return;
   }
   if (values.section !== undefined && values.only !== undefined && values.section !== values.only) {
@@ -155,7 +155,7 @@ async function main(): Promise<void> {
     process.stderr.write(`bench: written to ${out}\n`);
     if (out === results) {
       updateReadme();
-      process.stderr.write('bench: README.md table regenerated\n');
+      process.stderr.write('bench: docs/benchmarks.md table regenerated\n');
     }
   }
 }

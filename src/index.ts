@@ -1,3 +1,11 @@
+/**
+ * `webhook-receiver`: the verifier, the receiver (verification and idempotency), the memory store,
+ * the signer, the typed router and the error table. Web APIs only: it runs on Node, Bun, Deno,
+ * Cloudflare Workers and Vercel Edge.
+ *
+ * @module webhook-receiver
+ */
+
 export { WebhookError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode } from './errors.ts';
 export type { HeadersInput } from './headers.ts';
 export type { SecretInput } from './secrets.ts';

@@ -23,7 +23,9 @@ import type { RejectionContext } from './http.ts';
  * ```
  */
 export interface WebhookLogger {
+  /** A rejected request: `code`, `status`, `webhookId`, `method`, `path`. */
   warn(fields: object, message: string): void;
+  /** A store failure: `stage`, `webhookId`, `willRetry`, `err`. */
   error(fields: object, message: string): void;
 }
 

@@ -105,8 +105,8 @@ export interface ReceiverOptions extends VerifierOptions {
    */
   logger?: WebhookLogger;
   /**
-   * OpenTelemetry metrics and spans through the app's own `@opentelemetry/api` (see the README's
-   * "Operating it"): `telemetry: { api }` with `import * as api from '@opentelemetry/api'`.
+   * OpenTelemetry metrics and spans through the app's own `@opentelemetry/api` (see the guide
+   * docs/operating.md): `telemetry: { api }` with `import * as api from '@opentelemetry/api'`.
    */
   telemetry?: TelemetryOptions;
   /** Called once per delivery with its outcome, for apps that count things their own way. */
@@ -171,7 +171,9 @@ export interface Claim {
   retryAfterSeconds?: number;
   /** The handler's context (its `signal` and `claim`). */
   context: WebhookContext;
+  /** Marks the id done: later deliveries of it are duplicates. Call it once the work succeeded. */
   complete(): Promise<void>;
+  /** Gives the id back, so the sender's retry runs the work. Call it when the work failed. */
   release(): Promise<void>;
   /**
    * Work that goes on after `complete()` resolved (a failed completion retried in the background),

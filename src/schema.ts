@@ -25,12 +25,14 @@ export interface StandardSchemaV1<Input = unknown, Output = Input> {
   readonly '~standard': StandardSchemaV1.Props<Input, Output>;
 }
 
+/** The types of the Standard Schema interface (version 1), as the specification declares them. */
 // eslint-disable-next-line @typescript-eslint/no-namespace
 export declare namespace StandardSchemaV1 {
   /** The schema's properties under `~standard`. */
   interface Props<Input = unknown, Output = Input> {
     readonly version: 1;
     readonly vendor: string;
+    /** Validates a value: the result, or a promise of it for an asynchronous schema. */
     readonly validate: (value: unknown, options?: Options | undefined) => Result<Output> | Promise<Result<Output>>;
     readonly types?: Types<Input, Output> | undefined;
   }

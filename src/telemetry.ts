@@ -22,8 +22,8 @@ import type { IdempotencyStore } from './stores/types.ts';
 import type { VerifiedWebhook, WebhookInput } from './verify.ts';
 
 /**
- * Every metric, span and attribute name the receiver uses, in one table (listed in the README's
- * "Operating it"), for dashboards and alerts that refer to them.
+ * Every metric, span and attribute name the receiver uses, in one table (listed in the guide
+ * docs/operating.md), for dashboards and alerts that refer to them.
  *
  * @example
  * ```ts
@@ -110,12 +110,22 @@ interface OtelMeter {
  * ```
  */
 export interface OpenTelemetryApi {
-  metrics: { getMeter(name: string, version?: string): OtelMeter };
+  metrics: {
+    /** The meter the instruments are taken from, on the first delivery. */
+    getMeter(name: string, version?: string): OtelMeter;
+  };
   trace: {
-    getTracer(name: string, version?: string): {
+    /** The tracer of the `webhook.receive` spans. */
+    getTracer(
+      name: string,
+      version?: string,
+    ): {
+      /** Starts a span. */
       startSpan(name: string, options?: { kind?: number; attributes?: Attributes }, context?: never): OtelSpan;
     };
+    /** A context with the span set: the handler runs inside it. */
     setSpan(context: never, span: never): unknown;
+    /** The active span (the app's HTTP server span, when there is one). */
     getSpan(context: never): unknown;
   };
   context: OtelContextApi;

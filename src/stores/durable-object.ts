@@ -14,6 +14,8 @@
  * Nothing here imports `cloudflare:workers`: the object is a plain class with the
  * `constructor(ctx, env)`, `fetch` and `alarm` shape that workerd calls, so this module also loads
  * in Node (for types, tests and bundlers) and needs no special export condition.
+ *
+ * @module webhook-receiver/cloudflare
  */
 
 import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, wholeMs, withTimeout } from './internal.ts';
@@ -32,6 +34,7 @@ export { StoreError, type StoreErrorReason } from './types.ts';
  * ```
  */
 export interface DurableObjectStubLike {
+  /** Sends one operation to the object: a POST with a JSON body. */
   fetch(url: string, init: { method: 'POST'; headers: Record<string, string>; body: string }): Promise<Response>;
 }
 
@@ -47,7 +50,9 @@ export interface DurableObjectStubLike {
  * ```
  */
 export interface DurableObjectNamespaceLike<Id = unknown> {
+  /** The object's id for a key: the same name always reaches the same object. */
   idFromName(name: string): Id;
+  /** A stub that sends requests to that object. */
   get(id: Id): DurableObjectStubLike;
 }
 
@@ -228,7 +233,14 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
  * ```
  */
 export interface SqlStorageLike {
-  exec(query: string, ...bindings: (string | number | null)[]): { toArray(): Record<string, unknown>[] };
+  /** Runs one statement, synchronously, with `?` bindings. */
+  exec(
+    query: string,
+    ...bindings: (string | number | null)[]
+  ): {
+    /** The rows the statement returned. */
+    toArray(): Record<string, unknown>[];
+  };
 }
 
 /**
@@ -243,11 +255,17 @@ export interface SqlStorageLike {
 export interface DurableObjectStorageLike {
   /** Present on the SQLite backend (on the key-value backend, using it throws). */
   readonly sql?: SqlStorageLike;
+  /** Key-value backend: a key's value. */
   get(key: string): Promise<unknown>;
+  /** Key-value backend: writes a key. */
   put(key: string, value: unknown): Promise<void>;
+  /** Key-value backend: deletes a key. */
   delete(key: string): Promise<boolean>;
+  /** Key-value backend: every key, for the alarm's clean-up. */
   list(): Promise<Map<string, unknown>>;
+  /** Drops the object's storage once nothing in it is live. */
   deleteAll(): Promise<void>;
+  /** Schedules the alarm that clears expired records (milliseconds since the epoch). */
   setAlarm(scheduledTime: number): Promise<void>;
 }
 

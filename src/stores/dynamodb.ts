@@ -15,6 +15,8 @@
  *
  * The client is the application's low-level `DynamoDBClient` (`@aws-sdk/client-dynamodb`), typed by
  * shape; the SDK's command classes are imported on first use, never bundled.
+ *
+ * @module webhook-receiver/dynamodb
  */
 
 import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, fnv1a, isUnsignedKey, newToken, withTimeout } from './internal.ts';
@@ -35,6 +37,7 @@ export { StoreError, type StoreErrorReason } from './types.ts';
  * ```
  */
 export interface DynamoClientLike {
+  /** Sends one command; the store passes an `abortSignal` that bounds each request (`timeoutMs`). */
   send(command: object, options?: { abortSignal?: AbortSignal }): Promise<unknown>;
 }
 

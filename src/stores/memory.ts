@@ -68,6 +68,7 @@ export interface MemoryStoreUsage {
 export interface MemoryStore extends IdempotencyStore {
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
   ping(): Promise<void>;
+  /** How full each key space is: live claims, completed ids, and the bound. */
   usage(): MemoryStoreUsage;
 }
 

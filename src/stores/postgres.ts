@@ -13,6 +13,8 @@
  *
  * The client is the application's: a `pg` Pool (or Client) or a postgres.js `sql`, told apart by
  * shape. Neither is imported.
+ *
+ * @module webhook-receiver/postgres
  */
 
 import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, fnv1a, newToken, noteCompletedByStore, timeoutError, withTimeout } from './internal.ts';
@@ -46,6 +48,7 @@ export interface PgResultLike {
  * ```
  */
 export interface PgClientLike {
+  /** A statement with `$1`-style parameters. */
   query(text: string, values?: unknown[]): Promise<PgResultLike>;
   /** A named statement: `pg` prepares it once per connection, then only binds and executes it. */
   query(config: PgQueryConfigLike): Promise<PgResultLike>;
@@ -79,6 +82,7 @@ export interface PgQueryConfigLike {
  * ```
  */
 export interface PgPoolClientLike extends PgClientLike {
+  /** Returns the connection to its pool; an error (or `true`) destroys it instead. */
   release(error?: Error | boolean): void;
 }
 
@@ -94,6 +98,7 @@ export interface PgPoolClientLike extends PgClientLike {
  * ```
  */
 export interface PgPoolLike extends PgClientLike {
+  /** Checks a connection out of the pool, for a transaction. */
   connect(): Promise<PgPoolClientLike>;
   /** Read to tell a pool from a single client (both have `connect` and `query`). */
   readonly totalCount: number;
@@ -111,7 +116,9 @@ export interface PgPoolLike extends PgClientLike {
  * ```
  */
 export interface PostgresJsSqlLike {
+  /** A statement with `$1`-style parameters, as text. */
   unsafe(query: string, parameters?: never[]): PromiseLike<readonly object[]>;
+  /** Runs `fn` inside `BEGIN … COMMIT` on one connection (rolled back when `fn` rejects). */
   begin(options: string, fn: (sql: PostgresJsTransactionLike) => unknown): Promise<unknown>;
 }
 
@@ -127,6 +134,7 @@ export interface PostgresJsSqlLike {
  * ```
  */
 export interface PostgresJsTransactionLike {
+  /** A statement with `$1`-style parameters, inside the transaction. */
   unsafe(query: string, parameters?: never[]): PromiseLike<readonly object[]>;
 }
 
@@ -155,13 +163,22 @@ export type PostgresClientLike = PgPoolLike | PgClientLike | PostgresJsSqlLike;
  * ```
  */
 export type TransactionOf<C> = C extends PostgresJsSqlLike
-  ? C extends { begin(options: string, fn: (sql: infer S) => infer _R): unknown }
+  ? C extends {
+      /** postgres.js: the transaction `sql` is what `begin` hands its callback. */
+      begin(options: string, fn: (sql: infer S) => infer _R): unknown;
+    }
     ? S
     : PostgresJsTransactionLike
   : // pg's Pool declares connect() twice; inference reads the last (callback) overload.
-    C extends { connect(callback: (error: infer _E, client: infer P, done: infer _D) => void): void }
+    C extends {
+        /** pg: the pool's client type, from the callback overload of `connect`. */
+        connect(callback: (error: infer _E, client: infer P, done: infer _D) => void): void;
+      }
     ? NonNullable<P>
-    : C extends { connect(): Promise<infer P> }
+    : C extends {
+          /** A pool-like type with only the promise form of `connect`. */
+          connect(): Promise<infer P>;
+        }
       ? P
       : PgPoolClientLike;
 
@@ -338,7 +355,7 @@ export const CLEANUP_STEP = 64;
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?$/;
 
 /**
- * The SQL that {@link PostgresStore.setup} runs for a table name (what the README prints), for
+ * The SQL that {@link PostgresStore.setup} runs for a table name (what docs/postgres.md prints), for
  * teams that migrate by hand.
  *
  * @example
@@ -634,7 +651,7 @@ function flag(row: Row | undefined, column: string, operation: string): boolean 
  *
  * `client` is the app's: a `pg` `Pool` (or `Client`/`PoolClient`; transactions need the pool) or a
  * postgres.js `sql`. Create the table once with `await store.setup()` (idempotent), or by hand
- * with the SQL of {@link setupSql} (the README prints it).
+ * with the SQL of {@link setupSql} (docs/postgres.md prints it).
  *
  * Every claim, complete, release and extend is one statement: one round trip, atomic, on the
  * server's clock. With `pg` the store sends them as named prepared statements, parsed and planned

@@ -10,6 +10,8 @@
  * `extend`), then `done:<token>` (expiring after `ttlMs`). The completed record keeps its token so
  * a completion that Redis applied late (after the client timed out) is recognised as this
  * token's own when it is retried, rather than reported as a takeover.
+ *
+ * @module webhook-receiver/redis
  */
 
 import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, newToken, toHex, wholeMs, withTimeout } from './internal.ts';
@@ -25,11 +27,13 @@ export { StoreError, type StoreErrorReason } from './types.ts';
  * ```ts
  * import { Redis } from 'ioredis';
  * import type { IORedisClientLike } from 'webhook-receiver/redis';
- * const client: IORedisClientLike = new Redis(process.env.REDIS_URL!);
+ * const client: IORedisClientLike = new Redis(process.env.REDIS_URL!).on('error', (error) => console.error(`redis: ${error.message}`));
  * ```
  */
 export interface IORedisClientLike {
+  /** Runs a cached script by its SHA-1: the store's every operation. */
   evalsha(sha1: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
+  /** Runs a script and caches it: sent when the server answers `NOSCRIPT`. */
   eval(script: string, numkeys: number, ...keysAndArgs: string[]): Promise<unknown>;
   /** Used by `receiver.ping()` for readiness checks, when the client has it. */
   ping?(): Promise<unknown>;
@@ -45,11 +49,15 @@ export interface IORedisClientLike {
  * ```ts
  * import { createClient } from 'redis';
  * import type { NodeRedisClientLike } from 'webhook-receiver/redis';
- * const client: NodeRedisClientLike = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const client: NodeRedisClientLike = await createClient({ url: process.env.REDIS_URL })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`))
+ *   .connect();
  * ```
  */
 export interface NodeRedisClientLike {
+  /** Runs a cached script by its SHA-1: the store's every operation. */
   evalSha(sha1: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
+  /** Runs a script and caches it: sent when the server answers `NOSCRIPT`. */
   eval(script: string, options: { keys: string[]; arguments: string[] }): Promise<unknown>;
   /** Used by `receiver.ping()` for readiness checks, when the client has it. */
   ping?(): Promise<unknown>;
@@ -70,7 +78,9 @@ export interface NodeRedisClientLike {
  * ```
  */
 export interface UpstashRedisClientLike {
+  /** Runs a cached script by its SHA-1: the store's every operation. */
   evalsha(sha1: string, keys: string[], args: string[]): Promise<unknown>;
+  /** Runs a script and caches it: sent when the server answers `NOSCRIPT`. */
   eval(script: string, keys: string[], args: string[]): Promise<unknown>;
   /** Not used, only read: it tells an Upstash client from an ioredis one (both have `evalsha`). */
   createScript(script: string): unknown;
@@ -86,7 +96,9 @@ export interface UpstashRedisClientLike {
  * ```ts
  * import { createClient } from 'redis';
  * import type { RedisClientLike } from 'webhook-receiver/redis';
- * const client: RedisClientLike = await createClient({ url: process.env.REDIS_URL }).connect();
+ * const client: RedisClientLike = await createClient({ url: process.env.REDIS_URL })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`))
+ *   .connect();
  * ```
  */
 export type RedisClientLike = IORedisClientLike | NodeRedisClientLike | UpstashRedisClientLike;
@@ -308,6 +320,8 @@ function integerReply(reply: unknown, operation: string): number {
  * import { redisStore } from 'webhook-receiver/redis';
  *
  * const redis = new Redis(process.env.REDIS_URL!, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+ * // Without a listener, ioredis logs "Unhandled error event" on every reconnection attempt.
+ * redis.on('error', (error) => console.error(`redis: ${error.message}`));
  * await new Promise((resolve) => redis.once('ready', resolve));
  *
  * const receiver = createReceiver({
@@ -321,7 +335,9 @@ function integerReply(reply: unknown, operation: string): number {
  * import { createClient } from 'redis';
  * import { redisStore } from 'webhook-receiver/redis';
  *
- * const redis = await createClient({ url: process.env.REDIS_URL, disableOfflineQueue: true }).connect();
+ * const redis = await createClient({ url: process.env.REDIS_URL, disableOfflineQueue: true })
+ *   .on('error', (error: Error) => console.error(`redis: ${error.message}`)) // without one, a lost connection throws
+ *   .connect();
  * const store = redisStore({ client: redis, timeoutMs: 1000 });
  * ```
  */

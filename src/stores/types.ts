@@ -48,6 +48,7 @@ export type ClaimResult =
  * ```
  */
 export interface IdempotencyStore {
+  /** Claims `key` for `lockMs` in one atomic step: `acquired` (with a token), `processing` or `completed`. */
   claim(key: string, lockMs: number): Promise<ClaimResult>;
   /** `false`: the token no longer owns the key (and did not complete it). */
   complete(key: string, token: string, ttlMs: number): Promise<boolean>;

@@ -4,6 +4,8 @@
  * records deliveries. Everything but `createTestReceiver` (in `./node/`, which loads `node:http`
  * only when it is called) is Web-standard and runs wherever the core runs (Node, Bun, Deno,
  * Workers).
+ *
+ * @module webhook-receiver/testing
  */
 
 export { signedRequest, type SignedRequestInit } from './request.ts';

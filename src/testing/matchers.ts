@@ -19,6 +19,7 @@ import type { RecordedRequest } from './recorded.ts';
  */
 export interface WebhookMatcherResult {
   pass: boolean;
+  /** Why it passed or failed: vitest shows it when the assertion fails. */
   message: () => string;
 }
 
@@ -54,6 +55,7 @@ function describeVerified(webhook: VerifiedWebhook): string {
  * ```
  */
 export const webhookMatchers = {
+  /** The request verifies with one of `options.secrets` within the timestamp window. */
   async toBeSignedWebhook(this: WebhookMatcherContext, received: unknown, options: SignedWebhookAssertionOptions): Promise<WebhookMatcherResult> {
     try {
       const webhook = await assertSignedWebhook(received as RecordedRequest, options);
@@ -64,6 +66,7 @@ export const webhookMatchers = {
     }
   },
 
+  /** The request has a `webhook-id` and no signature header at all. */
   async toBeUnsignedWebhook(this: WebhookMatcherContext, received: unknown): Promise<WebhookMatcherResult> {
     try {
       await assertUnsignedWebhook(received as RecordedRequest);
@@ -74,6 +77,7 @@ export const webhookMatchers = {
     }
   },
 
+  /** The `checkEndpoint` report has no failed security case and the endpoint was reachable. */
   toConformToStandardWebhooks(this: WebhookMatcherContext, received: unknown): WebhookMatcherResult {
     try {
       const report = assertEndpointConforms(received as CheckReport);

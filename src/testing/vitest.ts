@@ -3,7 +3,9 @@
  * `toBeSignedWebhook(options)`, `toBeUnsignedWebhook()` and `toConformToStandardWebhooks()` on
  * vitest's `expect`. Through `setupFiles` alone the matchers are registered but untyped: the
  * project adds `"types": ["webhook-receiver/vitest"]` to its tsconfig.json for the declarations below
- * to reach test files that do not import this module (issue 14; the README's recipe, tested as written).
+ * to reach test files that do not import this module (issue 14; the recipe in docs/testing.md, tested as written).
+ *
+ * @module webhook-receiver/vitest
  */
 
 // The `declare module 'vitest'` below only reaches a consumer if the built .d.mts itself refers to

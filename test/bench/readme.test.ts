@@ -1,9 +1,9 @@
-/** The README's benchmark table, generated from bench/RESULTS.md (bench/readme.ts). */
+/** The benchmark guide's table, generated from bench/RESULTS.md (bench/readme.ts). */
 
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { README_END, README_START, readmeTable, withReadmeTable } from '../../bench/readme.ts';
+import { BENCH_PAGE, README_END, README_START, readmeTable, withReadmeTable } from '../../bench/readme.ts';
 import { KEPT_MARKER, loadIsHigh, loadWarning, withKeptPart } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -47,12 +47,13 @@ describe('withReadmeTable', () => {
     expect(withReadmeTable(readme, RESULTS)).toBe(`# x\n\nbefore\n${README_START}\n${readmeTable(RESULTS)}\n${README_END}\nafter\n`);
   });
 
-  it('refuses a README without the markers', () => {
-    expect(() => withReadmeTable('# x\n', RESULTS)).toThrow('README.md lacks the markers');
+  it('refuses a page without the markers', () => {
+    expect(() => withReadmeTable('# x\n', RESULTS)).toThrow('docs/benchmarks.md lacks the markers');
   });
 
-  it('the committed README holds the table of the committed results', () => {
-    const readme = readFileSync(resolve(root, 'README.md'), 'utf8');
+  it('the committed benchmark guide holds the table of the committed results', () => {
+    expect(BENCH_PAGE).toBe('docs/benchmarks.md');
+    const readme = readFileSync(resolve(root, BENCH_PAGE), 'utf8');
     const results = readFileSync(resolve(root, 'bench/RESULTS.md'), 'utf8');
     expect(withReadmeTable(readme, results)).toBe(readme);
   });

@@ -2,7 +2,7 @@
  * Differential test against the `standardwebhooks` package (1.1, which `svix` wraps), the
  * reference library, as an oracle. On random valid and mutated messages both must agree on
  * accept/reject, except where an input matches one of the named predicates below. Each predicate
- * says in which direction it may differ and names the row of README.md's tables that documents
+ * says in which direction it may differ and names the row of docs/security.md's tables that documents
  * it; a test checks that the tables and this list are the same, and every row has a worked
  * example here that runs both libraries.
  *
@@ -49,7 +49,7 @@ const isLoose = (t: string) => !/^[0-9]+$/.test(t) && !Number.isNaN(Number.parse
 const entriesOf = (headers: PlainHeaders): string[][] => valuesOf(headers, 'webhook-signature').map((v) => v.split(' '));
 
 interface Difference {
-  /** The first cell of the README row that documents it. */
+  /** The first cell of the docs/security.md row that documents it. */
   row: string;
   /** `stricter`: we refuse what the oracle accepts. `lenient`: we accept what it refuses. */
   direction: 'stricter' | 'lenient';
@@ -344,7 +344,7 @@ describe.each(BACKENDS)('differential against standardwebhooks on %s', (name, ba
 });
 
 // ---------------------------------------------------------------------------------------------
-// One worked example per README row, run through both libraries.
+// One worked example per docs/security.md row, run through both libraries.
 
 describe('every documented difference, by example', () => {
   const key = Buffer.alloc(32, 0x2a);
@@ -494,12 +494,12 @@ describe('every documented difference, by example', () => {
     expect((await settle(verifier.verifyRequest(sent))).ok).toBe(true);
   });
 
-  it('README lists exactly these differences, and each row has an example here', () => {
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  it('docs/security.md lists exactly these differences, and each row has an example here', () => {
+    const page = readFileSync(new URL('../../docs/security.md', import.meta.url), 'utf8');
     const table = (heading: string): string[] => {
-      const lines = readme.split('\n');
+      const lines = page.split('\n');
       const start = lines.findIndex((l) => l.replace(/^#+\s*/, '') === heading && l.startsWith('#'));
-      expect(start, `README heading "${heading}"`).toBeGreaterThan(-1);
+      expect(start, `docs/security.md heading "${heading}"`).toBeGreaterThan(-1);
       const rows: string[] = [];
       for (const line of lines.slice(start + 1)) {
         if (line.startsWith('#')) break;

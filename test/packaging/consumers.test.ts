@@ -375,7 +375,7 @@ durableObjectStore({ get: () => undefined });
   });
 
   it('ships only the build and the docs', () => {
-    const files = run('npm', ['pack', '--dry-run', '--json'], root);
+    const files = run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], root);
     const listed = (JSON.parse(files) as [{ files: { path: string }[] }])[0].files.map((f) => f.path);
     expect(listed.filter((path) => !path.startsWith('dist/')).sort()).toEqual(['LICENSE', 'README.md', 'SECURITY.md', 'package.json']);
     expect(listed.some((path) => path.startsWith('src/') || path.startsWith('test/'))).toBe(false);

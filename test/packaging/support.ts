@@ -36,7 +36,9 @@ export function pinned(name: string): string {
 export function consumerProject(dependencies: string[]): string {
   if (!existsSync(join(root, 'dist/index.mjs'))) throw new Error('dist/ is missing: run `npm run build` first (npm test does)');
   const project = mkdtempSync(join(tmpdir(), 'webhook-receiver-consumer-'));
-  run('npm', ['pack', '--silent', '--pack-destination', project], root);
+  // The test command built dist/ already: --ignore-scripts skips the prepack build, which would
+  // rebuild (and empty dist/ meanwhile) under the other packaging tests.
+  run('npm', ['pack', '--silent', '--ignore-scripts', '--pack-destination', project], root);
   const tarball = readdirSync(project).find((name) => name.endsWith('.tgz'));
   if (!tarball) throw new Error('npm pack made no tarball');
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, version: '1.0.0' }));

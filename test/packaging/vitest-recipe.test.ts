@@ -1,5 +1,5 @@
 /**
- * The README's vitest matchers recipe (section "Matchers for vitest and Jest"), exactly as
+ * The vitest matchers recipe of docs/testing.md (section "Matchers for vitest and Jest"), exactly as
  * written: its vitest.config.ts, its tsconfig.json entry and its test file, in a fresh project
  * with the packed package installed, type-checked by tsc (issue 14: `setupFiles` alone left
  * `toBeSignedWebhook` untyped, TS2339). Runs after `npm run build` (the test command builds first).
@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { consumerProject, pinned, root, typeCheck } from './support.ts';
 
-const readme = readFileSync(join(root, 'README.md'), 'utf8');
-const section = /^### Matchers for vitest and Jest\n([\s\S]*?)^#{1,3} /m.exec(readme)?.[1] ?? '';
+const guide = readFileSync(join(root, 'docs/testing.md'), 'utf8');
+const section = /^## Matchers for vitest and Jest\n([\s\S]*?)^#{1,2} /m.exec(guide)?.[1] ?? '';
 const fenced = (language: string) => [...section.matchAll(new RegExp(`^\`\`\`${language}\\n([\\s\\S]*?)^\`\`\`$`, 'gm'))].map((match) => match[1] ?? '');
 const only = (blocks: string[], what: string): string => {
   if (blocks.length !== 1) throw new Error(`the recipe has ${blocks.length} ${what}, expected 1`);
@@ -45,7 +45,7 @@ function writeTsconfig(name: string, compilerOptions: Record<string, unknown>): 
 }
 
 // tsc over vitest's types takes tens of seconds on a loaded two-core machine.
-describe("the README's vitest matchers recipe", { timeout: 300_000 }, () => {
+describe("the guide's vitest matchers recipe", { timeout: 300_000 }, () => {
   it('sets the matchers up through setupFiles and the tsconfig types entry', () => {
     expect(config).toContain("setupFiles: ['webhook-receiver/vitest']");
     expect(tsconfig.compilerOptions.types).toContain('webhook-receiver/vitest');

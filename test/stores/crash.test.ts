@@ -7,7 +7,7 @@
  * - Postgres in transactional mode (pg and postgres.js): the effects table ends with exactly one
  *   row per message. Zero duplicates, zero losses.
  * - Redis without a transaction (the effect in Postgres, the claim in Redis): the same schedule of
- *   kills; the duplicates it lets through are counted and printed (the README quotes them).
+ *   kills; the duplicates it lets through are counted and printed (docs/postgres.md quotes them).
  */
 
 import { fork, type ChildProcess } from 'node:child_process';

@@ -1,21 +1,21 @@
 /**
- * The README's TypeScript blocks compile as written (issue 14, "One typing story across
- * adapters"): each ```ts block becomes a module of its own, type-checked by the TypeScript
- * compiler API under this repository's strict settings (tsconfig.json, `module: nodenext`), with
- * `webhook-receiver/*` resolved to the source entries through tsconfig.json's `paths`.
+ * The TypeScript blocks of README.md and of every guide in docs/ compile as written (issue 14, "One
+ * typing story across adapters"; issue 23 for the guides): each ```ts block becomes a module of
+ * its own, type-checked by the TypeScript compiler API under this repository's strict settings
+ * (tsconfig.json, `module: nodenext`), with `webhook-receiver/*` resolved to the source entries
+ * through tsconfig.json's `paths`. A block indented inside a list item counts too.
  *
  * The only names filled in are the app's own things a snippet takes for granted (its secret, the
  * incoming request, its database, its Express app), declared in one global prelude below; a block
  * that declares the same name shadows it. Nothing of the package, or of a library a block uses,
  * is filled in: a block that forgets an import fails.
  */
-import { readFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { codeBlocks, guideFiles, readDoc, root, type CodeBlock as Block } from '../support/docs.ts';
 
-const root = resolve(import.meta.dirname, '../..');
-const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const documents = new Map(guideFiles().map((file) => [file, readDoc(file)] as const));
 
 /** The app's own things, never the package's or a library's API. */
 const prelude = `
@@ -30,6 +30,7 @@ declare const rawBody: Uint8Array;
 declare const input: { headers: Record<string, string>; body: string };
 /** The app's business logic and its dependencies. */
 declare const orders: { markPaid(orderId: string): Promise<void> };
+declare const db: { transaction<T>(fn: (tx: import('pg').PoolClient) => Promise<T>): Promise<T> };
 /** The NestJS app's own provider. */
 declare class OrdersService { apply(event: unknown, options: { signal: AbortSignal }): Promise<void> }
 declare function handle(event: unknown, options?: { signal: AbortSignal }): Promise<void>;
@@ -42,6 +43,8 @@ declare const receiver: import('webhook-receiver').Receiver;
 declare const store: import('webhook-receiver/postgres').PostgresStore<import('pg').PoolClient>;
 /** The app under test in the testing blocks, and what the relay under test forwarded. */
 declare const app: import('hono').Hono;
+/** The Express app under test with supertest. */
+declare const expressApp: import('express').Express;
 declare const relay: { replay(event: unknown, url: string): Promise<void> };
 declare const event: unknown;
 declare const captured: Request;
@@ -70,29 +73,15 @@ const extraPlaceholders: Record<string, string> = {
  * list cannot outlive the block it excuses.
  */
 const skipped: Record<string, string> = {
-  dynamoStore: "a store of the user's own (../src/dynamo-store.js) over @aws-sdk/client-dynamodb, which this repository does not install",
+  mysqlStore: "a store of the user's own (../src/mysql-store.js) over mysql2, which this repository does not install",
   mongoStore: "a store of the user's own (../src/mongo-store.js) over the mongodb driver, which this repository does not install",
+  claimsTable: 'the DynamoDB table in the AWS CDK (aws-cdk-lib, a framework of its own), which this repository does not install',
 };
 
 /** Blocks that are test files: checked with vitest's globals and the matchers' types, as the recipe configures them. */
 const testFileFragments = ['toBeSignedWebhook', 'toConformToStandardWebhooks', 'expect(response.status)', 'waitForDeliveries'];
 
-interface Block {
-  /** README line of the block's first code line. */
-  line: number;
-  code: string;
-}
-
-function tsBlocks(markdown: string): Block[] {
-  const blocks: Block[] = [];
-  for (const match of markdown.matchAll(/^```ts\n([\s\S]*?)^```$/gm)) {
-    const opening = markdown.slice(0, match.index).split('\n').length;
-    blocks.push({ line: opening + 1, code: match[1] ?? '' });
-  }
-  return blocks;
-}
-
-const blocks = tsBlocks(readme);
+const blocks = [...documents].flatMap(([file, text]) => codeBlocks(text, file));
 const isSkipped = (block: Block) => Object.keys(skipped).some((fragment) => block.code.includes(fragment));
 const checked = blocks.filter((block) => !isSkipped(block));
 const isTestFile = (block: Block) => testFileFragments.some((fragment) => block.code.includes(fragment));
@@ -100,7 +89,7 @@ const isTestFile = (block: Block) => testFileFragments.some((fragment) => block.
 // Virtual files inside the repository, so node_modules, package.json's "type" and tsconfig.json's
 // paths resolve as they do for the repository's own files. Nothing is written to disk.
 const virtualDir = join(root, 'test/types/readme-blocks');
-const fileOf = (block: Block) => join(virtualDir, `readme-line-${block.line}.ts`);
+const fileOf = (block: Block) => join(virtualDir, `${block.file.replace(/[/.]/g, '-')}-line-${block.line}.ts`);
 const preludeFile = join(virtualDir, 'placeholders.d.ts');
 
 function sourceText(block: Block): string {
@@ -109,7 +98,7 @@ function sourceText(block: Block): string {
   return `${block.code}\n${extras.join('\n')}\nexport {};\n`;
 }
 
-/** Type-checks the blocks as one program; returns each diagnostic as `README.md:<line>: TS<code> <message>`. */
+/** Type-checks the blocks as one program; returns each diagnostic as `<file>.md:<line>: TS<code> <message>`. */
 function typeCheck(selected: Block[], testFiles: boolean): string[] {
   const parsed = ts.getParsedCommandLineOfConfigFile(join(root, 'tsconfig.json'), {}, {
     ...ts.sys,
@@ -139,7 +128,7 @@ function typeCheck(selected: Block[], testFiles: boolean): string[] {
   // The vitest entry's augmentation, as `"types": ["webhook-receiver/vitest"]` brings it into a user's project.
   const rootNames = [...virtual.keys(), ...(testFiles ? [join(root, 'src/testing/vitest.ts')] : [])];
   const program = ts.createProgram({ rootNames, options, host });
-  const lineOf = new Map(selected.map((block) => [fileOf(block), block.line]));
+  const blockOf = new Map(selected.map((block) => [fileOf(block), block]));
   const diagnostics = [...program.getGlobalDiagnostics(), ...program.getOptionsDiagnostics()].map(
     (d) => `TS${d.code} ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`,
   );
@@ -148,7 +137,8 @@ function typeCheck(selected: Block[], testFiles: boolean): string[] {
     if (!file) throw new Error(`${name} is not in the program`);
     for (const d of [...program.getSyntacticDiagnostics(file), ...program.getSemanticDiagnostics(file)]) {
       const { line } = file.getLineAndCharacterOfPosition(d.start ?? 0);
-      const where = name === preludeFile ? `placeholders:${line + 1}` : `README.md:${(lineOf.get(name) ?? 0) + line}`;
+      const block = blockOf.get(name);
+      const where = block === undefined ? `placeholders:${line + 1}` : `${block.file}:${block.line + line}`;
       diagnostics.push(`${where}: TS${d.code} ${ts.flattenDiagnosticMessageText(d.messageText, ' ')}`);
     }
   }
@@ -156,12 +146,13 @@ function typeCheck(selected: Block[], testFiles: boolean): string[] {
 }
 
 // The compiler over the adapters' frameworks takes a while on a loaded two-core machine.
-describe("the README's TypeScript blocks", { timeout: 300_000 }, () => {
+describe("the TypeScript blocks of the README and the guides", { timeout: 300_000 }, () => {
   it('finds the blocks, and each skipped one is named with its reason', () => {
     for (const fragment of Object.keys(skipped)) expect(blocks.filter((block) => block.code.includes(fragment)), fragment).toHaveLength(1);
     for (const fragment of Object.keys(extraPlaceholders)) expect(checked.filter((block) => block.code.includes(fragment)), fragment).toHaveLength(1);
-    expect(checked.length).toBeGreaterThanOrEqual(24);
-    console.log(`README.md: ${blocks.length} ts blocks, ${checked.length} type-checked, ${blocks.length - checked.length} skipped (${Object.keys(skipped).join(', ')})`);
+    expect(checked.length).toBeGreaterThanOrEqual(30);
+    for (const file of ['README.md', 'docs/express.md', 'docs/nestjs.md', 'docs/idempotency.md']) expect(checked.some((block) => block.file === file), file).toBe(true);
+    console.log(`${documents.size} files: ${blocks.length} ts blocks, ${checked.length} type-checked, ${blocks.length - checked.length} skipped (${Object.keys(skipped).join(', ')})`);
   });
 
   it('compile as written: the app blocks', () => {
@@ -175,20 +166,41 @@ describe("the README's TypeScript blocks", { timeout: 300_000 }, () => {
   });
 
   it('fails on a block with a type error', () => {
-    const block = checked.find((b) => b.code.includes("from 'webhook-receiver/express'"));
+    const block = checked.find((b) => b.code.includes("from 'webhook-receiver/express'") && b.code.includes('webhook.json<'));
     if (!block) throw new Error('no Express block');
-    const broken = { line: block.line, code: block.code.replace('webhook.json<', 'webhook.jsn<') };
+    const broken = { ...block, code: block.code.replace('webhook.json<', 'webhook.jsn<') };
     expect(broken.code).not.toBe(block.code);
     const errors = typeCheck([broken], false);
     expect(errors).toHaveLength(1);
-    expect(errors[0]).toMatch(/^README\.md:\d+: TS2551 Property 'jsn' does not exist on type 'VerifiedWebhook'/);
+    expect(errors[0]).toMatch(new RegExp(`^${block.file.replace('.', '\\.')}:\\d+: TS2551 Property 'jsn' does not exist on type 'VerifiedWebhook'`));
   });
 
   it("imports ioredis by name: the default import is not constructable under nodenext", () => {
     const block = checked.find((b) => b.code.includes("import { Redis } from 'ioredis'"));
     if (!block) throw new Error("no block imports { Redis } from 'ioredis'");
-    expect(readme).not.toMatch(/import Redis from 'ioredis'/);
-    const errors = typeCheck([{ line: block.line, code: block.code.replace("import { Redis } from 'ioredis'", "import Redis from 'ioredis'") }], false);
-    expect(errors.map((error) => error.replace(/^(README\.md:\d+: TS\d+).*$/, '$1'))).toEqual([`README.md:${block.line + block.code.split('\n').findIndex((l) => l.includes('new Redis('))}: TS2351`]);
+    for (const [file, text] of documents) expect(text, file).not.toMatch(/import Redis from 'ioredis'/);
+    const errors = typeCheck([{ ...block, code: block.code.replace("import { Redis } from 'ioredis'", "import Redis from 'ioredis'") }], false);
+    const where = errors.map((error) => error.replace(/^(\S+:\d+: TS\d+).*$/, '$1'));
+    expect(where[0]).toBe(`${block.file}:${block.line + block.code.split('\n').findIndex((l) => l.includes('new Redis('))}: TS2351`);
+    // What follows from it: the error listener's parameter is no longer typed by the client.
+    expect(where.slice(1).every((error) => error.endsWith('TS7006'))).toBe(true);
+  });
+
+  // Issue 22, item 13: with Redis down, an ioredis client without an 'error' listener floods the
+  // log with "Unhandled error event", and a node-redis one throws. Every snippet that makes a
+  // client shows the listener, one per client made.
+  it("shows an 'error' listener on every Redis client a block makes", () => {
+    const makers = [
+      { library: "from 'ioredis'", makes: /new Redis\(/g },
+      { library: "from 'redis'", makes: /createClient\(/g },
+    ];
+    const missing = blocks.flatMap((block) =>
+      makers
+        .filter(({ library }) => block.code.includes(library))
+        .filter(({ makes }) => (block.code.match(makes) ?? []).length > (block.code.match(/\.on\('error',/g) ?? []).length)
+        .map(({ library }) => `${block.file}:${block.line} (${library})`),
+    );
+    expect(blocks.filter((block) => /new Redis\(|createClient\(/.test(block.code)).length).toBeGreaterThanOrEqual(2);
+    expect(missing).toEqual([]);
   });
 });

@@ -1,4 +1,5 @@
-// The README's Cloudflare Workers block, type-checked as written (tsconfig.json includes it).
+// The Cloudflare Workers block of docs/hono.md, type-checked as written (tsconfig.json includes it;
+// test/types/readme-blocks.test.ts checks the guide's copy too).
 import { Hono, type MiddlewareHandler } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import { webhooks, type WebhookEnv } from 'webhook-receiver/hono';
