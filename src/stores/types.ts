@@ -166,6 +166,8 @@ export interface ClaimHandle {
   readonly ttlMs: number;
   /** The lock the claim was taken (and is renewed) for, in milliseconds. */
   readonly lockMs: number;
+  /** With ordering: the delivery's entity and version, which the completion records. */
+  readonly order?: EntityOrder;
 }
 
 /**
