@@ -72,7 +72,7 @@ export function loadWarning(title: string, load: LoadSample): string {
   );
 }
 
-export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver'] as const;
+export const SECTION_IDS = ['verify', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'ordering'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 // ---------------------------------------------------------------------------------------------

@@ -4,7 +4,7 @@
  *   npm run bench                       the full run (under ten minutes), writes bench/RESULTS.md
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
  *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign, forged, stores,
- *                                       http-stores, receiver
+ *                                       http-stores, receiver, ordering
  *                                       (`--only <name>` is the same flag under its older name)
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  *   npm run bench -- --readme           only regenerate docs/benchmarks.md's table from bench/RESULTS.md
@@ -30,6 +30,7 @@ import { updateReadme } from './readme.ts';
 import { runHttp } from './http.ts';
 import { runHttpStores } from './http-stores.ts';
 import { runMemory } from './memory.ts';
+import { runOrdering } from './ordering.ts';
 import { runReceiver } from './receiver.ts';
 import { runRedis } from './redis.ts';
 import {
@@ -63,6 +64,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   stores: runStores,
   'http-stores': runHttpStores,
   receiver: runReceiver,
+  ordering: runOrdering,
 };
 
 function isSectionId(value: string): value is SectionId {
