@@ -79,11 +79,18 @@ export class WebhookError extends Error {
   /** The HTTP status to answer with. */
   readonly status: number;
 
-  constructor(code: WebhookErrorCode, message: string, options?: { cause?: unknown }) {
+  /**
+   * How long to wait before retrying, in seconds, when the refusal is temporary and the receiver
+   * knows (`ENTITY_BUSY`: until the entity's lock runs out); adapters send it as `Retry-After`.
+   */
+  readonly retryAfterSeconds: number | undefined;
+
+  constructor(code: WebhookErrorCode, message: string, options?: { cause?: unknown; retryAfterSeconds?: number }) {
     super(message, options);
     this.name = 'WebhookError';
     this.code = code;
     this.status = WEBHOOK_ERROR_STATUS[code];
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 Object.defineProperty(WebhookError.prototype, BRAND, { value: true });
@@ -121,7 +128,7 @@ const ErrorWithLimit = Error as { stackTraceLimit?: number };
  * those of any WebhookError. Programming errors (a body parser that ran first, bad options) keep
  * `new WebhookError` / `TypeError` and their full stack. Internal: not exported from the package.
  */
-export function rejection(code: WebhookErrorCode, message: string, options?: { cause?: unknown }): WebhookError {
+export function rejection(code: WebhookErrorCode, message: string, options?: { cause?: unknown; retryAfterSeconds?: number }): WebhookError {
   const limit = ErrorWithLimit.stackTraceLimit;
   // Engines without the setting (or with it made non-numeric by the app) get a normal error.
   if (typeof limit !== 'number') return new WebhookError(code, message, options);

@@ -8,12 +8,13 @@
  * still gets a successful run completed, so its retry is answered as a duplicate (issue 11).
  */
 
-import { errorText, WebhookError } from './errors.ts';
+import { errorText, rejection, WebhookError } from './errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from './logger.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type OutcomeEvent, type TelemetryOptions, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
-import { isCompletedByStore, syncOperations, type SyncOperations } from './stores/internal.ts';
-import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './stores/types.ts';
+import { checkOrderingOptions, entityKey, orderingOf, type Ordering, type OrderingOptions } from './ordering.ts';
+import { checkEntity, isCompletedByStore, ORDERING_OPERATIONS, syncOperations, type SyncOperations } from './stores/internal.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 
 /**
@@ -111,6 +112,14 @@ export interface ReceiverOptions extends VerifierOptions {
   telemetry?: TelemetryOptions;
   /** Called once per delivery with its outcome, for apps that count things their own way. */
   onOutcome?: (event: OutcomeEvent) => void;
+  /**
+   * Out-of-order events (docs/ordering.md): `key(event)` names the entity of a signed delivery's
+   * parsed payload, `version(event)` its version; a delivery older than the entity's highest
+   * processed version is `stale` (its handler does not run; 200 `{"stale":true}`), and by default
+   * one delivery of an entity runs at a time (another answers 409 `ENTITY_BUSY`). Needs a store
+   * with the ordering operations (memory, Redis, Postgres, Durable Object).
+   */
+  ordering?: OrderingOptions;
 }
 
 /**
@@ -147,6 +156,8 @@ export interface WebhookContext {
 export type ReceiveResult<T> =
   | { outcome: 'processed'; webhook: VerifiedWebhook; value: T }
   | { outcome: 'duplicate'; webhook: VerifiedWebhook }
+  /** Ordering: an older version than one already processed for its entity; the handler did not run. */
+  | { outcome: 'stale'; webhook: VerifiedWebhook }
   | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
 
 /**
@@ -165,7 +176,8 @@ export type ReceiveResult<T> =
  * ```
  */
 export interface Claim {
-  outcome: 'acquired' | 'duplicate' | 'in_progress';
+  /** `stale` (ordering): an older version than one already processed; the id is recorded as done. */
+  outcome: 'acquired' | 'duplicate' | 'in_progress' | 'stale';
   webhook: VerifiedWebhook;
   /** With `in_progress`: when the current holder's claim runs out, in whole seconds. */
   retryAfterSeconds?: number;
@@ -258,6 +270,13 @@ export interface Receiver {
   ): Promise<ReceiveResult<T>>;
   /** Verify and claim, for adapters whose handler runs later. */
   claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim>;
+  /**
+   * Ordering: forgets the recorded version of `entity` (what `ordering.key` returned, as text), so
+   * older events of it apply again (after restoring it from a backup, say). In the receiver's
+   * namespace, or `options.namespace` (needed when the namespace is a function). Rejects with
+   * `STORE_UNAVAILABLE` when the store fails; a `TypeError` without `ordering`.
+   */
+  forgetVersion(entity: string | number | bigint, options?: { namespace?: string }): Promise<void>;
   /**
    * Resolves when the store answers (a readiness check); rejects with `STORE_UNAVAILABLE`
    * otherwise. Resolves at once without deduplication or with a store that has no `ping`.
@@ -381,14 +400,17 @@ function badReply(operation: string, reply: unknown): StoreError {
   return new StoreError('custom', 'bad_reply', `the idempotency store answered ${operation} outside its contract (${shown}); the delivery was refused rather than run unprotected`);
 }
 
-/** The claim result, checked against the contract (a custom store may answer anything). */
-function checkedClaim(result: unknown): ClaimResult {
+/** The claim result, checked against the contract (a custom store may answer anything); `stale` and `busy` only from `claimOrdered`. */
+function checkedClaim(result: unknown, ordered: boolean): OrderedClaimResult {
   if (typeof result === 'object' && result !== null) {
     const { status, token, retryAfterMs } = result as { status?: unknown; token?: unknown; retryAfterMs?: unknown };
     if (status === 'acquired' && typeof token === 'string' && token.length > 0) return result as ClaimResult;
-    if (status === 'completed') return result as ClaimResult;
-    if (status === 'processing' && (retryAfterMs === undefined || (typeof retryAfterMs === 'number' && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)))) {
-      return result as ClaimResult;
+    if (status === 'completed' || (ordered && status === 'stale')) return result as OrderedClaimResult;
+    if (
+      (status === 'processing' || (ordered && status === 'busy')) &&
+      (retryAfterMs === undefined || (typeof retryAfterMs === 'number' && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)))
+    ) {
+      return result as OrderedClaimResult;
     }
   }
   throw badReply('claim', result);
@@ -442,6 +464,8 @@ class Held implements ClaimHandle {
     time: number,
     /** {@link ClaimOptions.deadline}: renewals never reach past it. */
     readonly deadline: number | undefined,
+    /** Ordering: the delivery's entity and version, settled with the id. */
+    readonly order: EntityOrder | undefined,
   ) {
     this.context = new Context(this);
     this.lockEnds = time + lockMs;
@@ -463,6 +487,10 @@ class ReceiverImpl implements Receiver {
   readonly #signedPrefix: string;
   readonly #unsignedPrefix: string;
   readonly #processOnStoreError: boolean;
+  /** Ordering, checked; `undefined` without it. */
+  readonly #ordering: Ordering | undefined;
+  /** The fixed namespace, or undefined with a namespace function. */
+  readonly #fixedNamespace: string | undefined;
   readonly #onError: (error: unknown, context: ReceiverErrorContext) => void;
   readonly #observer: Observer;
   readonly #now: () => number;
@@ -519,6 +547,20 @@ class ReceiverImpl implements Receiver {
     if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
     this.#processOnStoreError = onStoreError === 'process';
     if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
+    this.#fixedNamespace = typeof namespace === 'function' ? undefined : namespace;
+    this.#ordering = checkOrderingOptions(options.ordering);
+    if (this.#ordering !== undefined) {
+      if (store === undefined) throw new TypeError('ordering needs idempotency (a store that records versions): it cannot be used with idempotency: false');
+      const present = ORDERING_OPERATIONS.filter((operation) => typeof store[operation] === 'function');
+      if (present.length !== ORDERING_OPERATIONS.length) {
+        const name = typeof store.name === 'string' ? `the ${store.name} store` : 'idempotency.store';
+        throw new TypeError(
+          present.length === 0
+            ? `${name} has no ordering operations (${ORDERING_OPERATIONS.join(', ')}), so it cannot refuse a stale event in the same step as its claim: use the memory, Redis, Postgres or Durable Object store with ordering`
+            : `${name} has ${present.join(', ')} but not ${ORDERING_OPERATIONS.filter((operation) => !present.includes(operation)).join(', ')}: the ordering operations come all together`,
+        );
+      }
+    }
   }
 
   claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim> {
@@ -552,19 +594,32 @@ class ReceiverImpl implements Receiver {
     // Only verified requests reach the store: forged or malformed traffic cannot fill it. Signed
     // and unsigned deliveries live in key spaces of their own, so an unsigned request with a
     // guessed id can never claim (or answer as a duplicate) the signed event of that id.
-    const key = this.#key(webhook);
+    const namespace = this.#namespaceOf(webhook);
+    const key =
+      this.#namespace === undefined ? (webhook.signed ? this.#signedPrefix : this.#unsignedPrefix) + webhook.id : `${namespace}:${webhook.signed ? 's' : 'u'}:${webhook.id}`;
     const lockMs = deadline === undefined ? this.#lockMs : Math.max(1, Math.min(this.#lockMs, deadline - this.#now()));
-    let result: ClaimResult;
+    // Ordering (issue 26): the entity and version of a signed delivery, read before the store is
+    // touched; a store then judges them in the same atomic step as the claim.
+    const ordered = orderingOf(this.#ordering, webhook, namespace);
+    const order: EntityOrder | undefined = ordered === undefined ? undefined : { ...ordered, exclusive: this.#ordering!.exclusive };
+    let result: OrderedClaimResult;
     try {
       const sync = this.#sync;
-      // Untraced (the usual case), the memory store's answer is taken without a promise or a closure.
-      result = checkedClaim(
-        trace !== undefined
-          ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, lockMs) : store.claim(key, lockMs)))
-          : sync !== undefined
-            ? sync.claim(key, lockMs)
-            : await store.claim(key, lockMs),
-      );
+      if (order !== undefined) {
+        const ttlMs = this.#ttlMs;
+        const claimOrdered = () => store.claimOrdered!(key, lockMs, ttlMs, order);
+        result = checkedClaim(trace !== undefined ? await this.#observer.store(trace, 'claim', claimOrdered) : await claimOrdered(), true);
+      } else {
+        // Untraced (the usual case), the memory store's answer is taken without a promise or a closure.
+        result = checkedClaim(
+          trace !== undefined
+            ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, lockMs) : store.claim(key, lockMs)))
+            : sync !== undefined
+              ? sync.claim(key, lockMs)
+              : await store.claim(key, lockMs),
+          false,
+        );
+      }
     } catch (error) {
       // An answer outside the contract fails closed whatever onStoreError says: the store may
       // be broken in a way that lets every duplicate through.
@@ -581,12 +636,17 @@ class ReceiverImpl implements Receiver {
       );
     }
     if (result.status === 'completed') return this.#early('duplicate', webhook);
+    if (result.status === 'stale') return this.#early('stale', webhook);
     if (result.status === 'processing') {
       const retryAfterSeconds = Math.max(1, Math.ceil((result.retryAfterMs ?? this.#lockMs) / 1000));
       return { ...this.#early('in_progress', webhook), retryAfterSeconds };
     }
+    if (result.status === 'busy') {
+      const retryAfterSeconds = Math.max(1, Math.ceil((result.retryAfterMs ?? this.#lockMs) / 1000));
+      throw rejection('ENTITY_BUSY', `another delivery of this event's entity is being processed; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
+    }
 
-    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, this.#now(), deadline);
+    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, this.#now(), deadline, order);
     held.trace = trace;
     if (this.#renews) this.#hold(held);
     let settled: Promise<void> | undefined;
@@ -609,6 +669,7 @@ class ReceiverImpl implements Receiver {
     const claim = await this.claim(input);
     const { webhook } = claim;
     if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
+    if (claim.outcome === 'stale') return { outcome: 'stale', webhook };
     if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
     let value: T;
     try {
@@ -659,10 +720,10 @@ class ReceiverImpl implements Receiver {
     clearTimeout(timer);
   }
 
-  /** The store key of a verified webhook: `${namespace}:s:${id}` or `${namespace}:u:${id}`. */
-  #key(webhook: VerifiedWebhook): string {
+  /** The namespace of a verified webhook: the fixed one, or the namespace function's checked answer. */
+  #namespaceOf(webhook: VerifiedWebhook): string {
     const tenant = this.#namespace;
-    if (tenant === undefined) return (webhook.signed ? this.#signedPrefix : this.#unsignedPrefix) + webhook.id;
+    if (tenant === undefined) return this.#fixedNamespace!;
     let namespace: unknown;
     try {
       namespace = tenant(webhook);
@@ -671,7 +732,25 @@ class ReceiverImpl implements Receiver {
     }
     const problem = namespaceProblem(namespace);
     if (problem !== undefined) this.#namespaceFailed(new TypeError(`the idempotency namespace function's result ${problem}`), webhook.id);
-    return `${namespace as string}:${webhook.signed ? 's' : 'u'}:${webhook.id}`;
+    return namespace as string;
+  }
+
+  async forgetVersion(entity: string | number | bigint, options: { namespace?: string } = {}): Promise<void> {
+    const store = this.#store;
+    if (this.#ordering === undefined || store === undefined) throw new TypeError('forgetVersion needs a receiver built with ordering');
+    const name = typeof entity === 'string' ? entity : typeof entity === 'bigint' || (typeof entity === 'number' && Number.isFinite(entity)) ? String(entity) : undefined;
+    if (name === undefined || name.length === 0) throw new TypeError('forgetVersion needs the entity, as ordering.key returned it (a non-empty string, a number or a bigint)');
+    const namespace = options.namespace ?? this.#fixedNamespace;
+    if (namespace === undefined) throw new TypeError('forgetVersion needs options.namespace: this receiver computes its namespace per webhook');
+    const problem = namespaceProblem(namespace);
+    if (problem !== undefined) throw new TypeError(`forgetVersion namespace ${problem}`);
+    const key = entityKey(namespace, name);
+    checkEntity(key);
+    try {
+      await store.forgetVersion!(key);
+    } catch (error) {
+      throw new WebhookError('STORE_UNAVAILABLE', 'the idempotency store did not forget the version; retry later', { cause: error });
+    }
   }
 
   #namespaceFailed(error: unknown, webhookId: string): never {
@@ -681,7 +760,7 @@ class ReceiverImpl implements Receiver {
     });
   }
 
-  #early(outcome: 'duplicate' | 'in_progress', webhook: VerifiedWebhook): Claim {
+  #early(outcome: 'duplicate' | 'in_progress' | 'stale', webhook: VerifiedWebhook): Claim {
     return { outcome, webhook, context: new Context(undefined), complete: noop, release: noop, pending: nothingPending };
   }
 
@@ -741,7 +820,13 @@ class ReceiverImpl implements Receiver {
     held.renewing = true;
     try {
       const sync = this.#sync;
-      const extend = () => (sync !== undefined ? sync.extend(held.key, held.token, lockMs) : held.store.extend!(held.key, held.token, lockMs));
+      const order = held.order;
+      const extend = () =>
+        order !== undefined
+          ? held.store.extendOrdered!(held.key, held.token, lockMs, order)
+          : sync !== undefined
+            ? sync.extend(held.key, held.token, lockMs)
+            : held.store.extend!(held.key, held.token, lockMs);
       const owned: unknown = held.trace === undefined ? await extend() : await this.#observer.store(held.trace, 'extend', extend);
       if (typeof owned !== 'boolean') throw badReply('extend', owned);
       if (held.over) return;
@@ -778,7 +863,7 @@ class ReceiverImpl implements Receiver {
       return DONE;
     }
     const sync = this.#sync;
-    if (sync === undefined) return this.#settleAsync(stage, held);
+    if (sync === undefined || held.order !== undefined) return this.#settleAsync(stage, held);
     try {
       // A closure only when traced: the untraced memory-store path allocates nothing here.
       const owned = trace === undefined ? settleSync(sync, stage, held) : this.#observer.store(trace, stage, () => settleSync(sync, stage, held));
@@ -828,7 +913,7 @@ class ReceiverImpl implements Receiver {
       await sleep(delay);
       try {
         // Timed like the first attempt: retries during an outage belong in the store's latency.
-        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => held.store.complete(held.key, held.token, held.ttlMs));
+        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => settleAsync('complete', held));
         if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held.webhookId, false);
         // The store's contract makes a completion idempotent for its own token, so a first attempt
         // that timed out but landed late answers true here, not "taken over".
@@ -861,6 +946,11 @@ class ReceiverImpl implements Receiver {
 }
 
 function settleAsync(stage: 'complete' | 'release', held: Held): Promise<boolean> {
+  const order = held.order;
+  // Ordering: the completion records the entity's version, and either frees its lock.
+  if (order !== undefined) {
+    return stage === 'complete' ? held.store.completeOrdered!(held.key, held.token, held.ttlMs, order) : held.store.releaseOrdered!(held.key, held.token, order);
+  }
   return stage === 'complete' ? held.store.complete(held.key, held.token, held.ttlMs) : held.store.release(held.key, held.token);
 }
 
