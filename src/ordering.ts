@@ -30,9 +30,10 @@ import type { VerifiedWebhook } from './verify.ts';
 
 /**
  * The parsed payload that `ordering.key` and `ordering.version` receive, typed for the standard's
- * recommended shape (`{ type, timestamp, data }`) and open to any other field. Like
- * `webhook.json<T>()`, the type is a reading aid, not a check: a function that reads a field the
- * payload lacks throws, and the delivery is refused with `400 INVALID_VERSION`.
+ * recommended shape (`{ type, timestamp, data }`) and open to any other field (as `unknown`: narrow
+ * it, or cast the event once to your own type). Like `webhook.json<T>()`, the type is a reading
+ * aid, not a check: a function that reads a field the payload lacks throws, and the delivery is
+ * refused with `400 INVALID_VERSION`.
  *
  * @example
  * ```ts
@@ -85,9 +86,9 @@ export type OrderingVersion = number | bigint | Date | string;
  * const receiver = createReceiver({ secrets: process.env.WEBHOOK_SECRET!, ordering });
  * ```
  */
-export interface OrderingOptions<Event = OrderingEvent> {
-  key: (event: Event) => unknown;
-  version: (event: Event) => unknown;
+export interface OrderingOptions {
+  key: (event: OrderingEvent) => unknown;
+  version: (event: OrderingEvent) => unknown;
   exclusive?: boolean;
 }
 

@@ -11,6 +11,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { describe, expect, it } from 'vitest';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { isWebhookError, type WebhookError } from '../../src/errors.ts';
+import type { OrderingOptions } from '../../src/ordering.ts';
 import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
 import { signWebhook } from '../../src/sign.ts';
 import { dynamoStore } from '../../src/stores/dynamodb.ts';
@@ -19,7 +20,7 @@ import type { OutcomeEvent } from '../../src/telemetry.ts';
 import type { WebhookInput } from '../../src/verify.ts';
 import { SECRET } from './support.ts';
 
-const ordering = { key: (event: { data: { id: string } }) => event.data.id, version: (event: { timestamp: string }) => event.timestamp };
+const ordering: OrderingOptions = { key: (event) => event.data.id, version: (event) => event.timestamp };
 
 /** One delivery of `subscription.updated` for `entity` at `time`, freshly signed. */
 async function event(id: string, entity: string | undefined, time: string): Promise<WebhookInput> {
