@@ -10,7 +10,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { WebhookError } from '../src/errors.ts';
+import { bodyUnavailable } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -64,14 +64,17 @@ interface ExpressRequest extends IncomingMessage {
   webhookContext?: WebhookContext;
 }
 
-const CONSUMED_MESSAGE =
+// ---------------------------------------------------------------------------------------------
+// Body: what a parser kept, else the request stream
+
+const CONSUMED_HINT =
   'the request body was already read by another middleware (express.json() or another body parser), so the raw ' +
   'bytes that were signed are gone. Fix it in one of three ways: mount webhooks() before express.json() ' +
   `(app.post('/webhooks', webhooks(options), handler) above app.use(express.json())); or put ` +
   `express.raw({ type: '*/*' }) before webhooks() on this route; or keep the bytes where the parser runs: ` +
   'express.json({ verify: (req, res, buf) => { req.rawBody = buf } })';
 
-const RECODED_MESSAGE =
+const RECODED_HINT =
   'the request body reached webhooks() as text that a parser (express.text()) decoded from a charset other than ' +
   'UTF-8 and re-encoded, so the bytes that were signed are gone. Put ' +
   `express.raw({ type: '*/*' }) before webhooks() on this route instead, or mount webhooks() before the text parser`;
@@ -81,6 +84,9 @@ function declaresUtf8(contentType: string | undefined): boolean {
   const charset = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType ?? '')?.[1]?.toLowerCase();
   return charset === undefined || charset === 'utf-8' || charset === 'utf8';
 }
+
+// ---------------------------------------------------------------------------------------------
+// Answer: the core's responses on Node's response
 
 function send(res: ServerResponse, response: WebhookResponse, close: boolean): void {
   if (res.headersSent) {
@@ -95,6 +101,9 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
   res.end(response.body);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The middleware, in the same order: options, body, claim, answer, settle (when the response is sent)
+
 /**
  * Express middleware that verifies the webhook, deduplicates it on `webhook-id`, and passes it to
  * the next handler as `req.webhook`.
@@ -102,7 +111,8 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  * - The raw body is `req.body` when `express.raw()` or `express.text()` ran first, `req.rawBody`
  *   when a parser's `verify` callback stored it, and otherwise the request stream, read here up to
  *   `maxBodyBytes` (413 beyond it, without reading the rest). When `express.json()` already
- *   consumed the stream, the answer is 500 `BODY_UNAVAILABLE` with the three ways to fix it.
+ *   consumed the stream, the answer is 500 `BODY_UNAVAILABLE`; the log line gives the three ways
+ *   to fix it (the error's `hint`), the answer does not.
  *   Reading the stream here is the simplest; a parser in front applies its own `limit` (100 kB
  *   by default) and its own error responses first.
  * - When this middleware read the stream, `req.body` is left as it was: read the event with
@@ -192,13 +202,13 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
       if (refused !== undefined) return fail(req, res, next, refused);
       // express.text() decoded a non-UTF-8 charset and re-encoded it as UTF-8: other bytes.
       if (typeof body === 'string' && !(kept instanceof Uint8Array) && !declaresUtf8(req.headers['content-type'])) {
-        return fail(req, res, next, new WebhookError('BODY_UNAVAILABLE', RECODED_MESSAGE));
+        return fail(req, res, next, bodyUnavailable(RECODED_HINT));
       }
       return claimBody(req, res, next, raw);
     }
     // The stream's own state, not `req.body`, says whether a parser read it: body-parser 1.x sets
     // `req.body = {}` even for requests it skips, and leaves their stream unread.
-    if (req.readableEnded || req.readableDidRead) return fail(req, res, next, new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
+    if (req.readableEnded || req.readableDidRead) return fail(req, res, next, bodyUnavailable(CONSUMED_HINT));
     collectNodeBody(req, limit, req.headers, (error, bytes) => {
       if (error === null) claimBody(req, res, next, bytes!);
       else fail(req, res, next, error);

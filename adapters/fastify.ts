@@ -12,7 +12,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { WebhookError, isWebhookError } from '../src/errors.ts';
+import { bodyUnavailable, isWebhookError, type WebhookError } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -35,6 +35,15 @@ declare module 'fastify' {
   }
 }
 
+/** Options: the plugin belongs in a scope; registered on the root instance it would verify every route. */
+const ROOT_WARNING =
+  'the webhooks plugin is registered on the root instance, so every route of the app is verified as a webhook ' +
+  "(GET /health would be answered 400 MISSING_ID) and parses its body with this plugin's parser. Register it inside " +
+  "a scope that holds only the webhook routes: app.register(async (scope) => { await scope.register(webhooks, options); scope.post('/webhooks', handler) })";
+
+// ---------------------------------------------------------------------------------------------
+// Body: one parser for the scope keeps the raw bytes and parses them as Fastify would
+
 /** What the scope's parser learnt about one request's body. */
 interface BodyState {
   raw?: Uint8Array;
@@ -49,7 +58,7 @@ const EMPTY = new Uint8Array(0);
 /** How a content-type parser hands Fastify the parsed body. */
 type ParserDone = (error: Error | null, body?: unknown) => void;
 
-const OTHER_PARSER_MESSAGE =
+const OTHER_PARSER_HINT =
   'another content-type parser read this request body in the webhook scope, so the raw bytes that were signed are ' +
   'gone. The webhooks plugin parses every body in its scope (JSON into request.body, text/plain as a string, other ' +
   'types as a Buffer); add custom parsers outside that scope';
@@ -64,6 +73,9 @@ function isJson(type: string): boolean {
   return type === 'application/json' || (type.endsWith('+json') && type.includes('/'));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Answer: the core's responses on Fastify's reply
+
 function send(reply: FastifyReply, response: WebhookResponse, close: boolean): FastifyReply {
   reply.code(response.status).headers(response.headers);
   // The upload was refused part-way (or before it started): close the connection rather than let
@@ -72,10 +84,8 @@ function send(reply: FastifyReply, response: WebhookResponse, close: boolean): F
   return reply.send(response.body);
 }
 
-const ROOT_WARNING =
-  'the webhooks plugin is registered on the root instance, so every route of the app is verified as a webhook ' +
-  "(GET /health would be answered 400 MISSING_ID) and parses its body with this plugin's parser. Register it inside " +
-  "a scope that holds only the webhook routes: app.register(async (scope) => { await scope.register(webhooks, options); scope.post('/webhooks', handler) })";
+// ---------------------------------------------------------------------------------------------
+// The plugin, in the same order: options, body (the parser), claim (the hook), answer, settle (when the reply is sent)
 
 const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhooks(scope, options) {
   // fastify-plugin hands the plugin the instance it was registered on; only the root one is a
@@ -170,7 +180,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addHook('preValidation', function verifyWebhook(request, reply, done) {
     const state = bodies(request)[bodyKey] ?? undefined;
     if (state?.rejection !== undefined) return refuse(request, reply, state.rejection);
-    if (state === undefined && request.body !== undefined) return refuse(request, reply, new WebhookError('BODY_UNAVAILABLE', OTHER_PARSER_MESSAGE));
+    if (state === undefined && request.body !== undefined) return refuse(request, reply, bodyUnavailable(OTHER_PARSER_HINT));
     receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY }).then(
       (claim) => proceed(request, reply, done, claim, state),
       (error: unknown) => {

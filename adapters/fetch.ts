@@ -64,6 +64,23 @@ export interface FetchHandlerOptions extends AdapterOptions {
  */
 export type FetchWebhookHandler = (request: Request, ...platform: unknown[]) => Promise<Response>;
 
+// ---------------------------------------------------------------------------------------------
+// Answer: the handler's Response
+
+/** The handler's answer as a `Response`; anything else is a programming error (and releases). */
+async function answerOf(handler: WebhookHandler, webhook: VerifiedWebhook, request: Request, context: WebhookContext): Promise<Response> {
+  const response = await handler(webhook, request, context);
+  if (response === undefined) return new Response(null, { status: 204 });
+  // Duck-typed: a framework's Response subclass or another realm's Response is still one.
+  if (typeof response !== 'object' || response === null || typeof (response as Partial<Response>).status !== 'number') {
+    throw new TypeError(`the webhook handler must return a Response or nothing, got ${response === null ? 'null' : typeof response}`);
+  }
+  return response;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settle: by the answer's status, with work left after it handed to the platform
+
 /** `ctx.waitUntil` among a platform's extra arguments (Workers: `(request, env, ctx)`). */
 function platformWaitUntil(platform: unknown[]): WaitUntil | undefined {
   for (const argument of platform) {
@@ -73,9 +90,13 @@ function platformWaitUntil(platform: unknown[]): WaitUntil | undefined {
   return undefined;
 }
 
+/** The status that settles the claim: the handler's Response's. */
 function statusOf(response: Response): number {
   return response.status;
 }
+
+// ---------------------------------------------------------------------------------------------
+// The handler, in the same order: options, body and claim, answer, settle
 
 /**
  * Creates a Fetch handler that verifies the webhook, deduplicates it on `webhook-id`, and calls
@@ -94,8 +115,8 @@ function statusOf(response: Response): number {
  * - A handler that throws releases the claim and the error is rethrown, not turned into a
  *   response: the platform logs it with its stack and answers 500 (Next.js, Workers, Deno and
  *   Bun all do), and the sender retries. Catch inside the handler to answer differently. A
- *   `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json(schema)`) is answered in the
- *   envelope instead (400), after the claim was released.
+ *   `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`,
+ *   422) is answered in the envelope instead, after the claim was released.
  * - The claim is renewed while the handler runs; `context.signal` aborts if it is lost.
  *
  * Options are validated here, once: a bad secret throws at start-up.
@@ -136,23 +157,9 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
     const early = delivery.admit(claim, node !== undefined ? node.outgoing.destroyed : signalAborted(request));
     if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
-    try {
-      return await delivery.run(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, () => configured ?? platformWaitUntil(platform));
-    } catch (error) {
-      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)): the claim is
-      // released, and the sender is told why in the envelope. Anything else goes to the platform.
-      return respond(delivery.refusalOf(error));
-    }
+    // A payload the handler refused (INVALID_PAYLOAD, a PermanentError): the claim is released,
+    // and the sender is told why in the envelope. Anything else goes to the platform.
+    return delivery.runOrRefuse(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, respond, () => configured ?? platformWaitUntil(platform));
   };
 }
 
-/** The handler's answer as a `Response`; anything else is a programming error (and releases). */
-async function answerOf(handler: WebhookHandler, webhook: VerifiedWebhook, request: Request, context: WebhookContext): Promise<Response> {
-  const response = await handler(webhook, request, context);
-  if (response === undefined) return new Response(null, { status: 204 });
-  // Duck-typed: a framework's Response subclass or another realm's Response is still one.
-  if (typeof response !== 'object' || response === null || typeof (response as Partial<Response>).status !== 'number') {
-    throw new TypeError(`the webhook handler must return a Response or nothing, got ${response === null ? 'null' : typeof response}`);
-  }
-  return response;
-}

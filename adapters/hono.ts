@@ -12,7 +12,7 @@
 
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
-import { WebhookError } from '../src/errors.ts';
+import { bodyUnavailable } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
@@ -57,6 +57,9 @@ export interface WebhookVariables {
  */
 export type WebhookEnv = { Variables: WebhookVariables };
 
+// ---------------------------------------------------------------------------------------------
+// Body: the raw bytes (Hono's body cache, or the request), and what the route reads after
+
 /**
  * Hono keeps each body it read in `c.req.bodyCache`, as a promise (its declared type lists the
  * resolved values, but `HonoRequest` calls `.then` on the entries), and derives `json()`,
@@ -64,7 +67,7 @@ export type WebhookEnv = { Variables: WebhookVariables };
  */
 type BodyCache = { arrayBuffer?: Promise<ArrayBuffer> };
 
-const CONSUMED_MESSAGE =
+const CONSUMED_HINT =
   'the request body was already read before webhooks() ran (c.req.json(), c.req.text() or a validator in an earlier ' +
   'middleware), so the raw bytes that were signed are gone. Mount webhooks() before any middleware that reads the ' +
   'body; in the route, c.req.json() and c.req.text() still work after it';
@@ -74,6 +77,16 @@ function nodeBindings(c: Context): NodeBindings | undefined {
   return nodeBindingsOf(c.env);
 }
 
+/** `bytes` as an `ArrayBuffer` for Hono's body cache: its own buffer when it is all of it, else a copy. */
+function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
+  const { buffer } = bytes;
+  if (buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) return buffer;
+  return bytes.slice().buffer;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim: a client already gone is not run for
+
 /**
  * `true` when the client went away: the Node response is destroyed once the connection closed
  * (@hono/node-server); elsewhere the request's signal tells, where the runtime aborts it (Bun and
@@ -82,6 +95,9 @@ function nodeBindings(c: Context): NodeBindings | undefined {
 function clientLeft(c: Context, node: NodeBindings | undefined): boolean {
   return node !== undefined ? node.outgoing.destroyed : signalAborted(c.req.raw);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Settle: work left after the answer goes to Workers' waitUntil
 
 /** Workers' `ctx.waitUntil`, when the runtime has an execution context (Hono's getter throws elsewhere). */
 function executionWaitUntil(c: Context): WaitUntil | undefined {
@@ -93,23 +109,22 @@ function executionWaitUntil(c: Context): WaitUntil | undefined {
   }
 }
 
-function arrayBufferOf(bytes: Uint8Array): ArrayBuffer {
-  const { buffer } = bytes;
-  if (buffer instanceof ArrayBuffer && bytes.byteOffset === 0 && bytes.byteLength === buffer.byteLength) return buffer;
-  return bytes.slice().buffer;
-}
+// ---------------------------------------------------------------------------------------------
+// The middleware, in the same order: options, body, claim, answer, settle
 
 /**
  * Hono middleware that verifies the webhook, deduplicates it on `webhook-id`, and sets
  * `c.get('webhook')` for the route.
  *
  * - The body is read from `c.req.raw` up to `maxBodyBytes` (413 beyond it); the route can still
- *   call `c.req.json()`, `c.req.text()` or `c.req.arrayBuffer()` afterwards.
+ *   call `c.req.json()`, `c.req.text()` or `c.req.arrayBuffer()` afterwards. `c.req.json()` there
+ *   is `webhook.json()`: a body that is not JSON is `INVALID_PAYLOAD`, answered 400 in the envelope.
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`; a duplicate
  *   gets 200 `{ "duplicate": true }` and an id being processed 409 `IN_PROGRESS`, and neither
  *   reaches the route.
  * - The claim is completed when the route's response is a 2xx, and released for any other
  *   status or a thrown error (which `app.onError` answers), so the sender's retry runs it again.
+ *   A route that returns no Response is answered 500 by Hono, and its claim is released.
  *   A client that left while the route ran changes nothing: a route that succeeded completes,
  *   and the sender's retry is answered as a duplicate. A client that left before the route was
  *   reached (@hono/node-server, Bun and Deno tell) gets its claim released and an empty 499, and
@@ -147,7 +162,7 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
   function bodyOf(c: Context, node: NodeBindings | undefined, coding: ContentCoding | undefined): Promise<Uint8Array | ArrayBuffer> {
     const cached = (c.req.bodyCache as BodyCache).arrayBuffer;
     if (cached !== undefined) return coding === undefined ? cached : cached.then((body) => decodeBody(new Uint8Array(body), coding, limit));
-    if (c.req.raw.bodyUsed) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', CONSUMED_MESSAGE));
+    if (c.req.raw.bodyUsed) return Promise.reject(bodyUnavailable(CONSUMED_HINT));
     return readBodyOf(c.req.raw, node, coding, limit);
   }
 
@@ -173,7 +188,11 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
     // bytes as they came.
     if (coding !== undefined) cache.arrayBuffer = Promise.resolve(arrayBufferOf(claimed.webhook.body));
     else cache.arrayBuffer ??= Promise.resolve(arrayBufferOf(claimed.webhook.body));
-    c.set('webhook', claimed.webhook);
+    // The route's c.req.json() parses the verified bytes the way webhook.json() does: a body that
+    // is not JSON is INVALID_PAYLOAD (400, claim released), not a SyntaxError answered 500.
+    const { webhook } = claimed;
+    (c.req as { json: () => Promise<unknown> }).json = () => new Promise((resolve) => resolve(webhook.json()));
+    c.set('webhook', webhook);
     c.set('webhookContext', claimed.context);
     // Hono's compose catches the route's errors, sets c.error and answers through app.onError; a
     // throw it lets through (no onError in a sub-app, for instance) releases in run() and goes on.
@@ -183,15 +202,15 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
     // envelope's status, anything else 500.
     let refusal: WebhookResponse | undefined;
     const statusOf = (): number => {
-      if (c.error === undefined) return c.res.status;
+      // A route that returned no Response leaves the context unfinalized: Hono then answers 500
+      // ("Context is not finalized"), whatever the default c.res says (200).
+      if (c.error === undefined) return c.finalized ? c.res.status : 500;
       refusal = delivery.handlerRefusal(c.error);
       return refusal?.status ?? 500;
     };
-    try {
-      await delivery.run(claimed, next, statusOf, () => executionWaitUntil(c));
-    } catch (error) {
-      return respond(delivery.refusalOf(error));
-    }
+    // Hono's next() resolves to its context: only a refusal is this middleware's own answer.
+    const refused = await delivery.runOrRefuse(claimed, async () => void (await next()), statusOf, respond, () => executionWaitUntil(c));
+    if (refused !== undefined) return refused;
     if (refusal !== undefined) c.res = respond(refusal);
     return undefined;
   } as unknown as MiddlewareHandler<AppEnv & WebhookEnv>;

@@ -79,11 +79,17 @@ export interface KoaContextLike {
  */
 export type KoaWebhookMiddleware = (ctx: KoaContextLike, next: () => Promise<unknown>) => Promise<void>;
 
-const CONSUMED_MESSAGE =
+// ---------------------------------------------------------------------------------------------
+// Body: the request stream, or the raw body a parser kept
+
+const CONSUMED_HINT =
   'the request body was already read by a body parser that did not keep it, so the raw bytes that were signed are ' +
   'gone. Fix it in one of two ways: mount webhooks() before the body parser (router.post(path, webhooks(options), ' +
   'handler) with app.use(bodyParser()) after the router, or on other routes only); or use a parser that keeps the ' +
   'raw body in ctx.request.rawBody (koa-bodyparser or @koa/bodyparser do, for the types they parse)';
+
+// ---------------------------------------------------------------------------------------------
+// Answer: the core's responses on Koa's context
 
 function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): void {
   ctx.status = response.status;
@@ -94,6 +100,9 @@ function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): v
   ctx.body = response.body;
 }
 
+// ---------------------------------------------------------------------------------------------
+// The middleware, in the same order: options, body and claim, answer, settle
+
 /**
  * Koa middleware that verifies the webhook, deduplicates it on `webhook-id`, and sets
  * `ctx.state.webhook` and `ctx.state.webhookContext` for the middleware after it.
@@ -102,8 +111,8 @@ function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): v
  *   reading the rest), or `ctx.request.rawBody` when `koa-bodyparser` or `@koa/bodyparser` ran
  *   first (the parser's own limit and errors then apply first, and `rawBody` is the body decoded
  *   as UTF-8: a body that is not UTF-8 only verifies when webhooks() reads the stream). When a
- *   parser consumed the stream without keeping it, the answer is 500 `BODY_UNAVAILABLE` with the
- *   fix. A body a parser kept was already decoded by it; a `content-encoding` other than gzip or
+ *   parser consumed the stream without keeping it, the answer is 500 `BODY_UNAVAILABLE` (the fix
+ *   is in the log line, as the error's `hint`). A body a parser kept was already decoded by it; a `content-encoding` other than gzip or
  *   deflate is still refused (415), as every adapter does. When the middleware read the stream
  *   (gzip and deflate decoded), read the event with `ctx.state.webhook.json()`.
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`; a
@@ -111,9 +120,10 @@ function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): v
  *   neither reaches the next middleware.
  * - The claim settles by `ctx.status` once `await next()` returns: a 2xx completes it, anything
  *   else (Koa's default 404 included) releases it, and so does a throw, which goes on to Koa's
- *   error handling; a `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json(schema)`)
- *   is answered in the envelope instead (400), after the claim was released. A client that leaves while the handler works changes nothing; one that left
- *   before it was reached gets its claim released, and the handler does not run.
+ *   error handling; a `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json()`, 400; a
+ *   `PermanentError`, 422) is answered in the envelope instead, after the claim was released. A
+ *   client that leaves while the handler works changes nothing; one that left before it was
+ *   reached gets its claim released, and the handler does not run.
  * - The claim is renewed while the handler works; `ctx.state.webhookContext.signal` aborts if
  *   it is lost.
  *
@@ -140,7 +150,7 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
   return async function webhooks(ctx, next) {
     let claim;
     try {
-      claim = await receiver.claim({ headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_MESSAGE) });
+      claim = await receiver.claim({ headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_HINT) });
     } catch (error) {
       // originalUrl, not path: koa-mount strips its prefix from ctx.path. The path as sent.
       send(ctx, delivery.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);
@@ -159,13 +169,9 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
     const state = ctx.state as Partial<WebhookState>;
     state.webhook = claim.webhook;
     state.webhookContext = claim.context;
-    // Koa runs the rest of the chain inside next(): its status is the handler's answer.
-    try {
-      await delivery.run(claim, next, () => ctx.status);
-    } catch (error) {
-      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)), its claim
-      // released: the envelope, not Koa's text/plain error page. Anything else goes on to Koa.
-      send(ctx, delivery.refusalOf(error), false);
-    }
+    // Koa runs the rest of the chain inside next(): its status is the handler's answer. A payload
+    // the handler refused (INVALID_PAYLOAD, a PermanentError), its claim released: the envelope,
+    // not Koa's text/plain error page. Anything else goes on to Koa.
+    await delivery.runOrRefuse(claim, next, () => ctx.status, (refusal) => send(ctx, refusal, false));
   };
 }

@@ -149,6 +149,9 @@ export type LambdaWebhookHandler<C extends LambdaContextLike = LambdaContextLike
  */
 export type LambdaHandler<C extends LambdaContextLike = LambdaContextLike> = (event: LambdaHttpEvent, context: C) => Promise<LambdaHttpResponse>;
 
+// ---------------------------------------------------------------------------------------------
+// Body: the request inside the event, and the bytes the signature covers
+
 /** Which source sent the event, which decides the answer's shape. */
 type Source = 'rest' | 'http' | 'alb' | 'alb-multi';
 
@@ -201,6 +204,44 @@ function requestOf(event: LambdaHttpEvent): Request {
   return { source, method, path, headers, body };
 }
 
+/**
+ * The bytes the signature covers: the event's body decoded by its `content-encoding` (gzip or
+ * deflate; 415 for any other), with `maxBodyBytes` applied to the decoded size. API Gateway and
+ * function URLs pass a compressed body on as it came (base64).
+ */
+function bodyOf(request: Request, limit: number): Promise<Uint8Array | string> {
+  const encoding = headerValues(request.headers, 'content-encoding');
+  if (encoding === undefined) return Promise.resolve(request.body);
+  const { body } = request;
+  return decodedBody(toBytes(body), encoding, limit);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim: bounded by the invocation's deadline; the handler's context
+
+/**
+ * The claim's deadline: the end of the invocation, when Lambda stops it. Nothing settles a claim
+ * then; bounded by it, the lock runs out by that time, and the sender's retry is not refused as
+ * `IN_PROGRESS` for the rest of `lockSeconds`. None for a direct call without a Lambda context.
+ */
+function claimOptionsOf(context: LambdaContextLike | undefined): ClaimOptions | undefined {
+  return typeof context?.getRemainingTimeInMillis === 'function' ? { deadline: Date.now() + context.getRemainingTimeInMillis() } : undefined;
+}
+
+/** The shared `WebhookContext`, with the Lambda context beside it (its `signal` stays lazy). */
+function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lambda: C): LambdaWebhookContext<C> {
+  return {
+    get signal() {
+      return context.signal;
+    },
+    claim: context.claim,
+    lambda,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answer: in the shape of the event's source
+
 /** `statusDescription` as ALB wants it: `'200 OK'`. */
 function statusDescription(status: number): string {
   return `${status} ${STATUS_CODES[status] ?? 'Unknown'}`;
@@ -233,41 +274,16 @@ function checkedResult(result: unknown): LambdaHttpResult {
   return result as LambdaHttpResult;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Settle: by the handler's status, everything before the invocation returns
+
+/** The status that settles the claim: the handler's result's. */
 function statusOf(result: LambdaHttpResult): number {
   return result.statusCode;
 }
 
-/**
- * The claim's deadline: the end of the invocation, when Lambda stops it. Nothing settles a claim
- * then; bounded by it, the lock runs out by that time, and the sender's retry is not refused as
- * `IN_PROGRESS` for the rest of `lockSeconds`. None for a direct call without a Lambda context.
- */
-function claimOptionsOf(context: LambdaContextLike | undefined): ClaimOptions | undefined {
-  return typeof context?.getRemainingTimeInMillis === 'function' ? { deadline: Date.now() + context.getRemainingTimeInMillis() } : undefined;
-}
-
-/**
- * The bytes the signature covers: the event's body decoded by its `content-encoding` (gzip or
- * deflate; 415 for any other), with `maxBodyBytes` applied to the decoded size. API Gateway and
- * function URLs pass a compressed body on as it came (base64).
- */
-function bodyOf(request: Request, limit: number): Promise<Uint8Array | string> {
-  const encoding = headerValues(request.headers, 'content-encoding');
-  if (encoding === undefined) return Promise.resolve(request.body);
-  const { body } = request;
-  return decodedBody(toBytes(body), encoding, limit);
-}
-
-/** The shared `WebhookContext`, with the Lambda context beside it (its `signal` stays lazy). */
-function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lambda: C): LambdaWebhookContext<C> {
-  return {
-    get signal() {
-      return context.signal;
-    },
-    claim: context.claim,
-    lambda,
-  };
-}
+// ---------------------------------------------------------------------------------------------
+// The handler, in the same order: options, body, claim, answer, settle
 
 /**
  * Creates a Lambda handler that verifies the webhook, deduplicates it on `webhook-id`, and calls
@@ -288,7 +304,8 @@ function lambdaContext<C extends LambdaContextLike>(context: WebhookContext, lam
  * - The handler's result is returned (nothing means 204). A 2xx completes the claim; another
  *   status releases it; a throw releases it and is rethrown, so Lambda reports the error (API
  *   Gateway answers 500 or 502) and the sender retries. A `WebhookError` below 500
- *   (`INVALID_PAYLOAD` from `webhook.json(schema)`) is answered in the envelope instead (400).
+ *   (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`, 422) is answered in the
+ *   envelope instead.
  * - Everything is settled before the handler returns, completion retries included: Lambda
  *   freezes the container once it has the answer, and work left over would be lost.
  * - Each claim's lock is bounded by `context.getRemainingTimeInMillis()`: an invocation that
@@ -335,14 +352,14 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
     const early = claimResponse(claim);
     if (early !== undefined) return resultOf(request.source, early);
     const webhookContext = lambdaContext(claim.context, context);
-    try {
-      // No waitUntil: what is left after the completion is awaited, so nothing runs frozen.
-      const result = await delivery.run(claim, async () => checkedResult(await handler(claim.webhook, webhookContext)), statusOf);
-      return shaped(request.source, result);
-    } catch (error) {
-      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)), its claim
-      // released: 400 in the envelope. Anything else is rethrown: the invocation fails.
-      return resultOf(request.source, delivery.refusalOf(error));
-    }
+    // No waitUntil: what is left after the completion is awaited, so nothing runs frozen. A
+    // payload the handler refused (INVALID_PAYLOAD, a PermanentError), its claim released, is
+    // answered in the envelope; anything else is rethrown: the invocation fails.
+    return delivery.runOrRefuse(
+      claim,
+      async () => shaped(request.source, checkedResult(await handler(claim.webhook, webhookContext))),
+      statusOf,
+      (refusal) => resultOf(request.source, refusal),
+    );
   };
 }

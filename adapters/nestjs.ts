@@ -17,6 +17,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   Inject,
   Injectable,
+  Logger,
   Module,
   createParamDecorator,
   type CallHandler,
@@ -30,7 +31,10 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { from, lastValueFrom, type Observable } from 'rxjs';
+import { escapeControlCharacters } from '../src/encoding.ts';
+import { errorText } from '../src/errors.ts';
 import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import type { WebhookLogger } from '../src/logger.ts';
 import type { Claim, Receiver, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, rawBodyOf } from './node.ts';
@@ -103,6 +107,37 @@ interface MarkedRequest {
   [VERIFIED]?: Verified;
 }
 
+/** The context Nest's log lines of the receiver carry (`[WebhookReceiver]` in Nest's console format). */
+const LOG_CONTEXT = 'WebhookReceiver';
+
+/** `fields` as `name=value` pairs for a text line: strings quoted (and escaped), `undefined` left out. */
+function fieldsText(fields: object): string {
+  const pairs: string[] = [];
+  for (const [name, value] of Object.entries(fields)) {
+    if (value !== undefined) pairs.push(`${name}=${typeof value === 'string' ? JSON.stringify(value) : String(value)}`);
+  }
+  return pairs.join(' ');
+}
+
+/**
+ * The receiver's default logging through Nest's `Logger` (context `WebhookReceiver`), so
+ * rejections and store failures take the app's own log format and level: Nest's loggers take one
+ * message, so the fields go into it. Request values (the path, the claimed id) are escaped.
+ */
+function nestLogger(): WebhookLogger {
+  const logger = new Logger(LOG_CONTEXT);
+  return {
+    warn(fields, message) {
+      logger.warn(escapeControlCharacters(`${message} ${fieldsText(fields)}`));
+    },
+    error(fields, message) {
+      const { err, ...rest } = fields as { err?: unknown };
+      const stack = err instanceof Error ? err.stack : undefined;
+      logger.error(escapeControlCharacters(`${message} ${fieldsText(rest)}: ${errorText(err)}`), stack);
+    },
+  };
+}
+
 /**
  * The receiver the module builds from its options, once per app. Inject it to reach the
  * receiver (a readiness check with `receiver.ping()`); on shutdown (`app.enableShutdownHooks()`)
@@ -125,7 +160,9 @@ export class WebhookReceiverService implements OnApplicationShutdown {
   constructor(options: AdapterOptions) {
     if (typeof options !== 'object' || options === null) throw new TypeError('WebhookReceiverModule needs an options object: WebhookReceiverModule.forRoot({ secrets })');
     const { isGlobal: _isGlobal, ...receiverOptions } = options as WebhookReceiverOptions;
-    this.delivery = new Delivery(receiverOptions);
+    // Nest's Logger unless the app chose a logger; `onRejected` and `onError`, when given, still
+    // replace the logging they cover.
+    this.delivery = new Delivery({ ...receiverOptions, logger: receiverOptions.logger ?? nestLogger() });
     this.receiver = this.delivery.receiver;
   }
 
@@ -134,6 +171,9 @@ export class WebhookReceiverService implements OnApplicationShutdown {
     return this.receiver.close();
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Body: the raw bytes Nest kept (`rawBody: true`), else the request stream
 
 /** Express's request, or Fastify's (`raw` is Node's request there). */
 interface NestRequest {
@@ -151,10 +191,13 @@ interface NestResponse {
   statusCode: number;
 }
 
-const NO_RAW_BODY_MESSAGE =
+const NO_RAW_BODY_HINT =
   'Nest parsed the request body without keeping its raw bytes, so the bytes that were signed are gone. Create the app ' +
   'with the raw body kept: NestFactory.create(AppModule, { rawBody: true }) (the same option on ' +
   '@nestjs/platform-express and @nestjs/platform-fastify); the interceptor then reads req.rawBody';
+
+// ---------------------------------------------------------------------------------------------
+// The interceptor, in the same order as every adapter: body, claim, answer, settle
 
 /**
  * Verifies and claims the webhook before the route handler runs, and settles the claim by how
@@ -163,7 +206,7 @@ const NO_RAW_BODY_MESSAGE =
  * - The raw body is `req.rawBody`, which Nest keeps for JSON and form bodies when the app is
  *   created with `rawBody: true`; a body of another type that Nest did not parse is read from the
  *   request, up to `maxBodyBytes`. When Nest parsed the body without keeping it, the answer is
- *   500 `BODY_UNAVAILABLE` naming the fix (`rawBody: true`). Nest's own body size limit applies
+ *   500 `BODY_UNAVAILABLE`, and the log names the fix (`rawBody: true`). Nest's own body size limit applies
  *   first (Express: 100 kB for JSON by default; Fastify: 1 MiB).
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`
  *   (`Retry-After` with 503); a duplicate gets 200 `{ "duplicate": true }` and an id being
@@ -171,10 +214,14 @@ const NO_RAW_BODY_MESSAGE =
  * - When the handler returns (with a 2xx, which is Nest's default), the claim is completed
  *   before Nest sends the answer; when it throws, the claim is released and the error goes on to
  *   Nest's exception filters, so the sender's retry runs it again; a `WebhookError` below 500
- *   (`INVALID_PAYLOAD` from `webhook.json(schema)`) is answered in the envelope instead (400).
+ *   (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`, 422) is answered in the
+ *   envelope instead.
  *   A client that leaves while the handler works changes nothing; one that left before it was
  *   reached gets its claim released, and the handler does not run.
  * - The handler reads the webhook with `@Webhook()` and its context with `@WebhookCtx()`.
+ * - Rejections (a warning) and store failures (an error) are logged through Nest's `Logger`, with
+ *   the context `WebhookReceiver` and the fields (code, status, webhookId, method, path) in the
+ *   message, unless the options give a `logger`, `onRejected` or `onError`.
  *
  * @example
  * ```ts
@@ -213,7 +260,7 @@ export class WebhookInterceptor implements NestInterceptor {
     const nodeRes = res.raw ?? (res as unknown as ServerResponse);
     let claim: Claim;
     try {
-      claim = await delivery.receiver.claim({ headers: req.headers, body: await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_MESSAGE) });
+      claim = await delivery.receiver.claim({ headers: req.headers, body: await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_HINT) });
     } catch (error) {
       return this.#answer(res, delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
     }
@@ -226,14 +273,9 @@ export class WebhookInterceptor implements NestInterceptor {
     if (early !== undefined) return this.#answer(res, early);
     (req as MarkedRequest)[VERIFIED] = { webhook: claim.webhook, context: claim.context };
     // Nest set the route's status (201 for POST unless @HttpCode says otherwise) before the
-    // interceptors ran; a throw releases in run().
-    try {
-      return await delivery.run(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode);
-    } catch (error) {
-      // A payload the handler refused (INVALID_PAYLOAD from webhook.json(schema)): the envelope,
-      // 400. Any other error goes on to Nest's exception filters.
-      return this.#answer(res, delivery.refusalOf(error));
-    }
+    // interceptors ran; a throw releases in run(). A payload the handler refused (INVALID_PAYLOAD,
+    // a PermanentError): the envelope. Any other error goes on to Nest's exception filters.
+    return delivery.runOrRefuse(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode, (refusal) => this.#answer(res, refusal));
   }
 
   /**

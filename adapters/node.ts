@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Readable } from 'node:stream';
 import { contentCoding, declaredLength, decodeBody, payloadTooLarge } from '../src/body.ts';
-import { WebhookError } from '../src/errors.ts';
+import { bodyUnavailable, type WebhookError } from '../src/errors.ts';
 import { settleClaim } from '../src/http.ts';
 import type { Claim } from '../src/receiver.ts';
 
@@ -207,14 +207,14 @@ export function encodingRefusal(header: string | string[] | undefined): WebhookE
  * The raw body of `req`: `kept`, what a body parser kept of it (already decoded, refused for an
  * encoding the core refuses); else the stream, read here with the limit and decoded
  * ({@link collectNodeBody}); else, when a parser consumed the stream without keeping it,
- * `BODY_UNAVAILABLE` with `consumedMessage` (the framework's fix).
+ * `BODY_UNAVAILABLE` with `consumedHint` (the framework's fix, for the log).
  */
-export function rawBodyOf(kept: unknown, req: IncomingMessage, limit: number, consumedMessage: string): Promise<Uint8Array | string> {
+export function rawBodyOf(kept: unknown, req: IncomingMessage, limit: number, consumedHint: string): Promise<Uint8Array | string> {
   if (typeof kept === 'string' || kept instanceof Uint8Array) {
     const refused = encodingRefusal(req.headers['content-encoding']);
     return refused === undefined ? Promise.resolve(kept) : Promise.reject(refused);
   }
   // The stream's own state says whether a parser read it.
-  if (req.readableEnded || req.readableDidRead) return Promise.reject(new WebhookError('BODY_UNAVAILABLE', consumedMessage));
+  if (req.readableEnded || req.readableDidRead) return Promise.reject(bodyUnavailable(consumedHint));
   return readNodeBody(req, limit, req.headers);
 }

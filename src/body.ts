@@ -5,7 +5,7 @@
  */
 
 import { concatChunks } from './encoding.ts';
-import { WebhookError } from './errors.ts';
+import { bodyUnavailable, WebhookError } from './errors.ts';
 
 /**
  * 1 MiB: the default `maxBodyBytes`.
@@ -161,7 +161,7 @@ export function readRequestBody(request: Request, limit: number): Promise<Uint8A
   // Before reading: an encoding no runtime can be relied on to decode is refused unread.
   let coding: ContentCoding | undefined;
   try {
-    if (request.bodyUsed) throw bodyUnavailable();
+    if (request.bodyUsed) throw bodyUnavailable(READ_FIRST_HINT);
     coding = contentCoding(request.headers.get('content-encoding'));
   } catch (error) {
     return Promise.reject(error);
@@ -189,7 +189,7 @@ export async function readCodedBody(
   contentLength?: string | null,
 ): Promise<Uint8Array> {
   // `bodyUsed` first: reading `body` would make some runtimes' lazy requests build their stream.
-  if (request.bodyUsed) throw bodyUnavailable();
+  if (request.bodyUsed) throw bodyUnavailable(READ_FIRST_HINT);
   const declared = declaredLength(contentLength === undefined ? request.headers.get('content-length') : contentLength);
   if (declared !== undefined && declared > limit) throw payloadTooLarge(limit, declared);
   if (coding === undefined && declared !== undefined) return readWhole(request, limit);
@@ -211,7 +211,7 @@ async function readWhole(request: Request, limit: number): Promise<Uint8Array> {
     // A stream someone else locked (took a reader of) without reading it is refused by
     // `arrayBuffer()` with a bare TypeError: say what happened. A stream that failed while read
     // (the client went away) is disturbed, so `bodyUsed` is true and the error passes as it is.
-    if (!request.bodyUsed && request.body?.locked === true) throw bodyUnavailable();
+    if (!request.bodyUsed && request.body?.locked === true) throw bodyUnavailable(READ_FIRST_HINT);
     throw error;
   }
   if (buffer.byteLength > limit) throw payloadTooLarge(limit, buffer.byteLength);
@@ -230,16 +230,12 @@ function byteLimit(limit: number): TransformStream<Uint8Array, Uint8Array> {
   });
 }
 
-function bodyUnavailable(): WebhookError {
-  return new WebhookError(
-    'BODY_UNAVAILABLE',
-    'the request body was already read (request.json() or request.text() ran first), so the raw bytes that were ' +
-      'signed are gone. Verify before reading the body, then use webhook.json() or webhook.text()',
-  );
-}
+const READ_FIRST_HINT =
+  'the request body was already read (request.json() or request.text() ran first), so the raw bytes that were ' +
+  'signed are gone. Verify before reading the body, then use webhook.json() or webhook.text()';
 
 function unread(request: Request): void {
   // A locked stream (someone took its reader) is as gone as a read one; without this check
   // getReader() would throw a bare TypeError.
-  if (request.bodyUsed || request.body?.locked === true) throw bodyUnavailable();
+  if (request.bodyUsed || request.body?.locked === true) throw bodyUnavailable(READ_FIRST_HINT);
 }

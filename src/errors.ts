@@ -26,9 +26,11 @@ export const WEBHOOK_ERROR_STATUS = {
   INVALID_VERSION: 400,
   ENTITY_BUSY: 409,
   UNSUPPORTED_ENCODING: 415,
+  PERMANENT_FAILURE: 422,
   BODY_UNAVAILABLE: 500,
   INVALID_NAMESPACE: 500,
   STORE_UNAVAILABLE: 503,
+  UNSIGNED_LIMIT: 503,
 } as const;
 
 /**
@@ -45,11 +47,41 @@ export type WebhookErrorCode = keyof typeof WEBHOOK_ERROR_STATUS;
 
 /** The brand of every `WebhookError`, shared by all copies of the package through `Symbol.for`. */
 const BRAND = Symbol.for('webhook-receiver.WebhookError');
+/** The brand of every `PermanentError`, likewise. */
+const PERMANENT_BRAND = Symbol.for('webhook-receiver.PermanentError');
+
+/** `true` when `value` carries `brand` (set on the prototype of every copy's class). */
+function branded(value: unknown, brand: symbol): boolean {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[brand] === true;
+}
+
+/**
+ * What a {@link WebhookError} may carry besides its message.
+ *
+ * @example
+ * ```ts
+ * import { WebhookError, type WebhookErrorOptions } from 'webhook-receiver';
+ * const options: WebhookErrorOptions = { hint: 'mount webhooks() before express.json()' };
+ * throw new WebhookError('BODY_UNAVAILABLE', 'the raw request body is not available', options);
+ * ```
+ */
+export interface WebhookErrorOptions {
+  /** The underlying error (a `SyntaxError` from the JSON parser, a store's error). */
+  cause?: unknown;
+  /**
+   * How to fix it, for the operator: the log line shows it, the answer to the remote caller never
+   * does (it may describe how the server is built).
+   */
+  hint?: string;
+  /** Seconds before a retry may succeed, sent as `Retry-After` (`ENTITY_BUSY`). */
+  retryAfterSeconds?: number;
+}
 
 /**
  * Why a webhook was refused. `code` is stable (match on it); `status` is the HTTP status an
  * endpoint should answer with; `message` says which check failed and never contains a secret or
- * an expected signature.
+ * an expected signature; `hint`, when there is one, says how to fix a server-side mistake and is
+ * written to the log only, never into an answer.
  *
  * @example
  * ```ts
@@ -57,7 +89,7 @@ const BRAND = Symbol.for('webhook-receiver.WebhookError');
  * try {
  *   await verifyWebhook({ headers, body }, { secrets: process.env.WEBHOOK_SECRET! });
  * } catch (error) {
- *   if (error instanceof WebhookError) console.warn(error.code, error.status, error.message);
+ *   if (error instanceof WebhookError) console.warn(error.code, error.status, error.message, error.hint ?? '');
  *   else throw error;
  * }
  * ```
@@ -71,13 +103,15 @@ export class WebhookError extends Error {
    */
   static override [Symbol.hasInstance](value: unknown): boolean {
     if (this !== WebhookError) return Function.prototype[Symbol.hasInstance].call(this, value);
-    return typeof value === 'object' && value !== null && (value as { [BRAND]?: unknown })[BRAND] === true;
+    return branded(value, BRAND);
   }
 
   /** The stable machine-readable reason. */
   readonly code: WebhookErrorCode;
   /** The HTTP status to answer with. */
   readonly status: number;
+  /** How to fix it, for the log; never part of an HTTP answer. */
+  readonly hint: string | undefined;
 
   /**
    * How long to wait before retrying, in seconds, when the refusal is temporary and the receiver
@@ -85,15 +119,52 @@ export class WebhookError extends Error {
    */
   readonly retryAfterSeconds: number | undefined;
 
-  constructor(code: WebhookErrorCode, message: string, options?: { cause?: unknown; retryAfterSeconds?: number }) {
-    super(message, options);
+  constructor(code: WebhookErrorCode, message: string, options?: WebhookErrorOptions) {
+    super(message, options !== undefined && 'cause' in options ? { cause: options.cause } : undefined);
     this.name = 'WebhookError';
     this.code = code;
     this.status = WEBHOOK_ERROR_STATUS[code];
+    this.hint = options?.hint;
     this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 Object.defineProperty(WebhookError.prototype, BRAND, { value: true });
+
+const PERMANENT_MESSAGE = 'the handler cannot process this webhook, and retrying it will not help';
+
+/**
+ * Thrown by a handler that can never process this delivery (the order it names does not exist,
+ * the account was closed): retrying will not help. It is a {@link WebhookError} with the code
+ * `PERMANENT_FAILURE`: every adapter releases the claim and answers 422 in the
+ * `{ error, message }` envelope, with this error's `message` (written for the sender: keep
+ * internals out of it, in `cause` or `hint`), so the sender stops retrying when its schedule says
+ * so; a plain `Error` would be a 500 that it keeps retrying. Like `WebhookError`, `instanceof
+ * PermanentError` holds across the CommonJS and ES module builds.
+ *
+ * @example
+ * ```ts
+ * import { PermanentError } from 'webhook-receiver';
+ * await receiver.handle(request, async (webhook) => {
+ *   const { orderId } = webhook.json<{ orderId: string }>();
+ *   const order = await orders.find(orderId);
+ *   if (order === undefined) throw new PermanentError(`no order ${orderId}`);
+ *   await order.markPaid();
+ * });
+ * ```
+ */
+export class PermanentError extends WebhookError {
+  /** The brand test, as {@link WebhookError}'s: every copy's `PermanentError` is recognised. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== PermanentError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return branded(value, PERMANENT_BRAND);
+  }
+
+  constructor(message: string = PERMANENT_MESSAGE, options?: WebhookErrorOptions) {
+    super('PERMANENT_FAILURE', message, options);
+    this.name = 'PermanentError';
+  }
+}
+Object.defineProperty(PermanentError.prototype, PERMANENT_BRAND, { value: true });
 
 /**
  * True when `value` is a {@link WebhookError}, also across bundles (an ESM and a CommonJS copy of
@@ -110,7 +181,7 @@ export function isWebhookError(value: unknown): value is WebhookError {
   if (typeof value !== 'object' || value === null) return false;
   const candidate = value as { name?: unknown; code?: unknown; status?: unknown };
   return (
-    candidate.name === 'WebhookError' &&
+    (candidate.name === 'WebhookError' || candidate.name === 'PermanentError') &&
     typeof candidate.code === 'string' &&
     Object.hasOwn(WEBHOOK_ERROR_STATUS, candidate.code) &&
     typeof candidate.status === 'number'
@@ -128,7 +199,7 @@ const ErrorWithLimit = Error as { stackTraceLimit?: number };
  * those of any WebhookError. Programming errors (a body parser that ran first, bad options) keep
  * `new WebhookError` / `TypeError` and their full stack. Internal: not exported from the package.
  */
-export function rejection(code: WebhookErrorCode, message: string, options?: { cause?: unknown; retryAfterSeconds?: number }): WebhookError {
+export function rejection(code: WebhookErrorCode, message: string, options?: WebhookErrorOptions): WebhookError {
   const limit = ErrorWithLimit.stackTraceLimit;
   // Engines without the setting (or with it made non-numeric by the app) get a normal error.
   if (typeof limit !== 'number') return new WebhookError(code, message, options);
@@ -138,6 +209,24 @@ export function rejection(code: WebhookErrorCode, message: string, options?: { c
   } finally {
     ErrorWithLimit.stackTraceLimit = limit;
   }
+}
+
+/**
+ * `BODY_UNAVAILABLE`: the raw bytes that were signed are gone, a mistake in how the server is
+ * built. The remote caller is told only that; `hint` (the fix for this framework) goes to the
+ * log. Internal: not exported from the package.
+ */
+export function bodyUnavailable(hint: string): WebhookError {
+  return new WebhookError('BODY_UNAVAILABLE', 'the server could not read the raw request body, so the signature cannot be checked', { hint });
+}
+
+/**
+ * The `UNSIGNED_LIMIT` refusal (503, answered with `Retry-After`) of an unsigned delivery whose
+ * store has no room left in its unsigned budget; `cause` is the store's error. The message names
+ * no setting: the caller is remote and unauthenticated. Internal: not exported from the package.
+ */
+export function unsignedLimit(cause: unknown): WebhookError {
+  return rejection('UNSIGNED_LIMIT', 'unsigned deliveries have reached their budget in the idempotency store; retry later', { cause });
 }
 
 /**

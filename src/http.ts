@@ -27,7 +27,8 @@ export interface WebhookResponse {
 }
 
 /**
- * Seconds a sender should wait after `STORE_UNAVAILABLE` before retrying (the `Retry-After` value).
+ * Seconds a sender should wait after a 503 (`STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`) before retrying
+ * (the `Retry-After` value).
  *
  * @example
  * ```ts
@@ -41,7 +42,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /**
  * The response for a rejected request: the error's status and the `{ error, message }` envelope
- * (`Retry-After` too for `STORE_UNAVAILABLE`, and for `ENTITY_BUSY` with the seconds its lock still holds).
+ * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`; and with `ENTITY_BUSY`, the
+ * seconds the entity's lock still holds).
  *
  * @example
  * ```ts
@@ -50,7 +52,7 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
  * ```
  */
 export function errorResponse(error: WebhookError): WebhookResponse {
-  const retryAfter = error.retryAfterSeconds ?? (error.code === 'STORE_UNAVAILABLE' ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined);
+  const retryAfter = error.retryAfterSeconds ?? (error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined);
   const headers: Record<string, string> = retryAfter === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, 'retry-after': String(retryAfter) };
   return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
 }
@@ -250,6 +252,26 @@ export class Delivery {
     const refusal = this.handlerRefusal(error);
     if (refusal === undefined) throw error;
     return refusal;
+  }
+
+  /**
+   * {@link Delivery.run}, answered: the handler's own answer, or, when it refused the payload
+   * (`INVALID_PAYLOAD`, `PERMANENT_FAILURE`: a `WebhookError` below 500), its claim released and the
+   * envelope written by `refused`; any other error is rethrown for the platform. The one flow of
+   * the adapters that call or await the handler themselves.
+   */
+  async runOrRefuse<R, A>(
+    claim: Claim,
+    handler: () => R | Promise<R>,
+    statusOf: (result: R) => number,
+    refused: (response: WebhookResponse) => A,
+    waitUntilOf?: () => WaitUntil | undefined,
+  ): Promise<R | A> {
+    try {
+      return await this.run(claim, handler, statusOf, waitUntilOf);
+    } catch (error) {
+      return refused(this.refusalOf(error));
+    }
   }
 
   /**

@@ -6,7 +6,7 @@
  * @module webhook-receiver
  */
 
-export { WebhookError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode } from './errors.ts';
+export { WebhookError, PermanentError, WEBHOOK_ERROR_STATUS, isWebhookError, type WebhookErrorCode, type WebhookErrorOptions } from './errors.ts';
 export type { HeadersInput } from './headers.ts';
 export type { SecretInput } from './secrets.ts';
 export {
@@ -51,7 +51,17 @@ export {
   type ReceiverOptions,
 } from './receiver.ts';
 export { encodeVersion, MAX_ENTITY_LENGTH, type OrderingEvent, type OrderingOptions, type OrderingVersion } from './ordering.ts';
-export { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
+export {
+  DEFAULT_UNSIGNED_MAX,
+  StoreError,
+  type ClaimHandle,
+  type ClaimResult,
+  type EntityOrder,
+  type IdempotencyStore,
+  type OrderedClaimResult,
+  type OrderingOperations,
+  type StoreErrorReason,
+} from './stores/types.ts';
 export {
   memoryStore,
   DEFAULT_MEMORY_STORE_MAX,

@@ -66,7 +66,10 @@ function isConsole(logger: WebhookLogger | undefined): boolean {
 
 /** One rejected request, logged as a warning. */
 export function logRejection(logger: WebhookLogger | undefined, error: WebhookError, request: RejectionContext): void {
-  const hint = error.code === 'SIGNATURE_MISMATCH' ? ` (${SIGNATURE_MISMATCH_HINT})` : '';
+  // The error's own hint (how to fix a server-side mistake) is for the operator: shown here, never
+  // in the answer to the remote caller.
+  const fix = error.hint ?? (error.code === 'SIGNATURE_MISMATCH' ? SIGNATURE_MISMATCH_HINT : undefined);
+  const hint = fix === undefined ? '' : ` (${fix})`;
   if (isConsole(logger)) {
     // Request values are escaped, so a client cannot break the line or send terminal escapes (issue 12).
     console.warn(escapeControlCharacters(`[webhook-receiver] rejected ${request.method} ${request.path}: ${error.code} ${error.message}${hint}`));

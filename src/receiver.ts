@@ -8,14 +8,14 @@
  * still gets a successful run completed, so its retry is answered as a duplicate (issue 11).
  */
 
-import { errorText, rejection, WebhookError } from './errors.ts';
+import { errorText, rejection, unsignedLimit, WebhookError } from './errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from './logger.ts';
+import { checkOrderingOptions, entityKey, orderingOf, type Ordering, type OrderingOptions } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type OutcomeEvent, type TelemetryOptions, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
-import { checkOrderingOptions, entityKey, orderingOf, type Ordering, type OrderingOptions } from './ordering.ts';
-import { checkEntity, isCompletedByStore, ORDERING_OPERATIONS, syncOperations, type SyncOperations } from './stores/internal.ts';
+import { checkEntity, completingInStore, isCompletedByStore, ORDERING_OPERATIONS, storeCompletionOf, syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
-import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
+import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 
 /**
  * How deliveries of the same `webhook-id` are deduplicated.
@@ -29,7 +29,14 @@ import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptio
 export interface IdempotencyOptions {
   /** Where claims live. Default: a `memoryStore()` of this receiver's own (one process only). */
   store?: IdempotencyStore;
-  /** How long a completed id is remembered; make it longer than the sender's retry schedule. Default 86 400. */
+  /**
+   * How long a completed id is remembered; make it longer than the sender's retry schedule.
+   * Default 86 400. At least twice `toleranceSeconds` (600 with the default 300), or
+   * `createReceiver` throws a `RangeError`: a timestamp is accepted on either side of now, so a
+   * captured request stays replayable for twice the tolerance, and its id must be remembered as
+   * long. (A memory store at its `max` forgets its oldest completed ids sooner: size it for the
+   * ids of that window.)
+   */
   ttlSeconds?: number;
   /**
    * How long a claim holds without renewal. While a handler runs, the receiver renews it every
@@ -373,6 +380,21 @@ function positiveSeconds(value: number | undefined, name: string, fallback: numb
   return value;
 }
 
+/**
+ * A signed id must be remembered for as long as a request carrying it can still be accepted. The
+ * timestamp window is two-sided (a timestamp T passes from T - tolerance until T + tolerance), so
+ * a captured request stays replayable for twice the tolerance: a shorter `ttlSeconds` forgets the
+ * id while the replay would still verify, and the handler runs again.
+ */
+function checkReplayWindow(ttlSeconds: number, isDefault: boolean, toleranceSeconds: number): void {
+  if (ttlSeconds >= 2 * toleranceSeconds) return;
+  throw new RangeError(
+    `idempotency.ttlSeconds (${ttlSeconds}${isDefault ? ', the default' : ''}) must be at least twice toleranceSeconds (${toleranceSeconds}), ` +
+      `${2 * toleranceSeconds} s: a timestamp is accepted from ${toleranceSeconds} s before until ${toleranceSeconds} s after it, and an id ` +
+      'forgotten sooner lets a captured request be replayed and run again',
+  );
+}
+
 /** Why a namespace cannot be used, or `undefined` when it can. */
 function namespaceProblem(namespace: unknown): string | undefined {
   if (typeof namespace !== 'string' || namespace.length === 0) return 'must be a non-empty string';
@@ -529,6 +551,7 @@ class ReceiverImpl implements Receiver {
     this.#sync = store === undefined ? undefined : syncOperations(store);
     this.#renews = typeof store?.extend === 'function';
     this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
+    if (settings !== undefined) checkReplayWindow(this.#ttlMs / 1000, settings.ttlSeconds === undefined, options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS);
     this.#unsignedTtlMs =
       positiveSeconds(settings?.unsignedTtlSeconds, 'unsignedTtlSeconds', Math.min(this.#ttlMs / 1000, DEFAULT_UNSIGNED_TTL_SECONDS)) * 1000;
     this.#lockMs = positiveSeconds(settings?.lockSeconds, 'lockSeconds', this.#renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
@@ -621,10 +644,13 @@ class ReceiverImpl implements Receiver {
         );
       }
     } catch (error) {
+      // The unsigned budget is full: a refusal, never an outage to run through (issue 22).
+      if (error instanceof StoreError && error.reason === 'unsigned_limit') throw unsignedLimit(error);
       // An answer outside the contract fails closed whatever onStoreError says: the store may
       // be broken in a way that lets every duplicate through.
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
-      if (this.#processOnStoreError && !contractBroken) {
+      // Nor for an ordered delivery: run unprotected, a stale event would overwrite newer state.
+      if (this.#processOnStoreError && !contractBroken && order === undefined) {
         this.#report(error, 'claim', webhook.id, false);
         return this.#unclaimedRun(webhook, trace);
       }
@@ -800,6 +826,10 @@ class ReceiverImpl implements Receiver {
     for (const held of this.#held) {
       if (held.over) {
         this.#held.delete(held);
+      } else if (completingInStore(held)) {
+        // Completed in the handler's own transaction (or committing it): the row is done, so
+        // there is nothing to renew and nothing to lose while the handler finishes after it.
+        continue;
       } else if (held.lockEnds <= time) {
         this.#lost(held, new Error(`the claim's lock ran out before it could be renewed (lockSeconds ${this.#lockMs / 1000})`));
       } else if (held.renewAt <= time && !held.renewing) {
@@ -810,8 +840,9 @@ class ReceiverImpl implements Receiver {
   }
 
   async #renew(held: Held, time: number): Promise<void> {
-    // Up to the holder's deadline at most: past it the platform has stopped the handler.
-    const lockMs = held.deadline === undefined ? held.lockMs : held.deadline - time;
+    // The lock's length again, never more (a holder that dies blocks the retries for one lock, not
+    // until its deadline), and never past the deadline: by then the platform stopped the handler.
+    const lockMs = held.deadline === undefined ? held.lockMs : Math.min(held.lockMs, held.deadline - time);
     if (lockMs <= 0) {
       held.over = true;
       this.#held.delete(held);
@@ -833,9 +864,13 @@ class ReceiverImpl implements Receiver {
       if (owned) {
         held.lockEnds = time + lockMs;
         held.renewAt = time + held.lockMs / 3;
-      } else {
-        this.#lost(held, new Error('the claim was lost while its handler ran (its lock expired and another delivery may have taken the id over)'));
+        return;
       }
+      // A renewal that met the handler's transaction completing the claim (it waited for the
+      // row, then found it completed): the claim was not lost, it was settled.
+      const completion = storeCompletionOf(held);
+      if (completion !== undefined && (await completion.committed)) return;
+      if (!held.over) this.#lost(held, new Error('the claim was lost while its handler ran (its lock expired and another delivery may have taken the id over)'));
     } catch (error) {
       if (held.over) return;
       // Tried again at the next beat, while the lock lasts; the beat that finds it run out aborts.

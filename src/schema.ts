@@ -143,18 +143,15 @@ export function invalidPayload(issues: ReadonlyArray<StandardSchemaV1.Issue>): W
   return new WebhookError('INVALID_PAYLOAD', `the payload does not match the expected schema (${count}, at ${listed})`, { cause });
 }
 
-/** The body parsed as JSON for a schema: a body that is not JSON is an invalid payload too. */
+/** The body parsed as JSON: a body that is not JSON is an invalid payload (`INVALID_PAYLOAD`, the `SyntaxError` as its cause). */
 export function parseJsonPayload(text: string): unknown {
   try {
     return JSON.parse(text);
-  } catch {
-    return invalidJson();
+  } catch (error) {
+    // The parser's message quotes the body near the error: kept as the cause (for the log),
+    // not repeated in the message the sender is answered with.
+    throw new WebhookError('INVALID_PAYLOAD', 'the payload is not valid JSON', { cause: error });
   }
-}
-
-function invalidJson(): never {
-  // The parser's message quotes the body near the error: not repeated here.
-  throw new WebhookError('INVALID_PAYLOAD', 'the payload is not valid JSON');
 }
 
 function unwrap<T>(result: StandardSchemaV1.Result<T>): T {

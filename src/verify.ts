@@ -4,10 +4,10 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
-import { validatedPayload, type StandardSchemaV1 } from './schema.ts';
+import { usePayload, validatedPayload, type StandardSchemaV1 } from './schema.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
 import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes, utf8Decoder } from './encoding.ts';
-import { rejection, WebhookError } from './errors.ts';
+import { bodyUnavailable, rejection, WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
 import { decodeSecretList, type SecretInput } from './secrets.ts';
 
@@ -138,7 +138,11 @@ export interface VerifiedWebhook {
   readonly body: Uint8Array;
   /** The body decoded as UTF-8. */
   text(): string;
-  /** The body parsed as JSON, unchecked; throws `SyntaxError` when it is not JSON. */
+  /**
+   * The body parsed as JSON, unchecked. A body that is not JSON throws a `WebhookError`
+   * `INVALID_PAYLOAD` (400, the parser's `SyntaxError` as its `cause`): every adapter answers it
+   * 400 and releases the claim, where a plain error would be a 500 the sender retries forever.
+   */
   json<T = unknown>(): T;
   /**
    * The body parsed as JSON and validated by a Standard Schema (zod, valibot, arktype, …): the
@@ -179,6 +183,9 @@ export interface Verifier {
   verifyRequest(request: Request): Promise<VerifiedWebhook>;
 }
 
+/** `json()` without a schema: the parsed payload as it is. */
+const asIs = (payload: unknown): unknown => payload;
+
 class Webhook implements VerifiedWebhook {
   #text: string | undefined;
   constructor(
@@ -196,7 +203,7 @@ class Webhook implements VerifiedWebhook {
   json<T = unknown>(): T;
   json<S extends StandardSchemaV1>(schema: S): StandardSchemaV1.InferOutput<S>;
   json(schema?: StandardSchemaV1): unknown {
-    if (schema === undefined) return JSON.parse(this.text());
+    if (schema === undefined) return usePayload(this, asIs);
     return validatedPayload(this, schema, 'webhook.json(schema)', { sync: true });
   }
   parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>> {
@@ -207,15 +214,14 @@ class Webhook implements VerifiedWebhook {
 /**
  * The raw bytes of a body handed to `verify`. Anything but text or bytes means the bytes that were
  * signed are gone (the classic failure: a JSON body parser ran first), which is a server-side
- * mistake with one fix, so it gets `BODY_UNAVAILABLE` and that fix rather than a bare TypeError.
+ * mistake with one fix, so it gets `BODY_UNAVAILABLE` with that fix as its `hint` rather than a bare TypeError.
  */
 function rawBytes(body: unknown): Uint8Array {
   if (body instanceof Uint8Array) return body;
   if (typeof body === 'string' || body instanceof ArrayBuffer || ArrayBuffer.isView(body)) return toBytes(body as string | ArrayBuffer);
   if (Object.prototype.toString.call(body) === '[object ArrayBuffer]') return toBytes(body as ArrayBuffer);
   const what = body === undefined || body === null ? `no body (${String(body)})` : `a parsed ${Array.isArray(body) ? 'array' : typeof body}`;
-  throw new WebhookError(
-    'BODY_UNAVAILABLE',
+  throw bodyUnavailable(
     `verify was given ${what} instead of the raw bytes received, so the signed content cannot be rebuilt ` +
       '(re-serialising parsed JSON does not give the same bytes). Pass the body as received: a string, Buffer, ' +
       'Uint8Array or ArrayBuffer (in Express, express.raw({ type: "*/*" }) on this route or the webhooks() middleware ' +

@@ -8,6 +8,13 @@
  * storage is synchronous, so the check-and-set is one uninterrupted piece of code; on the older
  * key-value backend it awaits only `storage.get`/`put`, which the input gate covers.
  *
+ * Unsigned ids (issue 22) cannot evict or block a signed id here, each key having its own object;
+ * what they are bounded in is cost. They go to a fixed set of objects (named `<prefix>:u:<bucket>`,
+ * the bucket a hash of the key), each holding at most 16 records, `unsignedMax` in all: whatever
+ * unsigned traffic sends, it creates at most `unsignedMax / 16` objects and `unsignedMax` records,
+ * each deleted by the alarm once expired. A full bucket makes room by forgetting the unsigned
+ * completion that expires first; full of live claims, it refuses (`unsigned_limit`).
+ *
  * Expiry is checked on access (a record past its time counts as absent) and cleaned up by the
  * object's alarm, so an id's storage goes away once its completion has expired.
  *
@@ -27,14 +34,19 @@ import {
   checkOrder,
   checkRelease,
   checkTimeoutOption,
+  checkUnsignedMax,
   describeValue,
+  isUnsignedKey,
   newToken,
+  unsignedBucket,
+  unsignedBuckets,
+  unsignedLimitError,
   wholeMs,
   withTimeout,
 } from './internal.ts';
 import { StoreError, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
-export { StoreError, type StoreErrorReason } from './types.ts';
+export { DEFAULT_UNSIGNED_MAX, StoreError, type StoreErrorReason } from './types.ts';
 
 /**
  * The part of a Durable Object stub that {@link durableObjectStore} uses (`DurableObjectStub`).
@@ -85,6 +97,12 @@ export interface DurableObjectStoreOptions {
    * `STORE_UNAVAILABLE`). Default 5000: an object's first request may create it far away.
    */
   timeoutMs?: number;
+  /**
+   * The unsigned budget: how many records unsigned ids may hold at most, 16 an object (see
+   * {@link durableObjectStore}). Default 10 000 ({@link DEFAULT_UNSIGNED_MAX}). Changing it moves
+   * unsigned ids to other objects: their deduplication starts again.
+   */
+  unsignedMax?: number;
 }
 
 /**
@@ -115,9 +133,9 @@ const STORE = 'durable-object';
  */
 export const DEFAULT_DURABLE_OBJECT_TIMEOUT_MS = 5000;
 
-/** What the store asks its object: one operation on one key. */
+/** What the store asks its object: one operation on one key (`ways`: in an unsigned bucket of that many records). */
 type Operation =
-  | { op: 'claim'; key: string; token: string; ms: number }
+  | { op: 'claim'; key: string; token: string; ms: number; ways?: number }
   | { op: 'complete'; key: string; token: string; ms: number }
   | { op: 'release'; key: string; token: string }
   | { op: 'extend'; key: string; token: string; ms: number }
@@ -139,6 +157,7 @@ type Reply =
   | { status: 'acquired' }
   | { status: 'processing'; retryAfterMs: number }
   | { status: 'completed' }
+  | { status: 'unsigned_limit' }
   | { status: 'stale' }
   | { status: 'busy'; retryAfterMs: number }
   | { ok: boolean };
@@ -167,6 +186,11 @@ const ENDPOINT = 'https://webhook-claims.invalid/';
  * Each key has an object of its own, and each claim, complete, release and extend is one request
  * to it: atomic, one round trip. An operation that gets no answer within `timeoutMs` rejects.
  *
+ * Unsigned ids (with the receiver's `unsigned: 'accept'`) share a fixed set of objects, 16 records
+ * each and `unsignedMax` in all (default 10 000: 625 objects): unsigned traffic never holds more,
+ * whatever it sends. A full object makes room by forgetting the unsigned completion that expires
+ * first; full of live claims, it refuses with `StoreError` `unsigned_limit` (503 `UNSIGNED_LIMIT`).
+ *
  * @example
  * ```ts
  * import { createReceiver } from 'webhook-receiver';
@@ -191,11 +215,16 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
   const { prefix = '' } = options;
   if (typeof prefix !== 'string') throw new TypeError('durableObjectStore prefix must be a string');
   const timeoutMs = checkTimeoutOption(STORE, options.timeoutMs, DEFAULT_DURABLE_OBJECT_TIMEOUT_MS);
+  const unsignedMax = checkUnsignedMax('durableObjectStore', options.unsignedMax);
+  const { buckets, ways } = unsignedBuckets(unsignedMax);
+
+  /** The object of a key: its own, or its unsigned bucket's (`:u:`: no key of the receiver's grammar starts with `:`). */
+  const objectName = (key: string): string => (isUnsignedKey(key) ? `${prefix}:u:${unsignedBucket(key, buckets)}` : prefix + key);
 
   const send = (name: string, operation: Operation): Promise<Reply> =>
     withTimeout(
       (async () => {
-        const stub = namespace.get(namespace.idFromName(prefix + name));
+        const stub = namespace.get(namespace.idFromName(name));
         const response = await stub.fetch(ENDPOINT + operation.op, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
@@ -214,7 +243,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
 
   const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' | 'claimOrdered' | 'forgetVersion' }>): Promise<boolean> => {
     // An ordered operation goes to its entity's object, which holds the id too.
-    const reply = await send('entity' in operation ? operation.entity : operation.key, operation);
+    const reply = await send('entity' in operation ? prefix + operation.entity : objectName(operation.key), operation);
     if (typeof reply === 'object' && reply !== null && 'ok' in reply && typeof reply.ok === 'boolean') return reply.ok;
     throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ${operation.op}: ${describeValue(reply)}`);
   };
@@ -224,10 +253,13 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       const token = newToken();
-      const reply = await send(key, { op: 'claim', key, token, ms: wholeMs(lockMs) });
+      const operation: Operation = { op: 'claim', key, token, ms: wholeMs(lockMs) };
+      if (isUnsignedKey(key)) operation.ways = ways;
+      const reply = await send(objectName(key), operation);
       const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
       if (status === 'acquired') return { status, token };
       if (status === 'completed') return { status };
+      if (status === 'unsigned_limit') throw unsignedLimitError(STORE, unsignedMax, `all ${ways} ids of its bucket are live claims`);
       if (status === 'processing') {
         const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
         return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
@@ -250,7 +282,7 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
       checkClaimOrdered(key, lockMs, ttlMs, order);
       const token = newToken();
       const { entity, version, exclusive } = order;
-      const reply = await send(entity, { op: 'claimOrdered', key, token, ms: wholeMs(lockMs), ttl: wholeMs(ttlMs), entity, version, exclusive });
+      const reply = await send(prefix + entity, { op: 'claimOrdered', key, token, ms: wholeMs(lockMs), ttl: wholeMs(ttlMs), entity, version, exclusive });
       const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
       if (status === 'acquired') return { status, token };
       if (status === 'completed' || status === 'stale') return { status };
@@ -277,14 +309,14 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     },
     async forgetVersion(entity) {
       checkEntity(entity);
-      const reply = await send(entity, { op: 'forgetVersion', entity });
+      const reply = await send(prefix + entity, { op: 'forgetVersion', entity });
       if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
         throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to forgetVersion: ${describeValue(reply)}`);
       }
     },
     async ping() {
       // An object of its own (no key has an empty namespace), which never writes storage.
-      const reply = await send(':ping', { op: 'ping' });
+      const reply = await send(`${prefix}:ping`, { op: 'ping' });
       if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
         throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ping: ${describeValue(reply)}`);
       }
@@ -374,6 +406,12 @@ interface Records {
   delete(key: string): void | Promise<unknown>;
   /** Deletes records expired at `time`; answers the earliest `until` left, if any. */
   sweep(time: number): number | undefined | Promise<number | undefined>;
+  /**
+   * In an unsigned bucket's object, room for `key` among at most `ways` records: deletes other
+   * keys' expired records, then, if the bucket is still full, the completion that expires first
+   * (forgotten early). `false`: every other record is a live claim.
+   */
+  admit(key: string, time: number, ways: number): boolean | Promise<boolean>;
   /** After `deleteAll()`, which also drops the table. */
   forget(): void;
 }
@@ -408,6 +446,7 @@ function sqlRecords(sql: SqlStorageLike): Records {
         record.until,
       );
     },
+
     get(key) {
       const row = table().exec(`SELECT token, done, expires_at FROM ${TABLE} WHERE key = ?`, key).toArray()[0];
       return row === undefined ? undefined : { token: String(row.token), done: row.done === 1, until: Number(row.expires_at) };
@@ -429,6 +468,15 @@ function sqlRecords(sql: SqlStorageLike): Records {
       table().exec(`DELETE FROM ${ENTITIES} WHERE expires_at <= ?`, time);
       const next = table().exec(`SELECT MIN(next) AS next FROM (SELECT MIN(expires_at) AS next FROM ${TABLE} UNION ALL SELECT MIN(expires_at) FROM ${ENTITIES})`).toArray()[0]?.next;
       return typeof next === 'number' ? next : undefined;
+    },
+
+    admit(key, time, ways) {
+      table().exec(`DELETE FROM ${TABLE} WHERE key <> ? AND expires_at <= ?`, key, time);
+      if (Number(table().exec(`SELECT count(*) AS held FROM ${TABLE} WHERE key <> ?`, key).toArray()[0]?.held) < ways) return true;
+      const oldest = table().exec(`SELECT key FROM ${TABLE} WHERE key <> ? AND done = 1 ORDER BY expires_at LIMIT 1`, key).toArray()[0]?.key;
+      if (oldest === undefined) return false;
+      table().exec(`DELETE FROM ${TABLE} WHERE key = ?`, String(oldest));
+      return true;
     },
     forget() {
       ready = false;
@@ -452,6 +500,23 @@ function keyValueRecords(storage: DurableObjectStorageLike): Records {
         else if (next === undefined || until < next) next = until;
       }
       return next;
+    },
+    async admit(key, time, ways) {
+      let held = 0;
+      let oldest: [string, number] | undefined;
+      for (const [other, value] of await storage.list()) {
+        if (other === key) continue;
+        const until = (value as Partial<ClaimRecord> | undefined)?.until;
+        if (typeof until !== 'number' || until <= time) await storage.delete(other);
+        else {
+          held++;
+          if ((value as ClaimRecord).done && (oldest === undefined || until < oldest[1])) oldest = [other, until];
+        }
+      }
+      if (held < ways) return true;
+      if (oldest === undefined) return false;
+      await storage.delete(oldest[0]);
+      return true;
     },
     forget() {},
   };
@@ -478,6 +543,11 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 const isText = (value: unknown): value is string => typeof value === 'string' && value.length > 0;
 const isMs = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value > 0;
 
+/** An ordering operation, for the entity's object. */
+function isOrdered(operation: Operation): operation is OrderedOperation {
+  return operation.op === 'forgetVersion' || operation.op.endsWith('Ordered');
+}
+
 /** The request body as an operation, or `undefined` when it is not one. */
 function operationOf(body: unknown): Operation | undefined {
   if (!isObject(body)) return undefined;
@@ -493,15 +563,25 @@ function operationOf(body: unknown): Operation | undefined {
     if (body.op === 'completeOrdered' || body.op === 'extendOrdered') return { op: body.op, ...order, ms: body.ms };
     return undefined;
   }
+
+  if (body.op === 'claim' && isMs(body.ms)) {
+    const claim: Operation = { op: 'claim', key: body.key, token: body.token, ms: body.ms };
+    if (body.ways !== undefined) {
+      if (!isMs(body.ways)) return undefined;
+      claim.ways = body.ways;
+    }
+    return claim;
+  }
   if (body.op === 'release') return { op: 'release', key: body.key, token: body.token };
-  if ((body.op === 'claim' || body.op === 'complete' || body.op === 'extend') && isMs(body.ms)) return { op: body.op, key: body.key, token: body.token, ms: body.ms };
+  if ((body.op === 'complete' || body.op === 'extend') && isMs(body.ms)) return { op: body.op, key: body.key, token: body.token, ms: body.ms };
   return undefined;
 }
 
 /**
  * The Durable Object behind {@link durableObjectStore}: export it from the Worker and bind it as
- * a SQLite-backed class (`new_sqlite_classes`). One object holds one key's claim; it answers the
- * store's requests and clears its storage by alarm once the record has expired. Also works on
+ * a SQLite-backed class (`new_sqlite_classes`). One object holds one key's claim (an unsigned
+ * bucket's object, up to 16); it answers the store's requests and clears its storage by alarm once
+ * the record has expired. Also works on
  * the older key-value backend (`new_classes`).
  *
  * A plain class with the shape workerd calls (`constructor(ctx, env)`, `fetch`, `alarm`), so
@@ -556,7 +636,7 @@ export class WebhookClaims {
   // other request to this object until the operation is done (issue 13).
   async #apply(operation: Operation): Promise<Reply> {
     if (operation.op === 'ping') return { ok: true };
-    if (operation.op === 'forgetVersion' || operation.op.endsWith('Ordered')) return this.#applyOrdered(operation as OrderedOperation);
+    if (isOrdered(operation)) return this.#applyOrdered(operation);
     const records = this.#store;
     const { key, token } = operation;
     const time = Date.now();
@@ -565,6 +645,8 @@ export class WebhookClaims {
 
     if (operation.op === 'claim') {
       if (record !== undefined) return record.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: record.until - time };
+      // An unsigned bucket's object holds at most `ways` ids (issue 22).
+      if (operation.ways !== undefined && !(await records.admit(key, time, operation.ways))) return { status: 'unsigned_limit' };
       return this.#write(key, { token, done: false, until: time + operation.ms }, { status: 'acquired' });
     }
     const owned = record !== undefined && record.token === token;
@@ -575,9 +657,11 @@ export class WebhookClaims {
       return this.#write(key, { token, done: true, until: time + operation.ms }, { ok: true });
     }
     if (!owned || record!.done) return { ok: false };
-    if (operation.op === 'extend') return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
-    await records.delete(key);
-    return { ok: true };
+    if (operation.op === 'release') {
+      await records.delete(key);
+      return { ok: true };
+    }
+    return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
   }
 
   // The entity's object: its version, its lock and its ordered ids, judged in one operation (the
@@ -645,7 +729,8 @@ export class WebhookClaims {
 
   async #write(key: string, record: ClaimRecord, reply: Reply): Promise<Reply> {
     await this.#store.put(key, record);
-    // One alarm per object, and one key per object: it fires when this record expires.
+    // One alarm per object. A key's own object holds one record: the alarm fires when it expires.
+    // An unsigned bucket's object holds several: the alarm's sweep sets the next one for those left.
     await this.ctx.storage.setAlarm(record.until);
     return reply;
   }

@@ -19,8 +19,8 @@
  * @module webhook-receiver/dynamodb
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, fnv1a, isUnsignedKey, newToken, withTimeout } from './internal.ts';
-import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, describeValue, fnv1a, isUnsignedKey, newToken, unsignedLimitError, withTimeout } from './internal.ts';
+import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
 
 export { StoreError, type StoreErrorReason } from './types.ts';
 
@@ -131,7 +131,7 @@ export const DEFAULT_DYNAMO_CLOCK_MARGIN_MS = 1000;
  * const store = dynamoStore({ client, table: 'webhook-claims', unsignedMax: DEFAULT_DYNAMO_UNSIGNED_MAX / 10 });
  * ```
  */
-export const DEFAULT_DYNAMO_UNSIGNED_MAX = 10_000;
+export const DEFAULT_DYNAMO_UNSIGNED_MAX = DEFAULT_UNSIGNED_MAX;
 
 /**
  * `'ttl'`: the attribute holding each item's expiry in epoch seconds, to name when turning on
@@ -411,11 +411,7 @@ export function dynamoStore(options: DynamoStoreOptions): DynamoStore {
         if (unsigned && old.key !== key) {
           // Another key's lock became a completion since the write: the slot can be taken now.
           if (old.status === 'done') continue;
-          throw new StoreError(
-            'dynamodb',
-            'full',
-            `dynamodb store: the unsigned slot ${pk} holds another unsigned id's live claim, so this claim was refused rather than evict it (raise unsignedMax)`,
-          );
+          throw unsignedLimitError('dynamodb', unsignedMax, `the unsigned slot ${pk} holds another unsigned id's live claim`);
         }
         if (old.status === 'done') return { status: 'completed' };
         // The owner holds the lock until `until`; others may take it over `margin` later.

@@ -4,7 +4,7 @@
  * exported from the package.
  */
 
-import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore } from './types.ts';
+import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore } from './types.ts';
 
 /**
  * The operations of a store that answers at once (the memory store), without the promises. The
@@ -153,6 +153,48 @@ export function isUnsignedKey(key: string): boolean {
   return colon !== -1 && key.charCodeAt(colon + 1) === 0x75 /* u */ && key.charCodeAt(colon + 2) === 0x3a; /* : */
 }
 
+/** How many unsigned ids share a bucket (at most): 16 ways. */
+const UNSIGNED_WAYS = 16;
+
+/**
+ * The shape of an unsigned budget of `unsignedMax` ids in a store that keeps it as a fixed set of
+ * buckets (Redis, Postgres, Durable Objects): `buckets` buckets of `ways` ids each, never more
+ * than `unsignedMax` in all. A new id only has to push out another when its own bucket is full,
+ * which at a tenth of the budget in use almost never happens (with one id a bucket, two ids meet
+ * in one bucket as soon as a hundred or so are held: the birthday bound).
+ */
+export function unsignedBuckets(unsignedMax: number): { buckets: number; ways: number } {
+  const ways = Math.min(UNSIGNED_WAYS, unsignedMax);
+  return { buckets: Math.floor(unsignedMax / ways), ways };
+}
+
+/**
+ * The bucket (0 to `buckets` - 1) of an unsigned key: the same key always lands in the same
+ * bucket, so its claim, its completion and its retries meet there.
+ */
+export function unsignedBucket(key: string, buckets: number): number {
+  return fnv1a(key) % buckets;
+}
+
+/** A store's `unsignedMax` option, checked (the shared default when absent). `factory` names the store's factory. */
+export function checkUnsignedMax(factory: string, value: unknown): number {
+  if (value === undefined) return DEFAULT_UNSIGNED_MAX;
+  // Past 2^31 a slot number no longer fits Postgres' integer, and no store needs that many.
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1 || value > 2 ** 31 - 1) {
+    throw new RangeError(`${factory} unsignedMax must be a positive whole number of ids`);
+  }
+  return value;
+}
+
+/** The `StoreError` (`unsigned_limit`) of an unsigned claim that found no room in the budget. */
+export function unsignedLimitError(store: string, unsignedMax: number, why: string): StoreError {
+  return new StoreError(
+    store,
+    'unsigned_limit',
+    `${store} store: no room for another unsigned id (${why}; unsignedMax ${unsignedMax}), so the claim was refused rather than evict a claim whose handler still runs`,
+  );
+}
+
 /** The `StoreError` (`timeout`) of an operation that got no answer within `timeoutMs`. */
 export function timeoutError(store: string, operation: string, timeoutMs: number): StoreError {
   return new StoreError(store, 'timeout', `${store} store: no answer to ${operation} within ${timeoutMs} ms`);
@@ -210,18 +252,47 @@ export function describeValue(value: unknown): string {
   return `${/^[AEIOU]/.test(constructorName) ? 'an' : 'a'} ${constructorName}`;
 }
 
-/** Claims a store completed inside the app's own transaction (the Postgres store's `transaction`). */
-const completedByStore = new WeakSet<ClaimHandle>();
-
 /**
- * Records that `handle`'s claim was completed by its store, together with the handler's side
- * effect: the receiver's own completion afterwards then sends nothing (one round trip saved).
+ * A claim a store completes inside the app's own transaction (the Postgres store's
+ * `transaction`): `committed` settles `true` once the transaction committed, `false` if it did not.
  */
-export function noteCompletedByStore(handle: ClaimHandle): void {
-  completedByStore.add(handle);
+export interface StoreCompletion {
+  /** `undefined` while the transaction commits, then whether it did. */
+  done: boolean | undefined;
+  readonly committed: Promise<boolean>;
 }
 
-/** `true` when {@link noteCompletedByStore} recorded `handle`. */
+const storeCompletions = new WeakMap<ClaimHandle, StoreCompletion>();
+
+/**
+ * Records that `handle`'s claim is being completed by its store, together with the handler's side
+ * effect, once the completion is written in the transaction and before it commits (the row is
+ * then the transaction's: no other statement can take it). Returns the function to call with
+ * whether the transaction committed. Meanwhile, and after a commit, the receiver neither renews
+ * the claim nor reports it lost, and its own completion sends nothing (one round trip saved).
+ */
+export function noteCompletingInStore(handle: ClaimHandle): (committed: boolean) => void {
+  let settle!: (committed: boolean) => void;
+  const completion: StoreCompletion = { done: undefined, committed: new Promise((resolve) => (settle = resolve)) };
+  storeCompletions.set(handle, completion);
+  return (committed) => {
+    completion.done = committed;
+    settle(committed);
+  };
+}
+
+/** The completion {@link noteCompletingInStore} recorded for `handle`, if any. */
+export function storeCompletionOf(handle: ClaimHandle): StoreCompletion | undefined {
+  return storeCompletions.get(handle);
+}
+
+/** `true` while `handle`'s claim is being completed in the app's transaction, or once that committed. */
+export function completingInStore(handle: ClaimHandle): boolean {
+  const completion = storeCompletions.get(handle);
+  return completion !== undefined && completion.done !== false;
+}
+
+/** `true` when the app's transaction committed `handle`'s completion. */
 export function isCompletedByStore(handle: ClaimHandle): boolean {
-  return completedByStore.has(handle);
+  return storeCompletions.get(handle)?.done === true;
 }

@@ -1,3 +1,11 @@
+/**
+ * The in-process idempotency store: `memoryStore` from `webhook-receiver`.
+ *
+ * Signed and unsigned ids are kept in two spaces (`Space`), each a map of live claims and a map of
+ * completions with their order, bounded by `max` and `unsignedMax`. Every operation is a
+ * synchronous check-and-set, which the receiver calls without a promise.
+ */
+
 import {
   checkClaim,
   checkClaimOrdered,
@@ -6,35 +14,14 @@ import {
   checkExtend,
   checkOrder,
   checkRelease,
+  checkUnsignedMax,
   isUnsignedKey,
   newToken,
   offerSyncOperations,
+  unsignedLimitError,
   type SyncOperations,
 } from './internal.ts';
-import { StoreError, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
-
-/**
- * 100 000 ids: the default bound of {@link memoryStore} for signed deliveries.
- *
- * @example
- * ```ts
- * import { memoryStore, DEFAULT_MEMORY_STORE_MAX } from 'webhook-receiver';
- * const store = memoryStore({ max: DEFAULT_MEMORY_STORE_MAX * 2 });
- * ```
- */
-export const DEFAULT_MEMORY_STORE_MAX = 100_000;
-
-/**
- * 10 000 ids: the default bound of {@link memoryStore} for unsigned deliveries, kept apart from
- * the signed ones so unsigned traffic can never push a signed id out.
- *
- * @example
- * ```ts
- * import { memoryStore, DEFAULT_MEMORY_STORE_UNSIGNED_MAX } from 'webhook-receiver';
- * const store = memoryStore({ unsignedMax: DEFAULT_MEMORY_STORE_UNSIGNED_MAX / 10 });
- * ```
- */
-export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = 10_000;
+import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
 /**
  * Options of {@link memoryStore}.
@@ -45,9 +32,19 @@ export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = 10_000;
  * ```
  */
 export interface MemoryStoreOptions {
-  /** How many signed ids are held at most (live claims and completed ids together). Default 100 000. */
+  /**
+   * How many signed ids are held at most (live claims and completed ids together). Default
+   * 100 000. At the bound the oldest completed id is forgotten, possibly before `ttlSeconds`:
+   * if that happens within twice `toleranceSeconds` of its timestamp, a captured request carrying
+   * it would verify and run again. Size it above the signed deliveries the endpoint receives in
+   * that window (10 minutes with the defaults); {@link MemoryStore.usage} shows how full it is.
+   */
   max?: number;
-  /** How many unsigned ids are held at most, in a space of their own. Default 10 000. */
+  /**
+   * How many unsigned ids are held at most, in a space of their own: when it is full, a new one
+   * makes room by forgetting the oldest unsigned completion early; when every entry is a live
+   * claim, it is refused with `StoreError` `unsigned_limit` (503 `UNSIGNED_LIMIT`). Default 10 000.
+   */
   unsignedMax?: number;
   /** The clock, in epoch milliseconds (tests). Default `Date.now`. */
   now?: () => number;
@@ -79,10 +76,34 @@ export interface MemoryStoreUsage {
  */
 export interface MemoryStore extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
-  ping(): Promise<void>;
   /** How full each key space is: live claims, completed ids, and the bound. */
   usage(): MemoryStoreUsage;
+  ping(): Promise<void>;
 }
+
+/**
+ * 100 000 ids: the default bound of {@link memoryStore} for signed deliveries.
+ *
+ * @example
+ * ```ts
+ * import { memoryStore, DEFAULT_MEMORY_STORE_MAX } from 'webhook-receiver';
+ * const store = memoryStore({ max: DEFAULT_MEMORY_STORE_MAX * 2 });
+ * ```
+ */
+export const DEFAULT_MEMORY_STORE_MAX = 100_000;
+
+/**
+ * 10 000 ids: the default bound of {@link memoryStore} for unsigned deliveries, kept apart from
+ * the signed ones so unsigned traffic can never push a signed id out. The same as every store's
+ * {@link DEFAULT_UNSIGNED_MAX}.
+ *
+ * @example
+ * ```ts
+ * import { memoryStore, DEFAULT_MEMORY_STORE_UNSIGNED_MAX } from 'webhook-receiver';
+ * const store = memoryStore({ unsignedMax: DEFAULT_MEMORY_STORE_UNSIGNED_MAX / 10 });
+ * ```
+ */
+export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = DEFAULT_UNSIGNED_MAX;
 
 /** A live claim (its owner's token, until when its lock holds) or a completion (its token, until when it is remembered). */
 interface Entry {
@@ -197,6 +218,13 @@ class Space {
   }
 }
 
+/** A bound option (`max`), checked: its default when absent. */
+function bound(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`memoryStore ${name} must be a positive whole number of ids`);
+  return value;
+}
+
 /** One ordering entity: its highest completed version (kept until `until`) and its lock. */
 interface EntityRecord {
   version: string | undefined;
@@ -275,8 +303,13 @@ class Entities {
  *   a flood of unsigned ids cannot evict a signed one.
  * - At its bound it forgets expired entries first, then the oldest completed id; it never evicts
  *   a claim whose lock still holds (a duplicate would then run beside the handler). Full of live
- *   claims, it refuses the next claim with a `StoreError` (`full`), which the receiver answers
- *   503 `STORE_UNAVAILABLE` with `Retry-After`.
+ *   claims, it refuses the next claim with a `StoreError`: `full` for signed ids (the receiver
+ *   answers 503 `STORE_UNAVAILABLE`), `unsigned_limit` for unsigned ones (503 `UNSIGNED_LIMIT`),
+ *   both with `Retry-After`.
+ * - Forgetting the oldest completed id at the bound is the one way it can forget an id before
+ *   `ttlSeconds` (which the receiver requires to be at least twice `toleranceSeconds`, so that a
+ *   replay inside the timestamp window is answered as a duplicate): keep `max` above the signed
+ *   deliveries of that window, or the replay of an id it forgot runs again.
  *
  * @example
  * ```ts
@@ -290,13 +323,13 @@ class Entities {
 export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   if (typeof options !== 'object' || options === null) throw new TypeError('memoryStore options must be an object');
   const max = bound(options.max, 'max', DEFAULT_MEMORY_STORE_MAX);
-  const unsignedMax = bound(options.unsignedMax, 'unsignedMax', DEFAULT_MEMORY_STORE_UNSIGNED_MAX);
+  const unsignedMax = checkUnsignedMax('memoryStore', options.unsignedMax);
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') throw new TypeError('memoryStore now must be a function returning epoch milliseconds');
   const signed = new Space(max);
   const unsigned = new Space(unsignedMax);
-  const entities = new Entities(max);
   const spaceOf = (key: string): Space => (isUnsignedKey(key) ? unsigned : signed);
+  const entities = new Entities(max);
 
   /** The key's live claim, when `token` holds it. */
   const held = (space: Space, key: string, token: string, time: number): Entry | undefined => {
@@ -356,12 +389,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
   };
 
-  const full = (space: Space): StoreError =>
-    new StoreError(
-      'memory',
-      'full',
-      `memory store: all ${space.max} ${space === signed ? 'signed' : 'unsigned'} entries are live claims, so a new claim was refused rather than evict one (raise ${space === signed ? 'max' : 'unsignedMax'}, or use a shared store)`,
-    );
+  /** Why a space cannot admit another claim: every entry is a live claim. */
+  const full = (space: Space): Error =>
+    space === unsigned
+      ? unsignedLimitError('memory', space.max, `all ${space.max} unsigned entries are live claims`)
+      : new StoreError('memory', 'full', `memory store: all ${space.max} signed entries are live claims, so a new claim was refused rather than evict one (raise max, or use a shared store)`);
 
   // Ordering (issue 26): the id and its entity are checked and set in one synchronous step.
   const ordered = {
@@ -485,18 +517,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async forgetVersion(entity) {
       ordered.forget(entity);
     },
-    async ping() {},
     usage() {
       const of = (space: Space) => ({ claims: space.claims.size, completed: space.done.size, max: space.max });
       return { signed: of(signed), unsigned: of(unsigned) };
     },
+    async ping() {},
   };
   offerSyncOperations(store, operations);
   return store;
-}
-
-function bound(value: number | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`memoryStore ${name} must be a positive whole number of ids`);
-  return value;
 }

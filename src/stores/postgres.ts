@@ -6,6 +6,12 @@
  * clock. Every operation is one SQL statement, so one round trip, atomic under concurrency without
  * locks held across round trips; the key is the primary key, so a claim is one index look-up.
  *
+ * Unsigned ids (issue 22) live in a second table of at most `unsignedMax` slots, `<table>_unsigned`,
+ * in buckets of 16, the bucket a hash of the key (`hashtextextended`, which hash partitioning relies
+ * on to stay the same across PostgreSQL versions): unsigned traffic never holds more rows, whatever
+ * it sends. A full bucket makes room by forgetting the unsigned completion that expires first; full
+ * of live claims, it refuses (`unsigned_limit`). Still one statement per operation.
+ *
  * Transactional mode (`store.transaction`) completes the claim inside the application's own
  * transaction, fenced by the claim's token: the side effect and the completion commit together or
  * not at all, which closes the one gap no external store can (a crash between the effect and the
@@ -26,16 +32,20 @@ import {
   checkOrder,
   checkRelease,
   checkTimeoutOption,
+  checkUnsignedMax,
   describeValue,
   fnv1a,
+  isUnsignedKey,
   newToken,
-  noteCompletedByStore,
+  noteCompletingInStore,
   timeoutError,
+  unsignedBuckets,
+  unsignedLimitError,
   withTimeout,
 } from './internal.ts';
 import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
-export { StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
+export { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
 
 /**
  * What a `pg` query resolves with, as far as the store reads it.
@@ -234,6 +244,13 @@ export interface PostgresStoreOptions<C extends PostgresClientLike = PostgresCli
    * follows its own `prepare` option.
    */
   prepare?: boolean;
+  /**
+   * The unsigned budget: how many rows unsigned ids may hold at most, in the table
+   * `<table>_unsigned` (in buckets of 16, see {@link postgresStore}). Default 10 000
+   * ({@link DEFAULT_UNSIGNED_MAX}). Changing it moves unsigned ids to other slots: their
+   * deduplication starts again, and rows of slots past a lowered bound stay until deleted by hand.
+   */
+  unsignedMax?: number;
 }
 
 /**
@@ -248,15 +265,9 @@ export interface PostgresStoreOptions<C extends PostgresClientLike = PostgresCli
  * ```
  */
 export interface PostgresStore<Tx = unknown> extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
-  extend(key: string, token: string, lockMs: number): Promise<boolean>;
-  ping(): Promise<void>;
-  /** Creates the table and its index when missing (`CREATE … IF NOT EXISTS`): safe to run at every start. */
+  /** Creates the tables (claims, unsigned slots) and the index when missing (`CREATE … IF NOT EXISTS`): safe to run at every start. */
   setup(): Promise<void>;
-  /**
-   * Deletes expired rows, {@link CLEANUP_BATCH} per statement, until none is left or `maxRows`
-   * (default 100 000) are gone. Resolves with how many rows it deleted.
-   */
-  cleanup(options?: { maxRows?: number }): Promise<number>;
+  extend(key: string, token: string, lockMs: number): Promise<boolean>;
   /**
    * Runs `fn` in one transaction that also completes the handler's claim, fenced by its token.
    * Commit means both the side effect and the completion; anything else means neither. When the
@@ -267,6 +278,12 @@ export interface PostgresStore<Tx = unknown> extends Omit<IdempotencyStore, keyo
    * `onStoreError: 'process'` skipped) `fn` still runs in a transaction, with nothing to complete.
    */
   transaction<T>(context: TransactionContext, fn: (tx: Tx) => Promise<T> | T): Promise<T>;
+  /**
+   * Deletes expired rows, {@link CLEANUP_BATCH} per statement, until none is left or `maxRows`
+   * (default 100 000) are gone. Resolves with how many rows it deleted.
+   */
+  cleanup(options?: { maxRows?: number }): Promise<number>;
+  ping(): Promise<void>;
 }
 
 /**
@@ -380,7 +397,7 @@ const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62})?
  * ```
  */
 export function setupSql(table: string = DEFAULT_POSTGRES_TABLE): string[] {
-  const { qualified, indexName } = tableNames(table);
+  const { qualified, indexName, unsigned } = tableNames(table);
   return [
     `CREATE TABLE IF NOT EXISTS ${qualified} (
   key          text        PRIMARY KEY,
@@ -393,19 +410,37 @@ export function setupSql(table: string = DEFAULT_POSTGRES_TABLE): string[] {
     // Ordering (an entity's row: its highest version and its lock). Added to a table made before
     // ordering existed; nothing else reads these columns. Versions compare byte by byte ("C").
     `ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS version text COLLATE "C", ADD COLUMN IF NOT EXISTS locked_until timestamptz`,
+
     // Clean-up reads expired rows oldest first through this index: bounded range scans, never a
     // full one.
     `CREATE INDEX IF NOT EXISTS ${indexName} ON ${qualified} (expires_at)`,
+    // The unsigned budget: at most one row a slot, however many unsigned ids arrive (issue 22).
+    `CREATE TABLE IF NOT EXISTS ${unsigned} (
+  slot       integer     PRIMARY KEY,
+  key        text        NOT NULL UNIQUE,
+  token      text        NOT NULL,
+  completed  boolean     NOT NULL DEFAULT false,
+  expires_at timestamptz NOT NULL
+)`,
   ];
 }
 
-function tableNames(table: string): { qualified: string; indexName: string } {
+/** The SQL names of a table option: the claims table, its index, and the unsigned slots table. */
+function tableNames(table: string): { qualified: string; indexName: string; unsigned: string } {
   if (typeof table !== 'string' || !TABLE_NAME.test(table)) {
     throw new TypeError(`postgresStore table must be a plain identifier or schema.identifier (letters, digits, _), got ${typeof table === 'string' ? JSON.stringify(table) : describeValue(table)}`);
   }
   const parts = table.split('.');
   const bare = parts[parts.length - 1]!;
-  return { qualified: parts.map((part) => `"${part}"`).join('.'), indexName: `"${`${bare}_expires_at`.slice(0, 63)}"` };
+  const unsignedBare = `${bare.slice(0, 63 - '_unsigned'.length)}_unsigned`;
+  // Only a 63-character name ending in `_unsigned` would name itself.
+  if (unsignedBare === bare) throw new TypeError(`postgresStore table ${JSON.stringify(table)} leaves no name for its unsigned table: use a shorter name`);
+  const quoted = parts.map((part) => `"${part}"`);
+  return {
+    qualified: quoted.join('.'),
+    indexName: `"${`${bare}_expires_at`.slice(0, 63)}"`,
+    unsigned: [...quoted.slice(0, -1), `"${unsignedBare}"`].join('.'),
+  };
 }
 
 /**
@@ -418,19 +453,21 @@ interface Statement {
   text: string;
 }
 
-/** The statements of one table, built once per store. */
-interface Statements {
-  claimOrdered: Statement;
-  completeOrdered: Statement;
-  completeOrderedInTransaction: Statement;
-  releaseOrdered: Statement;
-  extendOrdered: Statement;
-  forgetVersion: Statement;
+/** The statements of one key class (signed ids in the claims table, unsigned ones in their slots). */
+interface KeyStatements {
   claim: Statement;
   complete: Statement;
   completeInTransaction: Statement;
   release: Statement;
   extend: Statement;
+}
+
+/** The statements of one table option, built once per store. */
+interface Statements {
+  signed: KeyStatements;
+  unsigned: KeyStatements;
+  /** Ordering: signed ids and their entities' rows, in the claims table. */
+  ordered: Record<keyof ReturnType<typeof orderedTexts>, Statement>;
   cleanup: Statement;
 }
 
@@ -439,20 +476,141 @@ function textHash(text: string): string {
   return fnv1a(text).toString(16).padStart(8, '0');
 }
 
-function statements(t: string): Statements {
-  const texts = statementTexts(t);
-  const named = {} as Statements;
-  for (const operation of Object.keys(texts) as (keyof Statements)[]) {
+function named<K extends string>(texts: Record<K, string>, suffix = ''): Record<K, Statement> {
+  const result = {} as Record<K, Statement>;
+  for (const operation of Object.keys(texts) as K[]) {
     const text = texts[operation];
-    named[operation] = { name: `webhook_receiver_${operation}_${textHash(text)}`, text };
+    result[operation] = { name: `webhook_receiver_${operation}${suffix}_${textHash(text)}`, text };
   }
-  return named;
+  return result;
 }
 
-function statementTexts(t: string): Record<keyof Statements, string> {
-  // `clock_timestamp()`, not `now()`: inside an application's transaction `now()` is the time the
-  // transaction began, and a lock check must use the time of the statement.
-  const ms = (param: string) => `clock_timestamp() + ${param}::float8 * interval '1 millisecond'`;
+function statements(table: string, unsignedMax: number): Statements {
+  const { qualified, unsigned } = tableNames(table);
+  const { cleanup, ...signed } = signedTexts(qualified);
+  return {
+    signed: named(signed),
+    unsigned: named(unsignedTexts(unsigned, unsignedMax), '_unsigned'),
+    ordered: named(orderedTexts(qualified)),
+    cleanup: named({ cleanup }).cleanup,
+  };
+}
+
+// `clock_timestamp()`, not `now()`: inside an application's transaction `now()` is the time the
+// transaction began, and a lock check must use the time of the statement.
+const ms = (param: string) => `clock_timestamp() + ${param}::float8 * interval '1 millisecond'`;
+
+/**
+ * Complete, release and extend of the row that `match` finds for key `$1` and token `$2` in `t`:
+ * the same for both key classes.
+ */
+function ownedTexts(t: string, match: string): Omit<Record<keyof KeyStatements, string>, 'claim'> {
+  return {
+    // Complete: while the token holds a live lock; again for a row this token completed already,
+    // while that completion lasts (once its TTL ran out the id is forgotten, even before clean-up
+    // deletes the row, as in every other store).
+    complete: `UPDATE ${t} SET completed = true, expires_at = CASE WHEN completed THEN expires_at ELSE ${ms('$3')} END
+WHERE ${match} AND token = $2 AND expires_at > clock_timestamp()
+RETURNING 1`,
+    // In a transaction: only a live lock, never a completed row, so a second transaction for one
+    // claim rolls back instead of committing a second effect.
+    completeInTransaction: `UPDATE ${t} SET completed = true, expires_at = ${ms('$3')}
+WHERE ${match} AND token = $2 AND NOT completed AND expires_at > clock_timestamp()
+RETURNING 1`,
+    release: `DELETE FROM ${t} WHERE ${match} AND token = $2 AND NOT completed AND expires_at > clock_timestamp() RETURNING 1`,
+    extend: `UPDATE ${t} SET expires_at = ${ms('$3')}
+WHERE ${match} AND token = $2 AND NOT completed AND expires_at > clock_timestamp()
+RETURNING 1`,
+  };
+}
+
+/** How many times an unsigned claim is sent when other ids keep taking the free slot it aimed at. */
+const UNSIGNED_CLAIM_ATTEMPTS = 3;
+
+/**
+ * The unsigned statements: the table has `buckets × ways` slots, and an id goes to a slot of its
+ * bucket, computed on the server from the key, so every instance agrees on it whatever its version
+ * of the package. The key is unique too, so the other operations find their row by key.
+ */
+function unsignedTexts(u: string, unsignedMax: number): Record<keyof KeyStatements, string> {
+  const { buckets, ways } = unsignedBuckets(unsignedMax);
+  const first = `((hashtextextended($1, 0) % ${buckets} + ${buckets}) % ${buckets})::int * ${ways}`;
+  return {
+    // As the signed claim when the id has a row. Otherwise into a slot of its bucket: a free one,
+    // else an expired one, else the completion that expires first (that unsigned id is forgotten
+    // early); a bucket full of live claims has no target (room = false), and the claim is refused.
+    // Two claims of one id racing for two slots: the second breaks the key's uniqueness (23505),
+    // read as `processing`; two ids racing for one slot: the second finds it taken (room = true,
+    // not acquired) and tries again.
+    claim: `WITH own AS (
+  SELECT slot, completed, expires_at FROM ${u} WHERE key = $1
+), target AS (
+  SELECT s AS slot FROM generate_series(${first}, ${first} + ${ways - 1}) AS s LEFT JOIN ${u} ON ${u}.slot = s
+  WHERE NOT EXISTS (SELECT 1 FROM own) AND (${u}.slot IS NULL OR ${u}.expires_at <= clock_timestamp() OR ${u}.completed)
+  ORDER BY ${u}.slot IS NOT NULL, ${u}.expires_at <= clock_timestamp() DESC, ${u}.expires_at
+  LIMIT 1
+), claimed AS (
+  INSERT INTO ${u} AS c (slot, key, token, completed, expires_at)
+  SELECT coalesce((SELECT slot FROM own), (SELECT slot FROM target)), $1, $2, false, ${ms('$3')}
+  WHERE EXISTS (SELECT 1 FROM own WHERE expires_at <= clock_timestamp()) OR EXISTS (SELECT 1 FROM target)
+  ON CONFLICT (slot) DO UPDATE SET key = excluded.key, token = excluded.token, completed = false, expires_at = excluded.expires_at
+  WHERE c.expires_at <= clock_timestamp() OR (c.completed AND c.key <> excluded.key)
+  RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
+  EXISTS (SELECT 1 FROM own) AS own,
+  EXISTS (SELECT 1 FROM target) AS room,
+  (SELECT completed FROM own) AS completed,
+  (SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 FROM own) AS left_ms`,
+    ...ownedTexts(u, 'key = $1'),
+  };
+}
+
+function signedTexts(t: string): Record<keyof KeyStatements | 'cleanup', string> {
+  return {
+    // One statement (issue 13): look (snapshot), lock without waiting, then insert or take over
+    // an expired row. `free` locks the row with SKIP LOCKED, so a row that another transaction
+    // holds (an application transaction between its completion and its COMMIT, or a crashed
+    // client's not yet rolled back) answers `processing` at once instead of waiting for it;
+    // INSERT … ON CONFLICT DO UPDATE would lock, and so wait, even when its WHERE fails. `sweep`
+    // (LIMIT 0 on most claims) deletes a few expired rows of other keys through the expires_at
+    // index. Its bound is `(SELECT clock_timestamp())`, computed once: a volatile function
+    // compared directly cannot bound an index scan, so `expires_at < clock_timestamp()` read the
+    // whole index, every row a live one, on every sweep (3.9 ms at 50 000 rows, growing with the
+    // table), where the sub-select's value bounds the scan.
+    claim: `WITH seen AS (
+  SELECT completed, expires_at FROM ${t} WHERE key = $1
+), free AS (
+  SELECT 1 FROM ${t} WHERE key = $1 FOR UPDATE SKIP LOCKED
+), claimed AS (
+  INSERT INTO ${t} AS c (key, token, completed, expires_at)
+  SELECT $1, $2, false, ${ms('$3')}
+  WHERE NOT EXISTS (SELECT 1 FROM seen) OR EXISTS (SELECT 1 FROM free)
+  ON CONFLICT (key) DO UPDATE SET token = excluded.token, completed = false, expires_at = excluded.expires_at
+  WHERE c.expires_at <= clock_timestamp()
+  RETURNING 1
+), sweep AS (
+  DELETE FROM ${t} WHERE key IN (
+    SELECT key FROM ${t} WHERE expires_at < (SELECT clock_timestamp()) AND key <> $1
+    ORDER BY expires_at LIMIT $4::int FOR UPDATE SKIP LOCKED)
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
+  (SELECT completed FROM seen) AS completed,
+  (SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 FROM seen) AS left_ms`,
+    ...ownedTexts(t, 'key = $1'),
+    cleanup: `WITH gone AS (
+  DELETE FROM ${t} WHERE key IN (
+    SELECT key FROM ${t} WHERE expires_at < (SELECT clock_timestamp()) ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED)
+  RETURNING 1
+) SELECT count(*)::int AS deleted FROM gone`,
+  };
+}
+
+/**
+ * Ordering (issue 26): each operation one statement over a signed id's row and its entity's row,
+ * both in the claims table.
+ */
+function orderedTexts(t: string) {
   // Ordering: an entity's row (key `${namespace}:o:${entity}`) holds its highest completed
   // version (`version`, kept until `expires_at`) and its lock (`token`, `locked_until`). Its
   // `expires_at` is never before its lock's end, so clean-up never drops a live lock.
@@ -547,45 +705,6 @@ SELECT 1 AS owned FROM id`,
     // compared directly cannot bound an index scan, so `expires_at < clock_timestamp()` read the
     // whole index, every row a live one, on every sweep (3.9 ms at 50 000 rows, growing with the
     // table), where the sub-select's value bounds the scan.
-    claim: `WITH seen AS (
-  SELECT completed, expires_at FROM ${t} WHERE key = $1
-), free AS (
-  SELECT 1 FROM ${t} WHERE key = $1 FOR UPDATE SKIP LOCKED
-), claimed AS (
-  INSERT INTO ${t} AS c (key, token, completed, expires_at)
-  SELECT $1, $2, false, ${ms('$3')}
-  WHERE NOT EXISTS (SELECT 1 FROM seen) OR EXISTS (SELECT 1 FROM free)
-  ON CONFLICT (key) DO UPDATE SET token = excluded.token, completed = false, expires_at = excluded.expires_at
-  WHERE c.expires_at <= clock_timestamp()
-  RETURNING 1
-), sweep AS (
-  DELETE FROM ${t} WHERE key IN (
-    SELECT key FROM ${t} WHERE expires_at < (SELECT clock_timestamp()) AND key <> $1
-    ORDER BY expires_at LIMIT $4::int FOR UPDATE SKIP LOCKED)
-)
-SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
-  (SELECT completed FROM seen) AS completed,
-  (SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 FROM seen) AS left_ms`,
-    // Complete: while the token holds a live lock; again for a row this token completed already,
-    // while that completion lasts (once its TTL ran out the id is forgotten, even before clean-up
-    // deletes the row, as in every other store).
-    complete: `UPDATE ${t} SET completed = true, expires_at = CASE WHEN completed THEN expires_at ELSE ${ms('$3')} END
-WHERE key = $1 AND token = $2 AND expires_at > clock_timestamp()
-RETURNING 1`,
-    // In a transaction: only a live lock, never a completed row, so a second transaction for one
-    // claim rolls back instead of committing a second effect.
-    completeInTransaction: `UPDATE ${t} SET completed = true, expires_at = ${ms('$3')}
-WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp()
-RETURNING 1`,
-    release: `DELETE FROM ${t} WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp() RETURNING 1`,
-    extend: `UPDATE ${t} SET expires_at = ${ms('$3')}
-WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp()
-RETURNING 1`,
-    cleanup: `WITH gone AS (
-  DELETE FROM ${t} WHERE key IN (
-    SELECT key FROM ${t} WHERE expires_at < (SELECT clock_timestamp()) ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED)
-  RETURNING 1
-) SELECT count(*)::int AS deleted FROM gone`,
   };
 }
 
@@ -768,6 +887,11 @@ function flag(row: Row | undefined, column: string, operation: string): boolean 
  * statements are prepared on first use per connection (its default `prepare: true`): one round
  * trip from then on, two with `prepare: false`.
  *
+ * Unsigned ids (with the receiver's `unsigned: 'accept'`) live in `<table>_unsigned`, at most
+ * `unsignedMax` rows (default 10 000) in buckets of 16, whatever unsigned traffic sends. A full
+ * bucket makes room by forgetting the unsigned completion that expires first; full of live claims,
+ * it refuses with `StoreError` `unsigned_limit` (503 `UNSIGNED_LIMIT`).
+ *
  * @example
  * ```ts
  * import pg from 'pg';
@@ -806,8 +930,10 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
     );
   }
   if (typeof autoCleanup !== 'boolean') throw new TypeError('postgresStore autoCleanup must be a boolean');
-  const { qualified } = tableNames(table);
-  const sql = statements(qualified);
+  const unsignedMax = checkUnsignedMax('postgresStore', options.unsignedMax);
+  const sql = statements(table, unsignedMax);
+  /** The statements of a key's class. */
+  const of = (key: string): KeyStatements => (isUnsignedKey(key) ? sql.unsigned : sql.signed);
 
   const send = (operation: string, statement: string | Statement, values: unknown[]): Promise<Row[]> =>
     withTimeout(driver.run(statement, values), timeoutMs, 'postgres', operation);
@@ -816,13 +942,43 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
 
   const store: PostgresStore<TransactionOf<C>> = {
     name: 'postgres',
+    async setup() {
+      for (const statement of setupSql(table)) {
+        try {
+          await send('setup', statement, []);
+        } catch (error) {
+          // Two instances starting together can race inside CREATE … IF NOT EXISTS (a unique
+          // violation on the catalog): the other one created it, which is what we wanted.
+          const code = (error as { code?: unknown } | null)?.code;
+          if (code !== '23505' && code !== '42P07') throw error;
+        }
+      }
+    },
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       checkText(key);
       const token = newToken();
-      const sweep = autoCleanup && ++claims % CLEANUP_EVERY === 0 ? CLEANUP_STEP : 0;
-      const row = (await send('claim', sql.claim, [key, token, lockMs, sweep]))[0];
+      const unsigned = isUnsignedKey(key);
+      let row: Row | undefined;
+      if (unsigned) {
+        // A slot of the bucket taken by another id at the same moment: try again (bounded).
+        for (let attempt = 1; attempt <= UNSIGNED_CLAIM_ATTEMPTS; attempt++) {
+          try {
+            row = (await send('claim', sql.unsigned.claim, [key, token, lockMs]))[0];
+          } catch (error) {
+            // Another claim of this id took another slot of its bucket at the same moment.
+            if ((error as { code?: unknown } | null)?.code === '23505') return { status: 'processing' };
+            throw error;
+          }
+          if (flag(row, 'acquired', 'claim') === true || flag(row, 'room', 'claim') !== true) break;
+        }
+      } else {
+        const sweep = autoCleanup && ++claims % CLEANUP_EVERY === 0 ? CLEANUP_STEP : 0;
+        row = (await send('claim', sql.signed.claim, [key, token, lockMs, sweep]))[0];
+      }
       if (flag(row, 'acquired', 'claim') === true) return { status: 'acquired', token };
+      // No row of this id, and no room in its bucket.
+      if (unsigned && flag(row, 'own', 'claim') === false) throw unsignedLimitError('postgres', unsignedMax, `all ${unsignedBuckets(unsignedMax).ways} ids of its bucket are live claims`);
       const completed = flag(row, 'completed', 'claim');
       const left = row?.left_ms;
       if (left !== null && typeof left !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected left_ms in the reply to claim: ${describeValue(left)}`);
@@ -836,24 +992,82 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
     async complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
       checkText(key);
-      return (await send('complete', sql.complete, [key, token, ttlMs])).length === 1;
+      return (await send('complete', of(key).complete, [key, token, ttlMs])).length === 1;
     },
     async release(key, token) {
       checkRelease(key, token);
       checkText(key);
-      return (await send('release', sql.release, [key, token])).length === 1;
+      return (await send('release', of(key).release, [key, token])).length === 1;
     },
     async extend(key, token, lockMs) {
       checkExtend(key, token, lockMs);
       checkText(key);
-      return (await send('extend', sql.extend, [key, token, lockMs])).length === 1;
+      return (await send('extend', of(key).extend, [key, token, lockMs])).length === 1;
+    },
+    async transaction<T>(context: TransactionContext, fn: (tx: TransactionOf<C>) => Promise<T> | T): Promise<T> {
+      if (typeof context !== 'object' || context === null) {
+        throw new TypeError('store.transaction needs the handler context: store.transaction(context, async (tx) => { … })');
+      }
+      if (typeof fn !== 'function') throw new TypeError('store.transaction needs a function: store.transaction(context, async (tx) => { … })');
+      const claim = context.claim;
+      if (claim !== undefined) {
+        if (typeof claim !== 'object' || claim === null) throw new TypeError(`context.claim must be a claim handle, got ${describeValue(claim)}`);
+        if (claim.store !== store) {
+          throw new TypeError('context.claim was granted by another store: pass this Postgres store as idempotency.store to the receiver');
+        }
+        checkComplete(claim.key, claim.token, claim.ttlMs);
+      }
+      const signal = context.signal;
+      let committed: ((done: boolean) => void) | undefined;
+      let value: T;
+      try {
+        value = await driver.transaction(async (run, tx) => {
+          const result = await fn(tx as TransactionOf<C>);
+          // The receiver gave up on this delivery (for example its lease was lost): never commit.
+          signal?.throwIfAborted();
+          if (claim !== undefined) {
+            // An ordered claim records its entity's version in the same statement, so the version
+            // commits (or rolls back) with the side effect too.
+            const order = claim.order;
+            const rows =
+              order === undefined
+                ? await run(of(claim.key).completeInTransaction, [claim.key, claim.token, claim.ttlMs], 'transaction (complete)')
+                : await run(sql.ordered.completeOrderedInTransaction, [claim.key, claim.token, claim.ttlMs, order.entity, order.version], 'transaction (complete)');
+            if (rows.length !== 1) throw new ClaimLostError(claim.key);
+            // The row is completed in this transaction and locked by it: from here the receiver
+            // stops renewing the claim (a renewal would wait for the commit, then find the row
+            // completed), so work after the commit is neither aborted nor reported as a lost
+            // claim; its own completion afterwards sends nothing (one round trip saved).
+            committed = noteCompletingInStore(claim);
+          }
+          return result;
+        });
+      } catch (error) {
+        committed?.(false);
+        throw error;
+      }
+      committed?.(true);
+      return value;
+    },
+    async cleanup(cleanupOptions = {}) {
+      const { maxRows = 100_000 } = cleanupOptions;
+      if (typeof maxRows !== 'number' || !Number.isInteger(maxRows) || maxRows <= 0) throw new RangeError('cleanup maxRows must be a positive integer');
+      let deleted = 0;
+      while (deleted < maxRows) {
+        const batch = Math.min(CLEANUP_BATCH, maxRows - deleted);
+        const count = Number((await send('cleanup', sql.cleanup, [batch]))[0]?.deleted);
+        if (!Number.isInteger(count)) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to cleanup');
+        deleted += count;
+        if (count < batch) break;
+      }
+      return deleted;
     },
     async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
       checkClaimOrdered(key, lockMs, ttlMs, order);
       checkText(key);
       checkText(order.entity);
       const token = newToken();
-      const row = (await send('claim', sql.claimOrdered, [key, token, lockMs, ttlMs, order.entity, order.version, order.exclusive]))[0];
+      const row = (await send('claim', sql.ordered.claimOrdered, [key, token, lockMs, ttlMs, order.entity, order.version, order.exclusive]))[0];
       const stale = flag(row, 'stale', 'claim') === true;
       if (flag(row, 'acquired', 'claim') === true) return stale ? { status: 'stale' } : { status: 'acquired', token };
       const completed = flag(row, 'completed', 'claim');
@@ -872,90 +1086,30 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
       checkOrder(order);
       checkText(key);
       checkText(order.entity);
-      return (await send('complete', sql.completeOrdered, [key, token, ttlMs, order.entity, order.version])).length === 1;
+      return (await send('complete', sql.ordered.completeOrdered, [key, token, ttlMs, order.entity, order.version])).length === 1;
     },
     async releaseOrdered(key, token, order) {
       checkRelease(key, token);
       checkOrder(order);
       checkText(key);
       checkText(order.entity);
-      return (await send('release', sql.releaseOrdered, [key, token, order.entity])).length === 1;
+      return (await send('release', sql.ordered.releaseOrdered, [key, token, order.entity])).length === 1;
     },
     async extendOrdered(key, token, lockMs, order) {
       checkExtend(key, token, lockMs);
       checkOrder(order);
       checkText(key);
       checkText(order.entity);
-      return (await send('extend', sql.extendOrdered, [key, token, lockMs, order.entity, order.exclusive])).length === 1;
+      return (await send('extend', sql.ordered.extendOrdered, [key, token, lockMs, order.entity, order.exclusive])).length === 1;
     },
     async forgetVersion(entity) {
       checkEntity(entity);
       checkText(entity);
-      await send('forgetVersion', sql.forgetVersion, [entity]);
+      await send('forgetVersion', sql.ordered.forgetVersion, [entity]);
     },
     async ping() {
       const rows = await send('ping', 'SELECT 1 AS ok', []);
       if (rows.length !== 1) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to ping');
-    },
-    async setup() {
-      for (const statement of setupSql(table)) {
-        try {
-          await send('setup', statement, []);
-        } catch (error) {
-          // Two instances starting together can race inside CREATE … IF NOT EXISTS (a unique
-          // violation on the catalog): the other one created it, which is what we wanted.
-          const code = (error as { code?: unknown } | null)?.code;
-          if (code !== '23505' && code !== '42P07') throw error;
-        }
-      }
-    },
-    async cleanup(cleanupOptions = {}) {
-      const { maxRows = 100_000 } = cleanupOptions;
-      if (typeof maxRows !== 'number' || !Number.isInteger(maxRows) || maxRows <= 0) throw new RangeError('cleanup maxRows must be a positive integer');
-      let deleted = 0;
-      while (deleted < maxRows) {
-        const batch = Math.min(CLEANUP_BATCH, maxRows - deleted);
-        const count = Number((await send('cleanup', sql.cleanup, [batch]))[0]?.deleted);
-        if (!Number.isInteger(count)) throw new StoreError('postgres', 'bad_reply', 'postgres store: unexpected reply to cleanup');
-        deleted += count;
-        if (count < batch) break;
-      }
-      return deleted;
-    },
-    async transaction<T>(context: TransactionContext, fn: (tx: TransactionOf<C>) => Promise<T> | T): Promise<T> {
-      if (typeof context !== 'object' || context === null) {
-        throw new TypeError('store.transaction needs the handler context: store.transaction(context, async (tx) => { … })');
-      }
-      if (typeof fn !== 'function') throw new TypeError('store.transaction needs a function: store.transaction(context, async (tx) => { … })');
-      const claim = context.claim;
-      if (claim !== undefined) {
-        if (typeof claim !== 'object' || claim === null) throw new TypeError(`context.claim must be a claim handle, got ${describeValue(claim)}`);
-        if (claim.store !== store) {
-          throw new TypeError('context.claim was granted by another store: pass this Postgres store as idempotency.store to the receiver');
-        }
-        checkComplete(claim.key, claim.token, claim.ttlMs);
-      }
-      const signal = context.signal;
-      const value = await driver.transaction(async (run, tx) => {
-        const result = await fn(tx as TransactionOf<C>);
-        // The receiver gave up on this delivery (for example its lease was lost): never commit.
-        signal?.throwIfAborted();
-        if (claim !== undefined) {
-          // An ordered claim records its entity's version in the same statement, so the version
-          // commits (or rolls back) with the side effect too.
-          const order = claim.order;
-          const rows =
-            order === undefined
-              ? await run(sql.completeInTransaction, [claim.key, claim.token, claim.ttlMs], 'transaction (complete)')
-              : await run(sql.completeOrderedInTransaction, [claim.key, claim.token, claim.ttlMs, order.entity, order.version], 'transaction (complete)');
-          if (rows.length !== 1) throw new ClaimLostError(claim.key);
-        }
-        return result;
-      });
-      // Committed together with the side effect: the receiver's own completion would only send
-      // the same thing again (one round trip saved per delivery).
-      if (claim !== undefined) noteCompletedByStore(claim);
-      return value;
     },
   };
   return store;

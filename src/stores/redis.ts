@@ -11,6 +11,14 @@
  * a completion that Redis applied late (after the client timed out) is recognised as this
  * token's own when it is retried, rather than reported as a takeover.
  *
+ * Unsigned ids (issue 22) live in a fixed set of hashes, `<prefix>:u:<bucket>`, the bucket a hash
+ * of the whole key, each holding at most 16 ids (`unsignedMax` in all): unsigned traffic can never
+ * hold more, whatever it sends, so it cannot fill Redis (under `noeviction`, an out-of-memory
+ * Redis refuses signed writes too) or push signed ids out (under `volatile-*`). A field is the
+ * SHA-1 of its key, so ids of any length cost the same. A full bucket makes room by forgetting the
+ * unsigned completion that expires first; full of live claims, it refuses (`unsigned_limit`).
+ * Each script still touches one key.
+ *
  * @module webhook-receiver/redis
  */
 
@@ -23,15 +31,20 @@ import {
   checkOrder,
   checkRelease,
   checkTimeoutOption,
+  checkUnsignedMax,
   describeValue,
+  isUnsignedKey,
   newToken,
   toHex,
+  unsignedBucket,
+  unsignedBuckets,
+  unsignedLimitError,
   wholeMs,
   withTimeout,
 } from './internal.ts';
 import { StoreError, type ClaimResult, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
-export { StoreError, type StoreErrorReason } from './types.ts';
+export { DEFAULT_UNSIGNED_MAX, StoreError, type StoreErrorReason } from './types.ts';
 
 /**
  * The part of an `ioredis` client (`Redis` or `Cluster`, v5 and later) that {@link redisStore}
@@ -140,6 +153,15 @@ export interface RedisStoreOptions {
    * a request forever. Default 2000.
    */
   timeoutMs?: number;
+  /**
+   * The unsigned budget: how many unsigned ids the store holds at most, in hashes of 16 (see
+   * {@link redisStore}). About 130 bytes of Redis memory an id, whatever its length (a field is the
+   * SHA-1 of the key; measured on Redis 7.0 with the default prefix): 1.3 MB at the default. Leave
+   * that room beside the app's data under `maxmemory`. Default 10 000
+   * ({@link DEFAULT_UNSIGNED_MAX}). Changing it moves unsigned ids to other hashes: their
+   * deduplication starts again.
+   */
+  unsignedMax?: number;
 }
 
 /**
@@ -196,14 +218,75 @@ if value ~= 'lock:' .. ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[2])
 return 1`;
 
+// Release: only while the token still owns the key, free it for the sender's retry.
+const RELEASE = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`;
+
 // Extend: while the token still owns the key, hold it for ARGV[2] ms from now.
 const EXTEND = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return 1`;
 
-// Release: only while the token still owns the key, free it for the sender's retry.
-const RELEASE = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+// Unsigned ids: one hash a bucket, a field per id (the SHA-1 of its whole key, ARGV[1]) holding
+// `lock:<token>:<until>` or `done:<token>:<until>` (a token is 32 hex digits, so the time, epoch
+// ms on the server's clock, starts at character 39). Fields have no expiry of their own: a field
+// past its time counts as absent, and the hash expires once its last field has. ARGV[2] is the
+// token, ARGV[3] a duration in ms.
+const UNSIGNED_ENTRY = `local clock = redis.call('TIME')
+local now = clock[1] * 1000 + math.floor(clock[2] / 1000)
+local id = redis.sha1hex(ARGV[1])
+local value = redis.call('HGET', KEYS[1], id)
+local function untilOf(entry) return tonumber(string.sub(entry, 39)) end
+local function owned(state) return value and string.sub(value, 1, 37) == state .. ':' .. ARGV[2] and untilOf(value) > now end
+local function hold(state, ms)
+  redis.call('HSET', KEYS[1], id, state .. ':' .. ARGV[2] .. ':' .. string.format('%.0f', now + ms))
+  if redis.call('PTTL', KEYS[1]) < ms then redis.call('PEXPIRE', KEYS[1], ms) end
+end
+`;
+
+// Claim, as CLAIM, in the id's bucket of at most ARGV[4] ids. A full bucket makes room by deleting
+// expired entries, else the completion that expires first (that unsigned id is forgotten early);
+// full of live claims, it refuses: -3.
+const UNSIGNED_CLAIM = `${UNSIGNED_ENTRY}
+if value and untilOf(value) > now then
+  if string.sub(value, 1, 4) == 'done' then return -1 end
+  return untilOf(value) - now
+end
+if not value and redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[4]) then
+  local entries = redis.call('HGETALL', KEYS[1])
+  local freed, oldest, oldestUntil = false, nil, nil
+  for i = 1, #entries, 2 do
+    local entryUntil = untilOf(entries[i + 1])
+    if entryUntil <= now then
+      redis.call('HDEL', KEYS[1], entries[i])
+      freed = true
+    elseif string.sub(entries[i + 1], 1, 4) == 'done' and (oldestUntil == nil or entryUntil < oldestUntil) then
+      oldest, oldestUntil = entries[i], entryUntil
+    end
+  end
+  if not freed then
+    if oldest == nil then return -3 end
+    redis.call('HDEL', KEYS[1], oldest)
+  end
+end
+hold('lock', tonumber(ARGV[3]))
+return 0`;
+
+const UNSIGNED_COMPLETE = `${UNSIGNED_ENTRY}
+if owned('done') then return 1 end
+if not owned('lock') then return 0 end
+hold('done', tonumber(ARGV[3]))
+return 1`;
+
+const UNSIGNED_RELEASE = `${UNSIGNED_ENTRY}
+if not owned('lock') then return 0 end
+redis.call('HDEL', KEYS[1], id)
+return 1`;
+
+const UNSIGNED_EXTEND = `${UNSIGNED_ENTRY}
+if not owned('lock') then return 0 end
+hold('lock', tonumber(ARGV[3]))
 return 1`;
 
 // Ordering (issue 26). KEYS: the id, the entity's version, the entity's lock. Versions are
@@ -273,10 +356,17 @@ interface Script {
 }
 
 const script = (source: string): Script => ({ source, sha: undefined });
-const CLAIM_SCRIPT = script(CLAIM);
-const COMPLETE_SCRIPT = script(COMPLETE);
-const RELEASE_SCRIPT = script(RELEASE);
-const EXTEND_SCRIPT = script(EXTEND);
+
+/** The scripts of one key class. */
+interface Scripts {
+  claim: Script;
+  complete: Script;
+  release: Script;
+  extend: Script;
+}
+
+const SIGNED: Scripts = { claim: script(CLAIM), complete: script(COMPLETE), release: script(RELEASE), extend: script(EXTEND) };
+const UNSIGNED: Scripts = { claim: script(UNSIGNED_CLAIM), complete: script(UNSIGNED_COMPLETE), release: script(UNSIGNED_RELEASE), extend: script(UNSIGNED_EXTEND) };
 const CLAIM_ORDERED_SCRIPT = script(CLAIM_ORDERED);
 const COMPLETE_ORDERED_SCRIPT = script(COMPLETE_ORDERED);
 const RELEASE_ORDERED_SCRIPT = script(RELEASE_ORDERED);
@@ -383,6 +473,13 @@ function integerReply(reply: unknown, operation: string): number {
  * `volatile-*` policy. Under `allkeys-*` a flood of other keys can evict completed ids, and a
  * redelivery would then run its handler again.
  *
+ * Unsigned ids (with the receiver's `unsigned: 'accept'`) have a budget of their own,
+ * `unsignedMax` ids (default 10 000, about 1.3 MB): leave room for it under `maxmemory`. Then a
+ * flood of unsigned requests neither blocks signed deliveries (`noeviction`) nor has signed ids
+ * evicted (`volatile-*`). They are held in buckets of 16, the bucket a hash of the key: a full
+ * bucket makes room by forgetting the unsigned completion that expires first; full of live claims,
+ * it refuses with `StoreError` `unsigned_limit` (503 `UNSIGNED_LIMIT`).
+ *
  * When Redis is down, an operation rejects rather than wait (the receiver then answers 503
  * `STORE_UNAVAILABLE`, and the sender retries): at once when the client reports that it lost its
  * connection, after `timeoutMs` otherwise. Client settings that make failures fast and keep
@@ -427,6 +524,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   const scripts = scriptClientFor(client);
   if (typeof prefix !== 'string') throw new TypeError('redisStore prefix must be a string');
   const timeoutMs = checkTimeoutOption('redis', options.timeoutMs, DEFAULT_REDIS_TIMEOUT_MS);
+  const unsignedMax = checkUnsignedMax('redisStore', options.unsignedMax);
 
   // Fail fast only once the client has been seen connected: before that (an app that just
   // created its client) commands wait in the client's queue, bounded by the timeout.
@@ -440,12 +538,18 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     }
   };
 
-  // A plain function: its callers are async, so a `not_ready` thrown here still rejects theirs.
-  const send = (operation: string, s: Script, key: string, args: string[]): Promise<unknown> => {
-    ready(operation);
-    return withTimeout(runScript(scripts, s, [prefix + key], args), timeoutMs, 'redis', operation);
-  };
+  const { buckets, ways } = unsignedBuckets(unsignedMax);
 
+  // A plain function: its callers are async, so a `not_ready` thrown here still rejects theirs.
+  // An unsigned key is sent as its bucket's hash (`:u:` then a number: no key of the receiver's
+  // grammar starts with `:`), with the key itself first among the arguments.
+  const send = (operation: keyof Scripts, key: string, args: string[]): Promise<unknown> => {
+    ready(operation);
+    const sent = isUnsignedKey(key)
+      ? runScript(scripts, UNSIGNED[operation], [`${prefix}:u:${unsignedBucket(key, buckets)}`], [key, ...args])
+      : runScript(scripts, SIGNED[operation], [prefix + key], args);
+    return withTimeout(sent, timeoutMs, 'redis', operation);
+  };
   // Ordering: the id's key, the entity's version and the entity's lock share the entity's hash
   // tag, so one script touches keys of one slot (Redis Cluster keeps working). An ordered id's
   // key is therefore not the plain one: `${prefix}{${entity}}${key}`. A '{' or '}' inside the
@@ -457,29 +561,33 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     return withTimeout(runScript(scripts, s, [tagged + key, tagged, `${tagged}:lock`], args), timeoutMs, 'redis', operation);
   };
 
+
   return {
     name: 'redis',
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
       const token = newToken();
-      const reply = integerReply(await send('claim', CLAIM_SCRIPT, key, [token, String(wholeMs(lockMs))]), 'claim');
+      const args = [token, String(wholeMs(lockMs))];
+      if (isUnsignedKey(key)) args.push(String(ways));
+      const reply = integerReply(await send('claim', key, args), 'claim');
       if (reply === 0) return { status: 'acquired', token };
       if (reply === -1) return { status: 'completed' };
       if (reply > 0) return { status: 'processing', retryAfterMs: reply };
       if (reply === -2) return { status: 'processing' };
+      if (reply === -3) throw unsignedLimitError('redis', unsignedMax, `all ${ways} ids of its bucket are live claims`);
       throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${reply}`);
     },
     async complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
-      return integerReply(await send('complete', COMPLETE_SCRIPT, key, [token, String(wholeMs(ttlMs))]), 'complete') === 1;
+      return integerReply(await send('complete', key, [token, String(wholeMs(ttlMs))]), 'complete') === 1;
     },
     async release(key, token) {
       checkRelease(key, token);
-      return integerReply(await send('release', RELEASE_SCRIPT, key, [token]), 'release') === 1;
+      return integerReply(await send('release', key, [token]), 'release') === 1;
     },
     async extend(key, token, lockMs) {
       checkExtend(key, token, lockMs);
-      return integerReply(await send('extend', EXTEND_SCRIPT, key, [token, String(wholeMs(lockMs))]), 'extend') === 1;
+      return integerReply(await send('extend', key, [token, String(wholeMs(lockMs))]), 'extend') === 1;
     },
     async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
       checkClaimOrdered(key, lockMs, ttlMs, order);

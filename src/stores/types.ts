@@ -6,9 +6,31 @@
  * Keys: the receiver builds `${namespace}:s:${webhook-id}` for signed deliveries and
  * `${namespace}:u:${webhook-id}` for unsigned ones (a namespace never contains `:`, so the two
  * spaces cannot collide however the id is spelled). A store treats the key as opaque, except
- * that it may read the class after the first `:` to keep unsigned entries apart (the memory
- * store bounds them separately).
+ * that it reads the class after the first `:` to keep unsigned entries apart: every store the
+ * package ships gives unsigned ids a budget of their own ({@link DEFAULT_UNSIGNED_MAX}), so
+ * unsigned traffic can neither evict nor block a signed id.
  */
+
+/**
+ * 10 000 ids: the default unsigned budget of every store the package ships (`unsignedMax`). Unsigned
+ * deliveries (accepted with `unsigned: 'accept'`, no secret needed to send one) never hold more
+ * than this many entries in a store, whatever they send: about 1.3 MB in Redis, 10 000 rows in
+ * Postgres (7.3 MB with indexes and 256-character ids), 10 000 records in 625 objects on Durable
+ * Objects. The shared stores keep them in
+ * buckets of 16 ids, the bucket a hash of the key; a full bucket (the memory store: a full space)
+ * makes room by forgetting the unsigned completion that expires first, never a signed id and
+ * never a claim whose handler still runs. Full of live claims, it refuses the claim with
+ * {@link StoreError} `unsigned_limit`, which the receiver answers 503 `UNSIGNED_LIMIT` with
+ * `Retry-After`.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_UNSIGNED_MAX } from 'webhook-receiver';
+ * import { redisStore } from 'webhook-receiver/redis';
+ * const store = redisStore({ client: redis, unsignedMax: DEFAULT_UNSIGNED_MAX / 10 });
+ * ```
+ */
+export const DEFAULT_UNSIGNED_MAX = 10_000;
 
 /**
  * The answer to a claim: `acquired` (run the handler, then `complete` or `release` with the
@@ -40,6 +62,9 @@ export type ClaimResult =
  *   and answers `false` when the token no longer holds it. Without it the receiver cannot renew
  *   leases, and keeps the longer default lock.
  * - An unreachable backend rejects (never hangs): the receiver answers 503 `STORE_UNAVAILABLE`.
+ * - A store may bound unsigned keys (class `u`) on their own: with no room left for a new one it
+ *   rejects the claim with {@link StoreError} `unsigned_limit` (the receiver answers 503
+ *   `UNSIGNED_LIMIT`, whatever `onStoreError` says). An unsigned key never takes a signed key's room.
  *
  * @example
  * ```ts
@@ -179,6 +204,8 @@ export interface ClaimHandle {
  * - `not_ready`: the client reported that it lost its connection, so nothing was sent.
  * - `full`: the memory store holds only live claims and cannot admit another without evicting
  *   one (which would let a duplicate through).
+ * - `unsigned_limit`: unsigned deliveries have no room left in their budget (`unsignedMax`): the
+ *   receiver answers 503 `UNSIGNED_LIMIT` with `Retry-After`. Signed deliveries are unaffected.
  * - `bad_reply`: the backend answered something outside the store's protocol.
  *
  * @example
@@ -190,7 +217,7 @@ export interface ClaimHandle {
  * ```
  */
 export class StoreError extends Error {
-  /** `timeout`, `not_ready`, `full` or `bad_reply`. */
+  /** `timeout`, `not_ready`, `full`, `unsigned_limit` or `bad_reply`. */
   readonly reason: StoreErrorReason;
   /** Which store: `memory`, `redis`, `postgres`, `durable-object`. */
   readonly store: string;
@@ -211,4 +238,4 @@ export class StoreError extends Error {
  * const retryable: StoreErrorReason[] = ['timeout', 'not_ready'];
  * ```
  */
-export type StoreErrorReason = 'timeout' | 'not_ready' | 'full' | 'bad_reply';
+export type StoreErrorReason = 'timeout' | 'not_ready' | 'full' | 'unsigned_limit' | 'bad_reply';

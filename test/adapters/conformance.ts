@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import type { WebhookErrorCode } from '../../src/errors.ts';
+import { PermanentError, type WebhookErrorCode } from '../../src/errors.ts';
 import type { StandardSchemaV1 } from '../../src/schema.ts';
 import type { AdapterOptions, RejectionContext } from '../../src/http.ts';
 import { generateKeyPair, generateSecret, signWebhook } from '../../src/sign.ts';
@@ -45,9 +45,10 @@ export interface TestEvent {
   type: string;
   /**
    * `wait`: until `open()`; `wait-throw`: until `open()`, then fail; `invalid`: the payload fails
-   * `webhook.json(schema)` (a `WebhookError` `INVALID_PAYLOAD`, 400).
+   * `webhook.json(schema)` (a `WebhookError` `INVALID_PAYLOAD`, 400); `permanent`: the handler
+   * throws a `PermanentError` (422 `PERMANENT_FAILURE`).
    */
-  first?: 'ok' | 'wait' | 'wait-throw' | 'throw' | 'invalid' | number;
+  first?: 'ok' | 'wait' | 'wait-throw' | 'throw' | 'invalid' | 'permanent' | number;
   [key: string]: unknown;
 }
 
@@ -115,6 +116,8 @@ export class Recorder {
         throw new Error('the handler failed on purpose');
       } else if (first === 'invalid') {
         webhook.json(REFUSES_ALL);
+      } else if (first === 'permanent') {
+        throw new PermanentError('this order does not exist');
       } else if (typeof first === 'number') {
         return { status: first, body: { failed: first } };
       }
@@ -173,6 +176,9 @@ export function expectEnvelope(reply: Reply, status: number, code: string): stri
   expect(body.message.length).toBeGreaterThan(10);
   return body.message;
 }
+
+/** What a remote caller is told for `BODY_UNAVAILABLE`: nothing about how the server is built (the fix is the error's `hint`). */
+export const BODY_UNAVAILABLE_MESSAGE = 'the server could not read the raw request body, so the signature cannot be checked';
 
 export function expectDuplicate(reply: Reply): void {
   expect(reply.status).toBe(200);
@@ -304,6 +310,29 @@ export interface NotYet {
    * own body), which the middleware never sees.
    */
   handlerRefusalEnvelope?: boolean;
+  /**
+   * A JSON body that is not JSON (or empty) answered 400 by the framework's own body parser, in
+   * its own body: NestJS parses JSON (to keep `rawBody`) before any interceptor runs, so before
+   * the claim.
+   */
+  frameworkParsesJson?: boolean;
+  /**
+   * Where the default log goes when no `onRejected` is given, when it is not the console: NestJS
+   * logs through Nest's `Logger`, one message with the fields in it. `warnings` spies on it (its
+   * lines, and a restore).
+   */
+  frameworkLog?: { warnings: () => { lines: () => string[]; restore: () => void }; line: (method: string, path: string, code: string, webhookId: string) => RegExp };
+}
+
+/** The console's default log: one `console.warn` line per rejection. */
+function consoleWarnings(): { lines: () => string[]; restore: () => void } {
+  const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+  return { lines: () => warn.mock.calls.map(([line]) => String(line)), restore: () => warn.mockRestore() };
+}
+
+/** The regular expression `text` matches literally. */
+export function literally(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 /**
@@ -375,18 +404,26 @@ export function adapterConformance(label: string, make: MakeEndpoint, notYet: No
       expect(rejected.map(([, context]) => context)).toEqual([{ method: 'POST', path: '/hook', webhookId: request.id }]);
     });
 
+    /** The default log line's start (console) or shape (a framework's logger) for a rejection. */
+    const logLine = (path: string, code: string, webhookId: string): RegExp =>
+      notYet.frameworkLog?.line('POST', path, code, webhookId) ?? new RegExp(`^\\[webhook-receiver\\] rejected POST ${literally(path)}: ${code} `);
+
     it('logs one line without secrets when no onRejected is given', async () => {
-      const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
-      const secret = generateSecret();
-      const recorder = new Recorder();
-      const endpoint = await make({ secrets: secret }, recorder);
-      open.push(endpoint);
-      const request = await signed(generateSecret(), { type: 'a' });
-      expectEnvelope(await endpoint.send(request), 401, 'SIGNATURE_MISMATCH');
-      expect(warn).toHaveBeenCalledTimes(1);
-      const line = String(warn.mock.calls[0]![0]);
-      expect(line).toMatch(/^\[webhook-receiver\] rejected POST \/hook: SIGNATURE_MISMATCH /);
-      for (const material of secretMaterial(secret)) expect(line).not.toContain(material);
+      const warnings = (notYet.frameworkLog?.warnings ?? consoleWarnings)();
+      try {
+        const secret = generateSecret();
+        const recorder = new Recorder();
+        const endpoint = await make({ secrets: secret }, recorder);
+        open.push(endpoint);
+        const request = await signed(generateSecret(), { type: 'a' });
+        expectEnvelope(await endpoint.send(request), 401, 'SIGNATURE_MISMATCH');
+        expect(warnings.lines()).toHaveLength(1);
+        const line = warnings.lines()[0]!;
+        expect(line).toMatch(logLine('/hook', 'SIGNATURE_MISMATCH', request.id));
+        for (const material of secretMaterial(secret)) expect(line).not.toContain(material);
+      } finally {
+        warnings.restore();
+      }
     });
 
     it.skipIf(notYet.pathsAsSent === true)('tells onRejected the path and id as sent, and escapes control characters in the default log line', async () => {
@@ -400,14 +437,19 @@ export function adapterConformance(label: string, make: MakeEndpoint, notYet: No
       expectEnvelope(await endpoint.send({ ...request, path: `${path}?token=s3cr3t` }), 401, 'SIGNATURE_MISMATCH');
       expect(rejected.map(([, context]) => context)).toEqual([{ method: 'POST', path, webhookId: id }]);
 
-      const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
-      const quiet = await make({ secrets: generateSecret() }, new Recorder());
-      open.push(quiet);
-      expectEnvelope(await quiet.send({ ...request, path }), 401, 'SIGNATURE_MISMATCH');
-      expect(warn).toHaveBeenCalledTimes(1);
-      const line = String(warn.mock.calls[0]![0]);
-      expect(line).toMatch(/^\[webhook-receiver\] rejected POST \/hook\/%0A\[webhook-receiver\]%20forged%1B\[2J: SIGNATURE_MISMATCH /);
-      expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+      const warnings = (notYet.frameworkLog?.warnings ?? consoleWarnings)();
+      try {
+        const quiet = await make({ secrets: generateSecret() }, new Recorder());
+        open.push(quiet);
+        expectEnvelope(await quiet.send({ ...request, path }), 401, 'SIGNATURE_MISMATCH');
+        expect(warnings.lines()).toHaveLength(1);
+        const line = warnings.lines()[0]!;
+        // The tab of the id is written as \x09 (escaped once more inside a quoted field).
+        expect(line).toMatch(logLine(path, 'SIGNATURE_MISMATCH', id));
+        expect(line).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+      } finally {
+        warnings.restore();
+      }
     });
 
     describe.skipIf(notYet.contentEncoding === true)('Content-Encoding: the signature covers the decoded payload', () => {
@@ -528,6 +570,38 @@ export function adapterConformance(label: string, make: MakeEndpoint, notYet: No
       expectDuplicate(await endpoint.send(retry));
       expect(recorder.runs.map((run) => run.id)).toEqual([request.id, request.id]);
     });
+
+    it('answers a PermanentError 422 PERMANENT_FAILURE, and releases the claim', async () => {
+      const { secret, recorder, endpoint } = await setup();
+      const request = await signed(secret, { type: 'a', first: 'permanent' });
+      const reply = await endpoint.send(request);
+      if (notYet.handlerRefusalEnvelope === true) expect(reply.status, reply.body).toBe(422);
+      else expect(expectEnvelope(reply, 422, 'PERMANENT_FAILURE')).toBe('this order does not exist');
+      const retry = await signed(secret, { type: 'a', first: 'permanent' }, { id: request.id });
+      expectProcessed(await endpoint.send(retry), request.id);
+      expect(recorder.runs.map((run) => run.id)).toEqual([request.id, request.id]);
+    });
+
+    for (const [name, body] of [
+      ['a body that is not JSON', 'not json {'],
+      ['an empty body', ''],
+    ] as const) {
+      it(`answers ${name}, read as JSON by the route, 400 (INVALID_PAYLOAD), and releases the claim`, async () => {
+        const { secret, recorder, endpoint } = await setup();
+        const message = await signWebhook({ secret, body });
+        const request = { headers: { ...message.headers, ...JSON_TYPE }, body };
+        // Every retry fails the same way, and is answered 400 again: the sender decides when to stop.
+        for (let attempt = 0; attempt < 2; attempt++) {
+          const reply = await endpoint.send(request);
+          if (notYet.handlerRefusalEnvelope === true || notYet.frameworkParsesJson === true) expect(reply.status, reply.body).toBe(400);
+          else expect(expectEnvelope(reply, 400, 'INVALID_PAYLOAD')).toBe('the payload is not valid JSON');
+        }
+        expect(recorder.runs).toEqual([]);
+        // Released, not completed: a delivery of that id with a JSON body runs.
+        const fixed = await signed(secret, { type: 'a' }, { id: message.id });
+        expectProcessed(await endpoint.send(fixed), message.id);
+      });
+    }
 
     it(`accepts an unsigned event with unsigned: 'accept', and tells the handler`, async () => {
       const { secret, recorder, endpoint } = await setup({ unsigned: 'accept' });

@@ -6,6 +6,7 @@ import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import {
   adapterConformance,
+  BODY_UNAVAILABLE_MESSAGE,
   expectDuplicate,
   expectEnvelope,
   expectProcessed,
@@ -190,14 +191,16 @@ for (const [label, factory] of VERSIONS) {
     });
 
     it('refuses a body another parser read in the scope, with 500 BODY_UNAVAILABLE', async () => {
-      const { secret, recorder, endpoint } = await setup(
+      const { secret, recorder, endpoint, rejected } = await setup(
         {},
         { inScope: (scope) => scope.addContentTypeParser('application/xml', { parseAs: 'string' }, (_request, body, done) => done(null, { xml: body })) },
       );
       const body = '<event type="a"/>';
       const message = await signWebhook({ secret, body });
       const text = expectEnvelope(await endpoint.send({ headers: { ...message.headers, 'content-type': 'application/xml' }, body }), 500, 'BODY_UNAVAILABLE');
-      expect(text).toContain('add custom parsers outside that scope');
+      expect(text).toBe(BODY_UNAVAILABLE_MESSAGE);
+      // The fix is the hint: in the log, never in the answer.
+      expect((rejected[0] as { hint?: string }).hint).toContain('add custom parsers outside that scope');
       expect(recorder.runs).toEqual([]);
     });
 

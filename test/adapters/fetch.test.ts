@@ -4,6 +4,7 @@ import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret } from '../../src/sign.ts';
 import {
   adapterConformance,
+  BODY_UNAVAILABLE_MESSAGE,
   bodyInit,
   expectDuplicate,
   expectEnvelope,
@@ -190,8 +191,9 @@ describe('Fetch: the handler', () => {
     const request = requestOf(await signed(secret, { type: 'a' }));
     await request.json();
     const message = expectEnvelope(await replyOf(await handle(request)), 500, 'BODY_UNAVAILABLE');
-    expect(message).toContain('webhook.json()');
-    expect(rejected).toMatchObject([{ code: 'BODY_UNAVAILABLE' }]);
+    expect(message).toBe(BODY_UNAVAILABLE_MESSAGE);
+    // The fix is the hint: in the log, never in the answer.
+    expect(rejected).toMatchObject([{ code: 'BODY_UNAVAILABLE', hint: expect.stringContaining('webhook.json()') }]);
   });
 
   it('stops reading a streamed body at maxBodyBytes: 413, and the rest is never pulled', async () => {

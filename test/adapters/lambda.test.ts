@@ -362,6 +362,59 @@ describe('webhook-receiver/lambda', () => {
     expect(locks[1]).toBe(300);
   });
 
+  it('renews for lockSeconds, not for the rest of the invocation: a retry after an invocation that died runs about lockSeconds later', async () => {
+    const inner = memoryStore();
+    const extended: number[] = [];
+    let dead = false;
+    let renewed!: () => void;
+    const renewal = new Promise<void>((resolve) => (renewed = resolve));
+    // The first container's view of the store: once its invocation died, nothing it sends arrives.
+    const dying: IdempotencyStore = {
+      claim: (key, lockMs) => inner.claim(key, lockMs),
+      complete: (key, token, ttlMs) => inner.complete(key, token, ttlMs),
+      release: (key, token) => inner.release(key, token),
+      extend: (key, token, lockMs) => {
+        if (dead) return new Promise<boolean>(() => {});
+        extended.push(lockMs);
+        renewed();
+        return inner.extend(key, token, lockMs);
+      },
+    };
+    let lost!: () => void;
+    const signalled = new Promise<void>((resolve) => (lost = resolve));
+    const first = setup({ idempotency: { store: dying, lockSeconds: 0.6 } }, async () => {
+      await renewal;
+      dead = true;
+      // Stands for the frozen invocation; ends once the receiver saw its lock run out.
+      first.seen[0]!.context.signal.addEventListener('abort', () => lost());
+      await signalled;
+      return { statusCode: 500, body: '' };
+    });
+    const signed = await signWebhook({ secret: first.secret, body: BODY });
+    const event = eventFor('http', signed.headers, BODY, false);
+    // A 15-minute timeout (Lambda's longest), far beyond the 600 ms lock.
+    const running = invoke(first.handler, event, runtimeContext(15 * 60_000));
+    await renewal;
+    expect(extended[0]).toBeLessThanOrEqual(600);
+    expect(extended[0]).toBeGreaterThan(0);
+
+    // The sender's retry reaches another container while the first is dead.
+    const second = setup({ secrets: first.secret, idempotency: { store: inner, lockSeconds: 0.6 } });
+    const started = Date.now();
+    const retry = await invoke(second.handler, event, runtimeContext(15 * 60_000));
+    expect(retry.statusCode).toBe(409);
+    expect(header(retry, 'retry-after')).toBe('1');
+    let answer = retry;
+    while (answer.statusCode === 409 && Date.now() - started < 10_000) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      answer = await invoke(second.handler, event, runtimeContext(15 * 60_000));
+    }
+    expect(answer.statusCode).toBe(200);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(second.seen).toHaveLength(1);
+    expect((await running).statusCode).toBe(500);
+  });
+
   it('claims in the store the app gave, with the lock bounded by the time left (no store wrapper)', async () => {
     const store = memoryStore();
     const locks: number[] = [];

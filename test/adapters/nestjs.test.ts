@@ -5,7 +5,7 @@
  * forRootAsync with ConfigService, and a client that leaves.
  */
 
-import { Body, Controller, Inject, Post, Res, UseInterceptors, type ArgumentsHost, type INestApplication } from '@nestjs/common';
+import { Controller, Inject, Logger, Post, Res, UseInterceptors, type ArgumentsHost, type INestApplication, type LoggerService } from '@nestjs/common';
 import { BaseExceptionFilter } from '@nestjs/core';
 import { ConfigModule, ConfigService } from '@nestjs/config';
 import type { DynamicModule } from '@nestjs/common';
@@ -26,8 +26,11 @@ import {
 } from '../../adapters/nestjs.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret } from '../../src/sign.ts';
+import { memoryStore } from '../../src/stores/memory.ts';
 import {
   adapterConformance,
+  BODY_UNAVAILABLE_MESSAGE,
+  literally,
   expectDuplicate,
   expectEnvelope,
   expectInProgress,
@@ -59,9 +62,10 @@ class HookController {
   // `/hook` and any path under it: the rejection-context test sends control characters in the path.
   @Post(['hook', 'hook/*'])
   @UseInterceptors(WebhookInterceptor)
-  async hook(@Webhook() webhook: VerifiedWebhook, @WebhookCtx() context: WebhookContext, @Body() event: unknown, @Res({ passthrough: true }) res: StatusSetter) {
+  async hook(@Webhook() webhook: VerifiedWebhook, @WebhookCtx() context: WebhookContext, @Res({ passthrough: true }) res: StatusSetter) {
     this.contexts.push(context);
-    const { status, body } = await this.recorder.handle(webhook, event);
+    // Read as the quick start reads it (Nest's @Body() parse answers a body that is not JSON 400 itself).
+    const { status, body } = await this.recorder.handle(webhook, webhook.json());
     res.status(status);
     return body;
   }
@@ -97,7 +101,12 @@ class RecordingFilter extends BaseExceptionFilter {
   }
 }
 
-async function build(platform: Platform, receiverModule: DynamicModule, recorder: Recorder, { rawBody = true } = {}): Promise<Built> {
+async function build(
+  platform: Platform,
+  receiverModule: DynamicModule,
+  recorder: Recorder,
+  { rawBody = true, logger = false }: { rawBody?: boolean; logger?: LoggerService | false } = {},
+): Promise<Built> {
   const contexts: WebhookContext[] = [];
   const moduleRef = await Test.createTestingModule({
     imports: [receiverModule],
@@ -108,7 +117,7 @@ async function build(platform: Platform, receiverModule: DynamicModule, recorder
     ],
   }).compile();
   const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
-  const app = moduleRef.createNestApplication(adapter, { rawBody, logger: false });
+  const app = moduleRef.createNestApplication(adapter, { rawBody, logger });
   const errors: unknown[] = [];
   app.useGlobalFilters(new RecordingFilter(errors, app.getHttpAdapter()));
   await app.listen(0, '127.0.0.1');
@@ -131,7 +140,21 @@ describe.each(PLATFORMS)('NestJS on @nestjs/platform-%s', (platform) => {
   // Content-Encoding: Nest's own body parser (rawBody: true) reads JSON bodies before any
   // interceptor and answers an encoding it does not inflate (x-gzip, br) or a bad gzip body in its
   // own body, on Express (body-parser) and Fastify alike; the interceptor never sees them.
-  adapterConformance(`NestJS (${platform})`, async (options, recorder) => (await serve(options, recorder)).endpoint, { contentEncoding: true });
+  adapterConformance(`NestJS (${platform})`, async (options, recorder) => (await serve(options, recorder)).endpoint, {
+    contentEncoding: true,
+    frameworkParsesJson: true,
+    // The default log is Nest's Logger (the tests here build apps with `logger: false`, so the spy reads it).
+    frameworkLog: {
+      warnings: () => {
+        const warn = vi.spyOn(Logger.prototype, 'warn').mockImplementation(() => {});
+        // The receiver's Logger (its context), not Nest's own warnings (a route path it converts).
+        const ours = (index: number) => (warn.mock.contexts[index] as { context?: unknown }).context === 'WebhookReceiver';
+        return { lines: () => warn.mock.calls.filter((_, index) => ours(index)).map(([message]) => String(message)), restore: () => warn.mockRestore() };
+      },
+      line: (method, path, code, webhookId) =>
+        new RegExp(`^webhook rejected: .* code="${code}" status=401 webhookId=${literally(JSON.stringify(webhookId))} method="${method}" path=${literally(JSON.stringify(path))}$`),
+    },
+  });
   realHttpBehaviour(`NestJS (${platform})`, serve, { closesConnection: true, frameworkReadsBody: true });
 
   const open: Built[] = [];
@@ -162,10 +185,12 @@ describe.each(PLATFORMS)('NestJS on @nestjs/platform-%s', (platform) => {
   });
 
   it('says exactly what to change when the app was created without rawBody: true', async () => {
-    const { secret, recorder, endpoint } = await setup({}, { rawBody: false });
+    const rejected: { hint?: string }[] = [];
+    const { secret, recorder, endpoint } = await setup({ onRejected: (error) => rejected.push(error) }, { rawBody: false });
     const request = await signed(secret, { type: 'a' });
-    const message = expectEnvelope(await endpoint.send(request), 500, 'BODY_UNAVAILABLE');
-    expect(message).toContain('NestFactory.create(AppModule, { rawBody: true })');
+    expect(expectEnvelope(await endpoint.send(request), 500, 'BODY_UNAVAILABLE')).toBe(BODY_UNAVAILABLE_MESSAGE);
+    // The fix is the hint: in the log, never in the answer.
+    expect(rejected[0]?.hint).toContain('NestFactory.create(AppModule, { rawBody: true })');
     expect(recorder.runs).toEqual([]);
   });
 
@@ -181,6 +206,70 @@ describe.each(PLATFORMS)('NestJS on @nestjs/platform-%s', (platform) => {
     expect((errors[0] as TypeError).message).toBe(
       '@Webhook() is used on a route without WebhookInterceptor: add @UseInterceptors(WebhookInterceptor) to the route or its controller',
     );
+  });
+
+  describe("logging through Nest's Logger", () => {
+    /** The app's logger: what Nest's `Logger` hands it, call by call. */
+    function appLogger(): LoggerService & { calls: [string, ...unknown[]][] } {
+      const calls: [string, ...unknown[]][] = [];
+      const record =
+        (level: string) =>
+        (message: unknown, ...params: unknown[]) =>
+          void calls.push([level, message, ...params]);
+      return { calls, log: record('log'), warn: record('warn'), error: record('error'), debug: record('debug'), verbose: record('verbose'), fatal: record('fatal') };
+    }
+    const ofReceiver = (logger: ReturnType<typeof appLogger>) => logger.calls.filter((call) => call.at(-1) === 'WebhookReceiver');
+
+    it("logs a rejection as warn(message, 'WebhookReceiver'), the fields in the message, never a secret", async () => {
+      const logger = appLogger();
+      const secret = generateSecret();
+      const built = await build(platform, WebhookReceiverModule.forRoot({ secrets: secret }), new Recorder(), { logger });
+      open.push(built);
+      const forged = await signed(generateSecret(), { type: 'a' });
+      expectEnvelope(await built.endpoint.send({ ...forged, path: '/hook?token=s3cr3t' }), 401, 'SIGNATURE_MISMATCH');
+      const calls = ofReceiver(logger);
+      expect(calls).toHaveLength(1);
+      const [level, message, context] = calls[0]!;
+      expect([level, context]).toEqual(['warn', 'WebhookReceiver']);
+      expect(message).toMatch(/^webhook rejected: no signature matched/);
+      expect(message).toMatch(new RegExp(` code="SIGNATURE_MISMATCH" status=401 webhookId=${literally(JSON.stringify(forged.id))} method="POST" path="/hook"$`));
+      expect(JSON.stringify(logger.calls)).not.toContain(secret.slice(6));
+      expect(JSON.stringify(logger.calls)).not.toContain('s3cr3t');
+    });
+
+    it("logs a store failure as error(message, stack, 'WebhookReceiver')", async () => {
+      const logger = appLogger();
+      const secret = generateSecret();
+      const inner = memoryStore();
+      const store = { ...inner, claim: inner.claim, release: inner.release, complete: () => Promise.reject(new Error('store down')) };
+      const built = await build(platform, WebhookReceiverModule.forRoot({ secrets: secret, idempotency: { store, lockSeconds: 0.05 } }), new Recorder(), { logger });
+      open.push(built);
+      const request = await signed(secret, { type: 'a' });
+      expectProcessed(await built.endpoint.send(request), request.id);
+      const errors = ofReceiver(logger).filter(([level]) => level === 'error');
+      expect(errors.length).toBeGreaterThan(0);
+      const [, message, stack, context] = errors[0]!;
+      expect(context).toBe('WebhookReceiver');
+      expect(message).toMatch(new RegExp(`^webhook receiver: could not complete the idempotency claim .*stage="complete" webhookId=${literally(JSON.stringify(request.id))} willRetry=(true|false): Error: store down$`));
+      expect(String(stack)).toMatch(/^Error: store down\n/);
+    });
+
+    it('an explicit logger or onRejected still wins over Nest\'s Logger', async () => {
+      const logger = appLogger();
+      const own: string[] = [];
+      const rejected: string[] = [];
+      const mine = { warn: (_fields: object, message: string) => void own.push(message), error: () => {} };
+      for (const options of [{ logger: mine }, { onRejected: (error: { code: string }) => void rejected.push(error.code) }]) {
+        const secret = generateSecret();
+        const built = await build(platform, WebhookReceiverModule.forRoot({ secrets: secret, ...options }), new Recorder(), { logger });
+        open.push(built);
+        expectEnvelope(await built.endpoint.send(await signed(generateSecret(), { type: 'a' })), 401, 'SIGNATURE_MISMATCH');
+      }
+      expect(own).toHaveLength(1);
+      expect(own[0]).toMatch(/^webhook rejected: /);
+      expect(rejected).toEqual(['SIGNATURE_MISMATCH']);
+      expect(ofReceiver(logger)).toEqual([]);
+    });
   });
 
   it('builds its options with forRootAsync from ConfigService', async () => {

@@ -514,20 +514,24 @@ describe.each(BACKENDS)('verifier on %s', (_name, backend: CryptoBackend) => {
       expect(webhook.text()).toBe('');
     });
 
-    it('text() and json() read the verified bytes; json() on non-JSON throws SyntaxError', async () => {
-      const signed = await sign(secret, 'not json {');
-      const webhook = await verifier({ secrets: secret }).verify({ headers: signed.headers, body: 'not json {' });
-      expect(webhook.text()).toBe('not json {');
-      expect(webhook.text()).toBe('not json {');
-      let caught: unknown;
-      try {
-        webhook.json();
-      } catch (error) {
-        caught = error;
+    it('text() and json() read the verified bytes; json() on a body that is not JSON throws INVALID_PAYLOAD (400), the SyntaxError as its cause', async () => {
+      for (const body of ['not json {', '']) {
+        const signed = await sign(secret, body);
+        const webhook = await verifier({ secrets: secret }).verify({ headers: signed.headers, body });
+        expect(webhook.text()).toBe(body);
+        expect(webhook.text()).toBe(body);
+        let caught: unknown;
+        try {
+          webhook.json();
+        } catch (error) {
+          caught = error;
+        }
+        expect(caught).toBeInstanceOf(WebhookError);
+        expect(caught).toMatchObject({ code: 'INVALID_PAYLOAD', status: 400, message: 'the payload is not valid JSON' });
+        // The parser's own message (which quotes the body) stays in the cause, for the log.
+        expect((caught as Error).cause).toBeInstanceOf(SyntaxError);
+        expect((caught as Error).message).not.toContain(body || '\u0000');
       }
-      expect(caught).toBeInstanceOf(SyntaxError);
-      expect(caught).not.toBeInstanceOf(WebhookError);
-      expect(isWebhookError(caught)).toBe(false);
       const typed = await verifier({ secrets: secret }).verify({ headers: (await sign(secret, '[1,{"a":null}]')).headers, body: '[1,{"a":null}]' });
       expect(typed.json<[number, { a: null }]>()).toEqual([1, { a: null }]);
     });
@@ -545,8 +549,10 @@ describe.each(BACKENDS)('verifier on %s', (_name, backend: CryptoBackend) => {
       for (const [body, what] of cases) {
         const error = await rejection(v.verify({ headers: signed.headers, body } as unknown as WebhookInput), 'BODY_UNAVAILABLE');
         expect(error.status).toBe(500);
-        expect(error.message).toMatch(new RegExp(`^verify was given ${what.replace(/[()]/g, '\\$&')} instead of the raw bytes received`));
-        expect(error.message).toContain('express.raw({ type: "*/*" })');
+        // The remote caller learns the code and that much; how the server is built is the hint's.
+        expect(error.message).toBe('the server could not read the raw request body, so the signature cannot be checked');
+        expect(error.hint).toMatch(new RegExp(`^verify was given ${what.replace(/[()]/g, '\\$&')} instead of the raw bytes received`));
+        expect(error.hint).toContain('express.raw({ type: "*/*" })');
       }
       await expect(v.verify(undefined as unknown as WebhookInput)).rejects.toThrow(new TypeError('verify needs { headers, body }'));
     });
@@ -962,8 +968,9 @@ describe.each(BACKENDS)('verifier on %s', (_name, backend: CryptoBackend) => {
       expect(await read.json()).toEqual({ a: 1 });
       const error = await rejection(verifier({ secrets: secret }).verifyRequest(read), 'BODY_UNAVAILABLE');
       expect(error.status).toBe(500);
-      expect(error.message).toContain('the request body was already read');
-      expect(error.message).toContain('Verify before reading the body');
+      expect(error.hint).toContain('the request body was already read');
+      expect(error.hint).toContain('Verify before reading the body');
+      expect(error.message).not.toContain('request.json()');
       const locked = new Request(url, { method: 'POST', headers: signed.headers, body: '{"a":1}' });
       locked.body!.getReader();
       await rejection(verifier({ secrets: secret }).verifyRequest(locked), 'BODY_UNAVAILABLE');
@@ -996,9 +1003,11 @@ describe('the error table', () => {
       INVALID_VERSION: 400,
       ENTITY_BUSY: 409,
       UNSUPPORTED_ENCODING: 415,
+      PERMANENT_FAILURE: 422,
       BODY_UNAVAILABLE: 500,
       INVALID_NAMESPACE: 500,
       STORE_UNAVAILABLE: 503,
+      UNSIGNED_LIMIT: 503,
     });
   });
 

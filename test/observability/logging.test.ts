@@ -56,6 +56,34 @@ describe('logger', () => {
     expect(text).not.toContain('token=abc');
   });
 
+  it("shows BODY_UNAVAILABLE's hint (the fix) in the log, in pino and on the console, and never in the answer", async () => {
+    const { logger, lines } = capture();
+    const message = await signed('msg_log_hint');
+    const read = () => new Request('http://127.0.0.1/hooks', { method: 'POST', headers: message.headers, body: message.body });
+    for (const options of [{ logger }, {}]) {
+      const warn = vi.spyOn(console, 'warn').mockImplementation(() => {});
+      try {
+        const handler = webhookHandler({ secrets: SECRET, ...options }, () => undefined);
+        const request = read();
+        await request.text();
+        const answer = await handler(request);
+        expect(answer.status).toBe(500);
+        expect(await answer.json()).toEqual({ error: 'BODY_UNAVAILABLE', message: 'the server could not read the raw request body, so the signature cannot be checked' });
+        if (options.logger === undefined) {
+          expect(warn).toHaveBeenCalledTimes(1);
+          expect(String(warn.mock.calls[0]![0])).toMatch(/^\[webhook-receiver\] rejected POST \/hooks: BODY_UNAVAILABLE the server could not read .* \(the request body was already read .*webhook\.json\(\)/);
+        } else {
+          expect(warn).not.toHaveBeenCalled();
+        }
+      } finally {
+        warn.mockRestore();
+      }
+    }
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 40, code: 'BODY_UNAVAILABLE', status: 500 });
+    expect(String(lines[0]!.msg)).toContain('Verify before reading the body, then use webhook.json() or webhook.text()');
+  });
+
   it('sends store failures to logger.error with the stage', async () => {
     const { logger, lines } = capture();
     const store = { ...memoryStore(), complete: () => Promise.reject(new Error('store down')) };

@@ -250,6 +250,11 @@ describe('one order of checks for json(schema) and parse(schema)', () => {
     expect(() => webhook.json(schema)).toThrow(expect.objectContaining({ code: 'INVALID_PAYLOAD', message: 'the payload is not valid JSON' }));
     await expect(webhook.parse(schema)).rejects.toMatchObject({ code: 'INVALID_PAYLOAD', message: 'the payload is not valid JSON' });
     expect(payloadErrorOf(webhook)).toMatchObject({ code: 'INVALID_PAYLOAD', message: 'the payload is not valid JSON' });
+    expect(payloadErrorOf(webhook)?.cause).toBeInstanceOf(SyntaxError);
+    // The router parses the same way.
+    const routed = await createRouter().handle(await verified('msg_o3r', 'not json')).catch((error: unknown) => error);
+    expect(routed).toMatchObject({ code: 'INVALID_PAYLOAD', status: 400, message: 'the payload is not valid JSON' });
+    expect((routed as Error).cause).toBeInstanceOf(SyntaxError);
   });
 
   it('a schema answering with a thenable that is not a Promise: parse awaits it, json refuses it', async () => {

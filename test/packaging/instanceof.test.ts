@@ -1,7 +1,8 @@
 /**
- * `instanceof WebhookError` across module copies (issue 12): the CommonJS and the ES module build
- * in one process, and a second installed copy of the package, each have their own class. The
- * built `dist/` is what users load, so the test runs against it (npm test builds first).
+ * `instanceof WebhookError` (and `PermanentError`) across module copies (issue 12): the CommonJS
+ * and the ES module build in one process, and a second installed copy of the package, each have
+ * their own class. The built `dist/` is what users load, so the test runs against it (npm test
+ * builds first).
  */
 
 import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -13,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 interface Build {
   WebhookError: new (code: 'MISSING_ID', message: string) => Error & { code: string; status: number };
+  PermanentError: new (message?: string) => Error & { code: string; status: number };
   isWebhookError: (value: unknown) => boolean;
 }
 
@@ -49,6 +51,20 @@ describe('instanceof WebhookError across builds and copies', () => {
       for (const checker of names) {
         expect(error instanceof builds[checker]!.WebhookError, `${maker} error instanceof ${checker} class`).toBe(true);
         expect(builds[checker]!.isWebhookError(error), `${checker} isWebhookError(${maker} error)`).toBe(true);
+      }
+    }
+  });
+
+  it('a PermanentError made by any copy is a PermanentError (and a WebhookError) to every copy', () => {
+    const names = Object.keys(builds);
+    expect(new Set(names.map((name) => builds[name]!.PermanentError)).size).toBe(names.length);
+    for (const maker of names) {
+      const permanent = new builds[maker]!.PermanentError('gone for good');
+      const plain = new builds[maker]!.WebhookError('MISSING_ID', 'no id');
+      for (const checker of names) {
+        expect(permanent instanceof builds[checker]!.PermanentError, `${maker} PermanentError instanceof ${checker} class`).toBe(true);
+        expect(permanent instanceof builds[checker]!.WebhookError, `${maker} PermanentError instanceof ${checker} WebhookError`).toBe(true);
+        expect(plain instanceof builds[checker]!.PermanentError, `${maker} WebhookError instanceof ${checker} PermanentError`).toBe(false);
       }
     }
   });

@@ -9,7 +9,8 @@ import { WebhookError } from '../../src/errors.ts';
 import { createReceiver, type WebhookContext } from '../../src/receiver.ts';
 import { signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
-import { StoreError, type ClaimResult, type IdempotencyStore } from '../../src/stores/types.ts';
+import { unsignedBucket, unsignedBuckets } from '../../src/stores/internal.ts';
+import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type IdempotencyStore } from '../../src/stores/types.ts';
 import type { WebhookInput } from '../../src/verify.ts';
 import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';
 import { openBackend, STORE_KINDS, type StoreBackend } from '../support/stores.ts';
@@ -50,7 +51,8 @@ describe.each(STORE_KINDS)('exactly once over $kind', ({ kind, available }) => {
     expect((await receiver.handle(await delivery('msg_target'), () => void runs.push('again'))).outcome).toBe('duplicate');
     expect((await receiver.handle(unsignedDelivery('msg_target'), () => void runs.push('again'))).outcome).toBe('duplicate');
     expect(runs).toEqual(['unsigned msg_target', 'signed msg_target']);
-    if (kind !== 'memory') expect(await backend.keys(`eo${spaces}`)).toEqual(['default:s:msg_target', 'default:u:msg_target']);
+    // The unsigned id lives in the bucket of the hashes that bound unsigned ids (issue 22).
+    if (kind !== 'memory') expect(await backend.keys(`eo${spaces}`)).toEqual([`:u:${unsignedBucket('default:u:msg_target', unsignedBuckets(DEFAULT_UNSIGNED_MAX).buckets)}`, 'default:s:msg_target']);
   });
 
   test('a handler slower than lockSeconds is renewed: a retry meanwhile is in_progress, and it runs once', async () => {
@@ -189,7 +191,7 @@ describe('exactly once: the memory store and the receiver', () => {
     const receiver = createReceiver({ secrets: SECRET, unsigned: 'accept', idempotency: { store } });
     await receiver.handle(await delivery('msg_1'), () => 1);
     await receiver.handle(unsignedDelivery('msg_1'), () => 1);
-    const short = createReceiver({ secrets: SECRET, unsigned: 'accept', idempotency: { store, ttlSeconds: 60, unsignedTtlSeconds: 30 } });
+    const short = createReceiver({ secrets: SECRET, unsigned: 'accept', toleranceSeconds: 30, idempotency: { store, ttlSeconds: 60, unsignedTtlSeconds: 30 } });
     await short.handle(unsignedDelivery('msg_2'), () => 1);
     expect(ttls).toEqual([
       ['default:s:msg_1', 86_400_000],
@@ -356,5 +358,45 @@ describe('exactly once: a claim bounded by its holder\'s deadline', () => {
       new TypeError('claim deadline must be a finite number of epoch milliseconds'),
     );
     await receiver.close({ timeoutMs: 0 });
+  });
+
+  it('renews for the lock length, not up to the deadline: a holder that dies blocks the retry for about lockSeconds', async () => {
+    const inner = memoryStore();
+    const extended: number[] = [];
+    const renewal = gate();
+    const store: IdempotencyStore = {
+      claim: (key, lockMs) => inner.claim(key, lockMs),
+      complete: (key, token, ttlMs) => inner.complete(key, token, ttlMs),
+      release: (key, token) => inner.release(key, token),
+      extend: (key, token, lockMs) => (extended.push(lockMs), renewal.open(), inner.extend(key, token, lockMs)),
+    };
+    const holder = createReceiver({ secrets: SECRET, onError: () => {}, idempotency: { store, lockSeconds: 0.6 } });
+    // A 15-minute deadline (a Lambda's longest timeout) far beyond the 600 ms lock.
+    const claim = await holder.claim(await delivery('msg_dies'), { deadline: Date.now() + 15 * 60_000 });
+    expect(claim.context.claim?.lockMs).toBe(600);
+    await renewal.promise;
+    // The holder dies (out of memory, a runtime exit): nothing renews or settles its claim again.
+    await holder.close({ timeoutMs: 0 });
+    expect(extended).toHaveLength(1);
+    expect(extended[0]).toBeLessThanOrEqual(600);
+    expect(extended[0]).toBeGreaterThan(0);
+
+    // The sender's retry, at another instance: told to come back within the lock, not the deadline.
+    const other = createReceiver({ secrets: SECRET, onError: () => {}, idempotency: { store, lockSeconds: 0.6 } });
+    const started = Date.now();
+    const retry = await other.claim(await delivery('msg_dies'));
+    expect(retry).toMatchObject({ outcome: 'in_progress', retryAfterSeconds: 1 });
+    // Once the renewed lock runs out, the retry runs: about 0.6 s, bounded loosely for a loaded
+    // machine (with the deadline as the renewal, it would take 15 minutes).
+    let runs = 0;
+    while (Date.now() - started < 10_000) {
+      const result = await other.handle(await delivery('msg_dies'), () => void runs++);
+      if (result.outcome === 'processed') break;
+      expect(result.outcome).toBe('in_progress');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(runs).toBe(1);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    await other.close({ timeoutMs: 0 });
   });
 });

@@ -28,7 +28,26 @@ describe('createReceiver options', () => {
         new RangeError(`idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`),
       );
     }
-    expect(make({ idempotency: { [name]: 0.5 } })).not.toThrow();
+    // With a tolerance of a quarter second, so that half a second remembers ids for the window.
+    expect(make({ toleranceSeconds: 0.25, idempotency: { [name]: 0.5 } })).not.toThrow();
+  });
+
+  it('ttlSeconds is at least twice toleranceSeconds: a replay inside the timestamp window is never run again', () => {
+    expect(make({ idempotency: { ttlSeconds: 599 } })).toThrow(
+      new RangeError(
+        'idempotency.ttlSeconds (599) must be at least twice toleranceSeconds (300), 600 s: a timestamp is accepted from 300 s before ' +
+          'until 300 s after it, and an id forgotten sooner lets a captured request be replayed and run again',
+      ),
+    );
+    expect(make({ toleranceSeconds: 60, idempotency: { ttlSeconds: 119.5 } })).toThrow(/^idempotency\.ttlSeconds \(119\.5\) must be at least twice toleranceSeconds \(60\), 120 s/);
+    // The default ttl (a day) against a tolerance of more than half a day: the default is named.
+    expect(make({ toleranceSeconds: 50_000, idempotency: {} })).toThrow(
+      /^idempotency\.ttlSeconds \(86400, the default\) must be at least twice toleranceSeconds \(50000\), 100000 s/,
+    );
+    expect(make({ idempotency: { ttlSeconds: 600 } })).not.toThrow();
+    expect(make({ toleranceSeconds: 50_000, idempotency: { ttlSeconds: 100_000 } })).not.toThrow();
+    // Without deduplication nothing is remembered, and there is no ttl to check.
+    expect(make({ toleranceSeconds: 50_000, idempotency: false })).not.toThrow();
   });
 
   it('namespace is a non-empty string without ":"', () => {

@@ -125,6 +125,29 @@ describe('durableObjectStore in workerd', () => {
     expect(await operation<ClaimResult>('claim', { key: held, ms: 60_000 })).toEqual({ status: 'completed' });
   }, 60_000);
 
+  it.each(['WEBHOOK_CLAIMS', 'WEBHOOK_CLAIMS_KV'])('keeps unsigned ids in buckets of at most unsignedMax records (%s)', async (binding) => {
+    // unsignedMax 2: one bucket of two, the object `:u:0`.
+    const bucketOperation = <T>(name: string, body: { key: string; token?: string; ms?: number }) =>
+      call<T>(`/store/${name}?binding=${binding}&unsignedMax=2`, { method: 'POST', body: JSON.stringify(body) });
+    const run = Date.now();
+    const [a, b, c] = [`bucket:u:a_${run}`, `bucket:u:b_${run}`, `bucket:u:c_${run}`];
+    const peek = () => call<{ rows: { key: string }[] }>(`/object/peek?key=${encodeURIComponent(':u:0')}&binding=${binding}`, { method: 'POST' });
+    const aToken = owner(await bucketOperation<ClaimResult>('claim', { key: a, ms: 60_000 }));
+    const bToken = owner(await bucketOperation<ClaimResult>('claim', { key: b, ms: 60_000 }));
+    // Past the budget: a third unsigned id is refused while both are being processed...
+    expect(await bucketOperation('claim', { key: c, ms: 60_000 })).toEqual({ refused: 'unsigned_limit' });
+    // ...and a signed id of the same name, in an object of its own, is not.
+    expect((await bucketOperation<ClaimResult>('claim', { key: `bucket:s:c_${run}`, ms: 60_000 })).status).toBe('acquired');
+    expect(await bucketOperation<boolean>('complete', { key: a, token: aToken, ms: 60_000 })).toBe(true);
+    expect(await bucketOperation('claim', { key: a, ms: 60_000 })).toEqual({ status: 'completed' });
+    // Once one completed, the next unsigned id takes its place: that one is forgotten early.
+    owner(await bucketOperation<ClaimResult>('claim', { key: c, ms: 60_000 }));
+    expect((await peek()).rows.map((row) => row.key).sort()).toEqual([b, c]);
+    expect(await bucketOperation<boolean>('release', { key: b, token: bToken })).toBe(true);
+    expect((await bucketOperation<ClaimResult>('claim', { key: a, ms: 60_000 })).status).toBe('acquired');
+    expect((await peek()).rows.map((row) => row.key).sort()).toEqual([a, c]);
+  });
+
   // The key-value backend sweeps by listing its storage (no SQL): the same alarm, another path.
   it.each(['WEBHOOK_CLAIMS', 'WEBHOOK_CLAIMS_KV'])('clears an expired completion’s storage by alarm, without any further request to its key (%s)', async (binding) => {
     const key = `alarm:s:${binding}:${Date.now()}`;

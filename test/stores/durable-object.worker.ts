@@ -7,12 +7,13 @@
  * - POST /check?binding=NAME runs `checkStore` against the store on that binding and answers its report;
  * - POST /webhooks runs the receiver, whose handler counts its runs in the RUNS object;
  * - GET /runs?id=… answers how many times the handler ran for an id;
- * - POST /store/<operation>[?binding=NAME] runs one store operation ({ key, token, ms }) and answers its result;
+ * - POST /store/<operation>[?binding=NAME][&unsignedMax=N] runs one store operation ({ key, token, ms }) and answers its result
+ *   (a refused claim as `{ refused: reason }`);
  * - POST /object/<abort|peek>?key=…[&binding=NAME] restarts the key's object, or reads what it stores.
  */
 
 import { createReceiver } from '../../src/receiver.ts';
-import { durableObjectStore, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
+import { durableObjectStore, StoreError, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { checkStore, StoreConformanceError } from '../../src/testing/check-store.ts';
 
@@ -120,9 +121,13 @@ async function webhooks(request: Request, env: Env): Promise<Response> {
 }
 
 async function storeOperation(operation: string, request: Request, env: Env, url: URL): Promise<Response> {
-  const store: IdempotencyStore = durableObjectStore(claimsOf(env, url));
+  const unsignedMax = url.searchParams.get('unsignedMax');
+  const store: IdempotencyStore = durableObjectStore(claimsOf(env, url), unsignedMax === null ? {} : { unsignedMax: Number(unsignedMax) });
   const { key, token, ms } = (await request.json()) as { key: string; token: string; ms: number };
-  if (operation === 'claim') return Response.json(await store.claim(key, ms));
+  if (operation === 'claim') {
+    // A refusal is an answer the tests read: its reason.
+    return Response.json(await store.claim(key, ms).catch((error: unknown) => ({ refused: error instanceof StoreError ? error.reason : String(error) })));
+  }
   if (operation === 'complete') return Response.json(await store.complete(key, token, ms));
   if (operation === 'release') return Response.json(await store.release(key, token));
   if (operation === 'extend') return Response.json(await store.extend!(key, token, ms));

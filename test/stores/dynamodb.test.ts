@@ -329,7 +329,7 @@ describe('dynamoStore unsigned slots', () => {
     expect(await store.complete(signed, signedOwner, 600_000)).toBe(true);
   });
 
-  it('refuses an unsigned id whose slot holds another’s live claim with StoreError full, as the memory store does', async () => {
+  it('refuses an unsigned id whose slot holds another’s live claim with StoreError unsigned_limit (503 UNSIGNED_LIMIT), as every store does', async () => {
     const { now, pass } = clock();
     const store = open({ unsignedMax: 1, now });
     const first = key('u');
@@ -337,9 +337,9 @@ describe('dynamoStore unsigned slots', () => {
     const owner = token(await store.claim(first, 10_000));
     const refused = await store.claim(second, 10_000).catch((error: unknown) => error);
     expect(refused).toBeInstanceOf(StoreError);
-    expect(refused).toMatchObject({ store: 'dynamodb', reason: 'full' });
+    expect(refused).toMatchObject({ store: 'dynamodb', reason: 'unsigned_limit' });
     expect((refused as Error).message).toBe(
-      "dynamodb store: the unsigned slot u#0 holds another unsigned id's live claim, so this claim was refused rather than evict it (raise unsignedMax)",
+      "dynamodb store: no room for another unsigned id (the unsigned slot u#0 holds another unsigned id's live claim; unsignedMax 1), so the claim was refused rather than evict a claim whose handler still runs",
     );
     // The same id is still told apart: busy, then completed.
     expect(await store.claim(first, 10_000)).toMatchObject({ status: 'processing' });
@@ -350,7 +350,7 @@ describe('dynamoStore unsigned slots', () => {
     // A completion gives way to the next unsigned id (the first is forgotten early, and refused
     // while the next one's claim lives); an expired lock gives way too.
     const next = token(await store.claim(second, 10_000));
-    await expect(store.claim(first, 10_000)).rejects.toMatchObject({ reason: 'full' });
+    await expect(store.claim(first, 10_000)).rejects.toMatchObject({ reason: 'unsigned_limit' });
     pass(12_000);
     expect(await store.complete(second, next, 10_000)).toBe(false);
     expect(await store.claim(first, 10_000)).toMatchObject({ status: 'acquired' });

@@ -6,6 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_MEMORY_STORE_MAX, DEFAULT_MEMORY_STORE_UNSIGNED_MAX, memoryStore } from '../../src/stores/memory.ts';
+import { DEFAULT_UNSIGNED_MAX } from '../../src/index.ts';
 import { StoreError } from '../../src/stores/types.ts';
 import { syncOperations, type SyncOperations } from '../../src/stores/internal.ts';
 import { token } from '../support/stores.ts';
@@ -25,6 +26,7 @@ describe('memoryStore', () => {
     expect(await store.claim('d:s:c', 10_000)).toEqual({ status: 'completed' });
     expect(DEFAULT_MEMORY_STORE_MAX).toBe(100_000);
     expect(DEFAULT_MEMORY_STORE_UNSIGNED_MAX).toBe(10_000);
+    expect(DEFAULT_MEMORY_STORE_UNSIGNED_MAX).toBe(DEFAULT_UNSIGNED_MAX);
   });
 
   it('forgets completed ids oldest first also after ids came back past their TTL (the order of completions stays right)', () => {
@@ -118,6 +120,18 @@ describe('memoryStore', () => {
     }
     expect(await store.claim('d:s:msg_1', 10_000)).toEqual({ status: 'completed' });
     expect(store.usage()).toEqual({ signed: { claims: 0, completed: 1, max: 10 }, unsigned: { claims: 0, completed: 5, max: 5 } });
+  });
+
+  it('full of live unsigned claims, refuses the next unsigned one with unsigned_limit; signed ids still pass', async () => {
+    const store = memoryStore({ max: 2, unsignedMax: 2 });
+    token(await store.claim('d:u:a', 10_000));
+    token(await store.claim('d:u:b', 10_000));
+    const refused = await store.claim('d:u:c', 10_000).catch((error: unknown) => error);
+    expect(refused).toMatchObject({ name: 'StoreError', store: 'memory', reason: 'unsigned_limit' });
+    expect((refused as Error).message).toBe(
+      'memory store: no room for another unsigned id (all 2 unsigned entries are live claims; unsignedMax 2), so the claim was refused rather than evict a claim whose handler still runs',
+    );
+    expect((await store.claim('d:s:c', 10_000)).status).toBe('acquired');
   });
 
   it('a lock shortened by extend still counts as expired when the store looks for room', async () => {

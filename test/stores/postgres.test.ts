@@ -21,7 +21,7 @@ import {
   type PostgresStore,
   type TransactionOf,
 } from '../../src/stores/postgres.ts';
-import { createReceiver } from '../../src/receiver.ts';
+import { createReceiver, type ReceiverErrorContext } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { ClaimHandle } from '../../src/stores/types.ts';
 import { connectPostgres, POSTGRES_KINDS, sharedPostgresUrl, startCountingProxy, uniqueTable, type PostgresClient, type PostgresKind } from '../support/postgres.ts';
@@ -79,12 +79,24 @@ describe('postgresStore options and types', () => {
     expect(postgresStore({ client: sql }).claim).toBeTypeOf('function');
   });
 
+  it('checks unsignedMax', () => {
+    for (const unsignedMax of [0, -1, 1.5, Number.NaN, 2 ** 31, '10' as never]) {
+      expect(() => postgresStore({ client: pool, unsignedMax })).toThrow(new RangeError('postgresStore unsignedMax must be a positive whole number of ids'));
+    }
+    expect(() => postgresStore({ client: pool, unsignedMax: 2 ** 31 - 1 })).not.toThrow();
+  });
+
   it('prints its SQL for hand migrations, with the table quoted', () => {
     expect(setupSql()).toEqual([
       `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}" (\n  key        text        PRIMARY KEY,\n  token      text        NOT NULL,\n  completed  boolean     NOT NULL DEFAULT false,\n  expires_at timestamptz NOT NULL\n)`,
       `CREATE INDEX IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_expires_at" ON "${DEFAULT_POSTGRES_TABLE}" (expires_at)`,
+      `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_unsigned" (\n  slot       integer     PRIMARY KEY,\n  key        text        NOT NULL UNIQUE,\n  token      text        NOT NULL,\n  completed  boolean     NOT NULL DEFAULT false,\n  expires_at timestamptz NOT NULL\n)`,
     ]);
     expect(setupSql('billing.claims')[1]).toBe('CREATE INDEX IF NOT EXISTS "claims_expires_at" ON "billing"."claims" (expires_at)');
+    expect(setupSql('billing.claims')[2]).toMatch(/^CREATE TABLE IF NOT EXISTS "billing"\."claims_unsigned" \(/);
+    // The unsigned table's name is cut to PostgreSQL's 63 characters, and may not be the table's own.
+    expect(setupSql('a'.repeat(63))[2]).toMatch(new RegExp(`^CREATE TABLE IF NOT EXISTS "${'a'.repeat(54)}_unsigned" \\(`));
+    expect(() => setupSql(`${'a'.repeat(54)}_unsigned`)).toThrow(TypeError);
   });
 
   it('a backend that never answers rejects with StoreError timeout, never hangs', async () => {
@@ -365,6 +377,31 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
         store.transaction({ claim: handle(store, 'default:s:msg_1', owner) }, (tx) => exec(tx, `INSERT INTO "${effects}" (id) VALUES ($1)`, ['msg_1'])),
       ).rejects.toThrow(ClaimLostError);
       expect(await effectCount('msg_1')).toBe(1);
+    });
+
+    test('a claim completed in the handler’s transaction is renewed no more: work after the commit is neither aborted nor reported', async () => {
+      store = await fresh();
+      const secret = generateSecret();
+      const reports: [unknown, ReceiverErrorContext][] = [];
+      // A 300 ms lock, renewed every 100 ms while the handler runs.
+      const receiver = createReceiver({ secrets: secret, onError: (error, context) => reports.push([error, context]), idempotency: { store, lockSeconds: 0.3 } });
+      const body = '{"type":"order.paid"}';
+      const signed = await signWebhook({ secret, body });
+      const result = await receiver.handle({ headers: signed.headers, body }, async (webhook, context) => {
+        await store.transaction(context, (tx) => exec(tx, `INSERT INTO "${effects}" (id) VALUES ($1)`, [webhook.id]));
+        // Work after the commit (the README's fetch(…, { signal: context.signal })), longer than
+        // several renewals and than the lock itself: it ends early only if the signal aborts.
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 1_000);
+          context.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
+        });
+        return context.signal.aborted;
+      });
+      expect(result).toMatchObject({ outcome: 'processed', value: false });
+      expect(reports).toEqual([]);
+      expect(await effectCount(signed.id)).toBe(1);
+      expect(await store.claim(`default:s:${signed.id}`, 10_000)).toEqual({ status: 'completed' });
+      await receiver.close();
     });
 
     test('a callback that throws rolls back the effect and leaves the claim held', async () => {

@@ -4,10 +4,12 @@
  * reconnects. Outage tests use a private redis-server so the shared one is never disturbed.
  */
 
+import { createHash } from 'node:crypto';
 import { Redis, type Cluster } from 'ioredis';
 import type { createCluster } from 'redis';
 import { afterAll, afterEach, beforeAll, describe, expect, expectTypeOf, it } from 'vitest';
 import { DEFAULT_REDIS_PREFIX, DEFAULT_REDIS_TIMEOUT_MS, StoreError, redisStore, type RedisClientLike } from '../../src/stores/redis.ts';
+import { unsignedBucket } from '../../src/stores/internal.ts';
 import type { ClaimResult } from '../../src/stores/types.ts';
 import { freePort } from '../support/redis-server.ts';
 import { sleep, token } from '../support/stores.ts';
@@ -86,6 +88,13 @@ describe('redisStore options', () => {
     expect(DEFAULT_REDIS_TIMEOUT_MS).toBe(2000);
     expect(() => redisStore({ client, prefix: '', timeoutMs: 1 })).not.toThrow();
   });
+
+  it('checks unsignedMax', () => {
+    for (const unsignedMax of [0, -1, 1.5, Number.NaN, 2 ** 31, '10' as never]) {
+      expect(() => redisStore({ client, unsignedMax })).toThrow(new RangeError('redisStore unsignedMax must be a positive whole number of ids'));
+    }
+    expect(() => redisStore({ client, unsignedMax: 1 })).not.toThrow();
+  });
 });
 
 describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore via %s: keys', (kind) => {
@@ -121,6 +130,42 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore via %s: 
     const other = token(await store.claim('default:msg_2', 10_000));
     expect(await store.release('default:msg_2', other)).toBe(true);
     expect(Object.keys(await keysUnder(admin, prefix))).toEqual(['default:msg_1']);
+  });
+
+  it('holds unsigned ids in hashes of at most 16, each field the SHA-1 of its key (issue 22)', async () => {
+    const space = `${prefix}buckets:`;
+    // 32 ids: two buckets of 16.
+    const store = redisStore({ client: client.client, prefix: space, unsignedMax: 32 });
+    const sha1 = (key: string) => createHash('sha1').update(key).digest('hex');
+    const key = 'default:u:msg_1';
+    const bucket = `${space}:u:${unsignedBucket(key, 2)}`;
+    const owner = token(await store.claim(key, 10_000));
+    const held = await admin.hget(bucket, sha1(key));
+    expect(held).toMatch(new RegExp(`^lock:${owner}:\\d{13}$`));
+    const until = Number(held!.slice(38));
+    expect(until - Date.now()).toBeGreaterThan(8_000);
+    expect(until - Date.now()).toBeLessThanOrEqual(10_500);
+    expect(await admin.pttl(bucket)).toBeGreaterThan(9_000);
+    expect(await store.extend(key, owner, 20_000)).toBe(true);
+    expect(await store.complete(key, owner, 3_600_000)).toBe(true);
+    expect(await admin.hget(bucket, sha1(key))).toMatch(new RegExp(`^done:${owner}:\\d{13}$`));
+    expect(await admin.pttl(bucket)).toBeGreaterThan(3_590_000);
+    expect(await store.complete(key, owner, 3_600_000)).toBe(true);
+    expect(await store.claim(key, 10_000)).toEqual({ status: 'completed' });
+    expect(await store.release(key, owner)).toBe(false);
+
+    // 100 more ids, each completed: never more than two hashes of 16 fields, whatever arrives.
+    for (let i = 0; i < 100; i++) {
+      const other = `default:u:flood_${i}`;
+      expect(await store.complete(other, token(await store.claim(other, 10_000)), 60_000)).toBe(true);
+    }
+    const buckets = Object.keys(await keysUnder(admin, space)).sort();
+    expect(buckets).toEqual([':u:0', ':u:1']);
+    for (const name of buckets) expect(await admin.hlen(`${space}${name}`)).toBe(16);
+    // A released unsigned claim frees its field.
+    const released = 'default:u:released';
+    expect(await store.release(released, token(await store.claim(released, 10_000)))).toBe(true);
+    expect(await admin.hexists(`${space}:u:${unsignedBucket(released, 2)}`, sha1(released))).toBe(0);
   });
 
   it(`uses the prefix '${DEFAULT_REDIS_PREFIX}' by default`, async () => {

@@ -4,7 +4,8 @@
  *
  * `bodyParser: false` is what matters: Next.js otherwise parses the body before the route runs,
  * and the raw bytes that were signed are gone. The Express adapter then reads them from the
- * request itself. Left on, every delivery is answered 500 BODY_UNAVAILABLE naming this setting.
+ * request itself. Left on, every delivery is answered 500 BODY_UNAVAILABLE, and the log names
+ * this setting.
  *
  * Deduplication uses the in-memory store, which lives in one server process. On serverless
  * hosting, where retries may reach another instance, use a shared store:
@@ -59,8 +60,10 @@ export default async function handler(req: ApiRequest, res: ApiResponse): Promis
     return;
   }
   if (req.body !== undefined || req.readableEnded) {
-    const answer = errorResponse(new WebhookError('BODY_UNAVAILABLE', PARSED));
-    console.warn(`[webhook-receiver] rejected POST /api/webhooks: BODY_UNAVAILABLE ${PARSED}`);
+    // The sender gets the code and a short message; the fix (how this app is built) is the hint, for the log.
+    const error = new WebhookError('BODY_UNAVAILABLE', 'the server could not read the raw request body, so the signature cannot be checked', { hint: PARSED });
+    const answer = errorResponse(error);
+    console.warn(`[webhook-receiver] rejected POST /api/webhooks: BODY_UNAVAILABLE ${error.message} (${error.hint})`);
     res.writeHead(answer.status, answer.headers).end(answer.body);
     return;
   }
