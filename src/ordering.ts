@@ -25,7 +25,7 @@
  * Web types only: this module compiles without Node's.
  */
 
-import { rejection, type WebhookError } from './errors.ts';
+import { isWebhookError, rejection, type WebhookError } from './errors.ts';
 import type { VerifiedWebhook } from './verify.ts';
 
 /**
@@ -312,6 +312,8 @@ export function orderingOf(ordering: Ordering | undefined, webhook: VerifiedWebh
   try {
     event = webhook.json<OrderingEvent>();
   } catch (error) {
+    // `webhook.json()` refuses a body that is not JSON with INVALID_PAYLOAD (the SyntaxError as cause).
+    if (isWebhookError(error)) throw error;
     throw rejection('INVALID_PAYLOAD', 'the payload is not JSON, so ordering cannot read its entity and version', { cause: error });
   }
   let key: unknown;
