@@ -7,26 +7,30 @@ export type Framework = (typeof FRAMEWORKS)[number];
  * - none: the body parsed, nothing verified (the ceiling);
  * - inline: the hand-written `node:crypto` check (fixtures.ts);
  * - standardwebhooks: the `standardwebhooks` package's `verify`, inline;
+ * - verify: this package's adapter with `idempotency: false`, verification only: compared with
+ *   `inline` (like with like, issue 29);
+ * - inline-store: the hand-written check plus the bare store operations (bare-map.ts: claim the id
+ *   in a bounded Map, mark it done after the handler): the floor `adapter` is compared with;
  * - adapter: this package's adapter, verification and the memory store on;
  * - fetch: Hono only: this package's Fetch handler (`webhook-receiver/fetch`, memory store) served
  *   by `@hono/node-server` with no Hono app in between, against the Hono adapter on the same
  *   server (issue 17: the Fetch path on Node).
  */
-export const VARIANTS = ['none', 'inline', 'standardwebhooks', 'adapter', 'fetch'] as const;
+export const VARIANTS = ['none', 'inline', 'standardwebhooks', 'verify', 'inline-store', 'adapter', 'fetch'] as const;
 export type Variant = (typeof VARIANTS)[number];
 
 export const WEBHOOK_PATH = '/webhooks';
 
 /**
- * The frameworks with targets of their own (all four variants); the others (Koa, NestJS on each
- * platform) are measured against their own hand-written inline check only.
+ * The frameworks with targets of their own (every variant); the others (Koa, NestJS on each
+ * platform) are measured, verification only, against their own hand-written inline check.
  */
 export const TARGETED: readonly Framework[] = ['express', 'fastify', 'hono', 'node:http'];
 
 /** The variants measured for `framework`. */
 export function variantsOf(framework: Framework): readonly Variant[] {
   if (framework === 'hono') return VARIANTS;
-  return TARGETED.includes(framework) ? ['none', 'inline', 'standardwebhooks', 'adapter'] : ['inline', 'adapter'];
+  return TARGETED.includes(framework) ? VARIANTS.filter((variant) => variant !== 'fetch') : ['inline', 'verify'];
 }
 
 /**

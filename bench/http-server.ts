@@ -6,9 +6,11 @@
  *
  *   http-server.ts <framework> <variant>
  *   variants: none (no verification), inline (hand-written node:crypto check),
- *             standardwebhooks (inline library check), adapter (this package, memory store);
+ *             standardwebhooks (inline library check), verify (this package, `idempotency: false`),
+ *             inline-store (the hand-written check plus a bare bounded Map of ids),
+ *             adapter (this package, memory store);
  *             Hono also: fetch (this package's Fetch handler on @hono/node-server, no Hono app);
- *             Koa and NestJS (on Express and on Fastify): inline and adapter only
+ *             Koa and NestJS (on Express and on Fastify): inline and verify only
  *   http-server.ts store <memory|ioredis|node-redis|postgres>
  *             the Fastify adapter with that store (section 10); the Redis server's URL arrives
  *             in BENCH_REDIS_URL, the Postgres server's in BENCH_POSTGRES_URL
@@ -26,6 +28,7 @@ const { webhooks: honoWebhooks } = await importBuilt<typeof import('../adapters/
 const { webhookHandler } = await importBuilt<typeof import('../adapters/fetch.ts')>(build, 'fetch');
 const { webhooks: koaWebhooks } = await importBuilt<typeof import('../adapters/koa.ts')>(build, 'koa');
 const nest = await importBuilt<typeof import('../adapters/nestjs.ts')>(build, 'nestjs');
+const { DEFAULT_MEMORY_STORE_MAX } = await importBuilt<typeof import('../src/index.ts')>(build, 'index');
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -45,6 +48,7 @@ import { Webhook } from 'standardwebhooks';
 import type { RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
+import { BareIdMap } from './bare-map.ts';
 import { importBuilt } from './build.ts';
 import { handWrittenVerify } from './fixtures.ts';
 import { FRAMEWORKS, POSTGRES_POOL_SIZE, STORE_MODE, STORES, VARIANTS, WEBHOOK_PATH as PATH, type Framework, type StoreKind, type Variant } from './http-cases.ts';
@@ -52,6 +56,29 @@ import { FRAMEWORKS, POSTGRES_POOL_SIZE, STORE_MODE, STORES, VARIANTS, WEBHOOK_P
 const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
 
 let processed = 0;
+
+/** The bare store operations of the inline-store variant, bounded as the memory store is. */
+let bareIds: BareIdMap | undefined;
+const noop = () => {};
+
+/**
+ * The hand-written check of the inline variants; with `inline-store`, also the bare claim of the
+ * id. Returns what completes the delivery after the handler, or `undefined` when refused.
+ */
+function inlineAccept(variant: Variant, headers: IncomingMessage['headers'], body: Buffer, key: Buffer): (() => void) | undefined {
+  if (!handWrittenVerify(headers, body, key)) return undefined;
+  if (variant !== 'inline-store') return noop;
+  const id = headers['webhook-id'] as string;
+  bareIds ??= new BareIdMap(DEFAULT_MEMORY_STORE_MAX);
+  if (!bareIds.claim(id)) throw new Error('a webhook-id came twice: the load generator sends fresh ids');
+  const ids = bareIds;
+  return () => ids.complete(id);
+}
+
+/** Our adapter's options: `verify` is verification only, `adapter` verification and the memory store. */
+function ours(variant: Variant, secret: string): { secrets: string; idempotency?: false } {
+  return variant === 'verify' ? { secrets: secret, idempotency: false } : { secrets: secret };
+}
 
 /** What every handler does with the event: check it is the fixture's, count it. */
 function handled(event: unknown): void {
@@ -77,14 +104,16 @@ function expressApp(variant: Variant, secret: string, key: Buffer): Server {
       handled(req.body);
       done(res);
     });
-  } else if (variant === 'inline') {
+  } else if (variant === 'inline' || variant === 'inline-store') {
     app.post(PATH, express.raw({ type: 'application/json' }), (req, res) => {
       const body = req.body as Buffer;
-      if (!handWrittenVerify(req.headers, body, key)) {
+      const complete = inlineAccept(variant, req.headers, body, key);
+      if (complete === undefined) {
         res.status(401).type('json').send(UNAUTHORIZED);
         return;
       }
       handled(JSON.parse(body.toString('utf8')));
+      complete();
       done(res);
     });
   } else if (variant === 'standardwebhooks') {
@@ -100,7 +129,7 @@ function expressApp(variant: Variant, secret: string, key: Buffer): Server {
       done(res);
     });
   } else {
-    app.post(PATH, expressWebhooks({ secrets: secret }), (req, res) => {
+    app.post(PATH, expressWebhooks(ours(variant, secret)), (req, res) => {
       handled(req.webhook!.json());
       done(res);
     });
@@ -111,7 +140,7 @@ function expressApp(variant: Variant, secret: string, key: Buffer): Server {
 async function fastifyApp(variant: Variant, secret: string, key: Buffer): Promise<Server> {
   const app = Fastify({ logger: false });
   const standard = new Webhook(secret);
-  if (variant === 'inline' || variant === 'standardwebhooks') {
+  if (variant === 'inline' || variant === 'inline-store' || variant === 'standardwebhooks') {
     // The raw bytes are needed to verify: the usual recipe replaces the JSON parser.
     app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
   }
@@ -120,11 +149,13 @@ async function fastifyApp(variant: Variant, secret: string, key: Buffer): Promis
       handled(request.body);
       return reply.code(204).send();
     });
-  } else if (variant === 'inline') {
+  } else if (variant === 'inline' || variant === 'inline-store') {
     app.post(PATH, async (request, reply) => {
       const body = request.body as Buffer;
-      if (!handWrittenVerify(request.headers, body, key)) return reply.code(401).type('application/json').send(UNAUTHORIZED);
+      const complete = inlineAccept(variant, request.headers, body, key);
+      if (complete === undefined) return reply.code(401).type('application/json').send(UNAUTHORIZED);
       handled(JSON.parse(body.toString('utf8')));
+      complete();
       return reply.code(204).send();
     });
   } else if (variant === 'standardwebhooks') {
@@ -140,7 +171,7 @@ async function fastifyApp(variant: Variant, secret: string, key: Buffer): Promis
     });
   } else {
     await app.register(async (scope) => {
-      await scope.register(fastifyWebhooks, { secrets: secret });
+      await scope.register(fastifyWebhooks, ours(variant, secret));
       scope.post(PATH, async (request, reply) => {
         handled(request.body);
         return reply.code(204).send();
@@ -160,7 +191,7 @@ function honoApp(variant: Variant, secret: string, key: Buffer): Server {
       handled(await c.req.json());
       return c.body(null, 204);
     });
-  } else if (variant === 'inline') {
+  } else if (variant === 'inline' || variant === 'inline-store') {
     app.post(PATH, async (c) => {
       const body = Buffer.from(await c.req.arrayBuffer());
       const headers = {
@@ -168,8 +199,10 @@ function honoApp(variant: Variant, secret: string, key: Buffer): Server {
         'webhook-timestamp': c.req.header('webhook-timestamp'),
         'webhook-signature': c.req.header('webhook-signature'),
       };
-      if (!handWrittenVerify(headers, body, key)) return unauthorized();
+      const complete = inlineAccept(variant, headers, body, key);
+      if (complete === undefined) return unauthorized();
       handled(JSON.parse(body.toString('utf8')));
+      complete();
       return c.body(null, 204);
     });
   } else if (variant === 'standardwebhooks') {
@@ -183,8 +216,8 @@ function honoApp(variant: Variant, secret: string, key: Buffer): Server {
       handled(event);
       return c.body(null, 204);
     });
-  } else if (variant === 'adapter') {
-    app.post(PATH, honoWebhooks({ secrets: secret }), (c) => {
+  } else if (variant === 'adapter' || variant === 'verify') {
+    app.post(PATH, honoWebhooks(ours(variant, secret)), (c) => {
       handled(c.get('webhook').json());
       return c.body(null, 204);
     });
@@ -205,10 +238,10 @@ function nodeApp(variant: Variant, secret: string, key: Buffer): Server {
   const done = (res: ServerResponse) => void res.writeHead(204).end();
   const unauthorized = (res: ServerResponse) => void res.writeHead(401, { 'content-type': 'application/json' }).end(UNAUTHORIZED);
   const fail = (res: ServerResponse) => void res.writeHead(500).end();
-  if (variant === 'adapter') {
+  if (variant === 'adapter' || variant === 'verify') {
     // The Express middleware is typed on Node's own request and response: it runs as is on a
     // plain node:http server, with `next` as the handler.
-    const verify = expressWebhooks({ secrets: secret });
+    const verify = expressWebhooks(ours(variant, secret));
     return createServer((req, res) => {
       verify(req, res, (error) => {
         if (error !== undefined) return fail(res);
@@ -220,9 +253,12 @@ function nodeApp(variant: Variant, secret: string, key: Buffer): Server {
   return createServer((req, res) => {
     readBody(req).then((body) => {
       let event: unknown;
+      let complete = noop;
       if (variant === 'none') event = JSON.parse(body.toString('utf8'));
-      else if (variant === 'inline') {
-        if (!handWrittenVerify(req.headers, body, key)) return unauthorized(res);
+      else if (variant === 'inline' || variant === 'inline-store') {
+        const accepted = inlineAccept(variant, req.headers, body, key);
+        if (accepted === undefined) return unauthorized(res);
+        complete = accepted;
         event = JSON.parse(body.toString('utf8'));
       } else {
         try {
@@ -232,6 +268,7 @@ function nodeApp(variant: Variant, secret: string, key: Buffer): Server {
         }
       }
       handled(event);
+      complete();
       done(res);
     }, () => fail(res));
   });
@@ -252,7 +289,7 @@ function koaApp(variant: Variant, secret: string, key: Buffer): Server {
       ctx.status = 204;
     });
   } else {
-    app.use(koaWebhooks({ secrets: secret }));
+    app.use(koaWebhooks(ours(variant, secret)));
     app.use((ctx) => {
       handled((ctx.state as { webhook: VerifiedWebhook }).webhook.json());
       ctx.status = 204;
@@ -353,7 +390,7 @@ async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret
     }
     controller = Adapter;
   }
-  @Module({ imports: variant === 'adapter' ? [nest.WebhookReceiverModule.forRoot({ secrets: secret })] : [], controllers: [controller] })
+  @Module({ imports: variant === 'inline' ? [] : [nest.WebhookReceiverModule.forRoot(ours(variant, secret))], controllers: [controller] })
   class BenchModule {}
   const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
   const app = await NestFactory.create(BenchModule, adapter, { rawBody: true, logger: false });

@@ -12,6 +12,7 @@
  * completed id to make room, as a busy receiver's does.
  */
 
+import { BareIdMap } from './bare-map.ts';
 import { jsonBody, KiB, newSecret, signedMessage, type SignedMessage } from './fixtures.ts';
 import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
 import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
@@ -19,7 +20,7 @@ import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate
 const VERIFY = 'verify alone';
 const CLAIM = 'claim + complete';
 const HANDLE = 'handle, a handler that does nothing';
-const BARE_MAP = 'verify + a bare Map: look up, forget the oldest, insert';
+const BARE_MAP = 'verify + a bare Map: look up, forget the oldest, insert, mark done';
 
 /** Keeps results alive (a module variable is never optimised away), so no timed call is either. */
 let sink = 0;
@@ -45,17 +46,10 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
   }
   if (store.usage().signed.completed !== max) throw new Error('the store did not fill to its bound');
 
-  // The least any bounded in-process deduplication adds to a verification: a Map of ids, full to
-  // the same bound, where each new id is looked up, the oldest forgotten, and the new one
-  // inserted. No locks, expiry, tokens or claim protocol: a floor, not a store.
-  const bare = new Map<string, number>();
-  let order: string[] = [];
-  let head = 0;
-  for (let i = 0; i < max; i++) {
-    const id = `bare_${i}`;
-    bare.set(id, i);
-    order.push(id);
-  }
+  // The least any bounded in-process deduplication adds to a verification (bare-map.ts), full to
+  // the same bound.
+  const bare = new BareIdMap(max);
+  for (let i = 0; i < max; i++) bare.claim(`bare_${i}`);
 
   /** A candidate that uses up `n` freshly signed messages per batch. */
   const fresh = (name: string, run: (message: SignedMessage) => Promise<void>): Candidate => {
@@ -83,14 +77,8 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
     }),
     fresh(BARE_MAP, async ({ headers, body: raw }) => {
       const { id } = await verifier.verify({ headers, body: raw });
-      if (bare.get(id) !== undefined) throw new Error('a fresh id was found in the bare map: the comparison would be meaningless');
-      bare.delete(order[head++]!);
-      bare.set(id, head);
-      order.push(id);
-      if (head * 2 >= order.length) {
-        order = order.slice(head);
-        head = 0;
-      }
+      if (!bare.claim(id)) throw new Error('a fresh id was found in the bare map: the comparison would be meaningless');
+      bare.complete(id);
       sink ^= id.length;
     }),
     fresh(HANDLE, async ({ headers, body: raw }) => {
@@ -104,7 +92,7 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
   const base = series(timings, VERIFY);
   const rows = candidates.map((c) => [c.name, timeSummary(summarize(series(timings, c.name))), c.name === VERIFY ? '1' : ratioText(summarize(ratios(series(timings, c.name), base)))]);
   const claimOverVerify = summarize(ratios(series(timings, CLAIM), base));
-  const bareOverVerify = summarize(ratios(series(timings, BARE_MAP), base));
+  const claimOverFloor = summarize(ratios(series(timings, CLAIM), series(timings, BARE_MAP)));
   const median = (name: string) => timeText(summarize(series(timings, name)).median);
 
   const text = [
@@ -112,8 +100,8 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
       'with an id of its own, signed beforehand (untimed), so each claim is a first delivery; the baseline verifies the same kind ' +
       'of message. "Claim + complete" is what an adapter adds around the handler; "handle" is the whole delivery. ' +
       `The bare-Map row is a floor, not a store: a \`Map\` of ${max.toLocaleString('en-US')} ids where each new id is looked up, ` +
-      'the oldest forgotten and the new one inserted, with no locks, expiry, tokens or claim protocol. What it adds to a ' +
-      'verification is the least any bounded in-process deduplication adds.',
+      'the oldest forgotten, the new one inserted and then marked done, with no locks, expiry, tokens or claim protocol. What it adds to a ' +
+      'verification is the least any bounded in-process deduplication adds, so claim + complete is judged against it (like with like).',
     '',
     table(['candidate', 'time per call', '÷ verify alone'], rows),
   ].join('\n');
@@ -123,11 +111,13 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
     body: text,
     targets: [
       {
-        what: 'receiver claim + complete ÷ verify alone, memory store, 1 KiB',
-        target: '≤ 1.25',
-        measured: ratioText(claimOverVerify),
-        context: `${median(CLAIM)} vs ${median(VERIFY)}; handle ${median(HANDLE)}; verify + a bare Map (the floor) ${ratioText(bareOverVerify)}`,
-        pass: claimOverVerify.median <= 1.25,
+        // Like with like (issue 29): verification plus our store against verification plus the
+        // bare operations of a bounded Map, not against verification alone.
+        what: 'receiver claim + complete ÷ (verify + a bare Map), memory store, 1 KiB',
+        target: '≤ 1.15',
+        measured: ratioText(claimOverFloor),
+        context: `${median(CLAIM)} vs ${median(BARE_MAP)}; ÷ verify alone ${ratioText(claimOverVerify)}; handle ${median(HANDLE)}`,
+        pass: claimOverFloor.median <= 1.15,
       },
     ],
   };

@@ -15,7 +15,7 @@ import type { RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
 import { openMonitor, type MonitorEvent } from '../test/support/monitor.ts';
 import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-server.ts';
-import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport } from './report.ts';
+import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { inFlight, oneAtATime, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
 const LOCK_MS = 60_000;
@@ -86,6 +86,94 @@ function countOf(commands: readonly string[]): string {
   const counts = new Map<string, number>();
   for (const c of commands) counts.set(c, (counts.get(c) ?? 0) + 1);
   return [...counts].map(([c, n]) => `${n} ${c.toUpperCase()}`).join(', ') || 'none';
+}
+
+/** One recorded script call: its SHA, its key and its arguments, as the store sent them. */
+interface ScriptCall {
+  sha: string;
+  args: string[];
+}
+
+/**
+ * Like with like (issue 29): the process CPU time our store costs per delivery (claim, then
+ * complete) against the bare ioredis client sending the same two scripts by EVALSHA, with the
+ * same arguments, 64 deliveries in flight. The scripts and arguments are recorded from the store
+ * itself through a proxy of the client, so the bare client does exactly the store's commands, and
+ * nothing else (no token generation, no reply checks, no timeouts). redis-server's own CPU is in
+ * another process and counts for neither.
+ */
+async function cpuPerDelivery(config: BenchConfig, redis: Redis, store: IdempotencyStore, nextKey: () => string): Promise<{ text: string; target: TargetResult }> {
+  const calls: ScriptCall[] = [];
+  const recording = new Proxy(redis, {
+    get(target, property) {
+      if (property === 'evalsha') {
+        return (sha: string, numkeys: number, key: string, ...args: string[]) => {
+          calls.push({ sha, args });
+          return target.evalsha(sha, numkeys, key, ...args);
+        };
+      }
+      const value: unknown = Reflect.get(target, property, target);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+  const recorded = config.pkg.redis.redisStore({ client: recording as unknown as RedisClientLike, prefix: 'bench:' });
+  const sample = nextKey();
+  const claimed = await recorded.claim(sample, LOCK_MS);
+  if (claimed.status !== 'acquired' || !(await recorded.complete(sample, claimed.token, TTL_MS))) throw new Error('the recorded delivery failed');
+  const [claimCall, completeCall] = calls.slice(-2);
+  if (claimCall === undefined || completeCall === undefined || claimCall.sha === completeCall.sha) throw new Error(`expected two different scripts per delivery, saw ${calls.length} EVALSHA calls`);
+  // The store's key as it reached Redis: the prefix is the store's, so the bare client adds it too.
+  const bare = async () => {
+    const key = `bench:${nextKey()}`;
+    await redis.evalsha(claimCall.sha, 1, key, ...claimCall.args);
+    const done = await redis.evalsha(completeCall.sha, 1, key, ...completeCall.args);
+    if (Number(done) !== 1) throw new Error(`the bare complete answered ${String(done)}: the bare commands do not do the store's work`);
+  };
+  const ours = async () => {
+    const key = nextKey();
+    const claim = await store.claim(key, LOCK_MS);
+    if (claim.status !== 'acquired' || !(await store.complete(key, claim.token, TTL_MS))) throw new Error('a delivery through the store failed');
+  };
+  await bare();
+  await ours();
+
+  const deliveries = config.quick ? 256 : 4096;
+  const reps = config.quick ? 3 : 9;
+  const cpuOf = async (op: () => Promise<void>) => {
+    const before = process.cpuUsage();
+    for (let done = 0; done < deliveries; done += IN_FLIGHT) await Promise.all(Array.from({ length: IN_FLIGHT }, op));
+    const used = process.cpuUsage(before);
+    return (used.user + used.system) / 1e6 / deliveries;
+  };
+  // Warm-up, then repetitions in an order that alternates.
+  await cpuOf(ours);
+  await cpuOf(bare);
+  const oursCpu: number[] = [];
+  const bareCpu: number[] = [];
+  for (let rep = 0; rep < reps; rep++) {
+    if (rep % 2 === 0) {
+      oursCpu.push(await cpuOf(ours));
+      bareCpu.push(await cpuOf(bare));
+    } else {
+      bareCpu.push(await cpuOf(bare));
+      oursCpu.push(await cpuOf(ours));
+    }
+  }
+  const ratio = summarize(ratios(oursCpu, bareCpu));
+  const us = (values: number[]) => `${fixed(summarize(values).median * 1e6, 1)} µs`;
+  return {
+    text:
+      `Process CPU per delivery (claim, then complete), ${IN_FLIGHT} in flight, ioredis: our store ${us(oursCpu)}, the bare client ` +
+      `sending the same two scripts by EVALSHA with the same arguments ${us(bareCpu)}, ratio ${ratioText(ratio)} ` +
+      `(${reps} repetitions of ${deliveries} deliveries; redis-server's own CPU is outside this process and in neither).`,
+    target: {
+      what: 'Redis store process CPU per delivery ÷ the bare client sending the same two EVALSHAs (ioredis, 64 in flight)',
+      target: '≤ 1.25',
+      measured: ratioText(ratio),
+      context: `${us(oursCpu)} vs ${us(bareCpu)} per delivery`,
+      pass: ratio.median <= 1.25,
+    },
+  };
 }
 
 export async function runRedis(config: BenchConfig): Promise<SectionReport> {
@@ -167,6 +255,8 @@ export async function runRedis(config: BenchConfig): Promise<SectionReport> {
       [`${IN_FLIGHT} in flight`, perSecond('ours, 64 in flight'), perSecond('bare, 64 in flight'), ratioText(par)],
     ];
 
+    const cpu = await cpuPerDelivery(config, io.redis, store, nextKey);
+
     const body = [
       `Throughput with ioredis on one connection (medians over repetitions; keys are fresh, locks ${LOCK_MS / 1000} s). ` +
         '"Bare" is `SET key value PX ms NX`, one plain command: the least an atomic claim can cost. Ours runs a Lua ' +
@@ -177,6 +267,8 @@ export async function runRedis(config: BenchConfig): Promise<SectionReport> {
       'Round trips, counted on the server with MONITOR:',
       '',
       table(['client', 'what', 'round trips each', 'commands'], tripRows),
+      '',
+      cpu.text,
     ].join('\n');
     return {
       id: 'redis',
@@ -190,6 +282,7 @@ export async function runRedis(config: BenchConfig): Promise<SectionReport> {
           context: `${perSecond('ours, sequential')} claims/s one at a time, ${perSecond('ours, 64 in flight')} with ${IN_FLIGHT} in flight; ÷ bare SET NX throughput ${fixed(seq.median)} and ${fixed(par.median)}`,
           pass: steadyPerClaim === 1,
         },
+        cpu.target,
       ],
     };
   } finally {

@@ -1,21 +1,23 @@
 /**
- * `npm run bench`: every section, a Markdown report printed and written to bench/RESULTS.md.
+ * `npm run bench`: every section, a Markdown report printed and written to bench/RESULTS.md, the
+ * charts written to docs/benchmarks/, the README's benchmark block regenerated.
  *
- *   npm run bench                       the full run (under ten minutes), writes bench/RESULTS.md
- *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement)
- *   npm run bench -- --section <name>  one section: verify, rotation, webcrypto, http, redis, memory, sign, forged, stores,
- *                                       http-stores, receiver, ordering
- *                                       (`--only <name>` is the same flag under its older name)
+ *   npm run bench                       the full run (under fifteen minutes), on the newest LTS line (Node 26,
+ *                                       installed from npm on first use as the test command installs it, see
+ *                                       test/support/node-lines.ts): writes bench/RESULTS.md, docs/benchmarks/*.svg
+ *                                       and README.md's marked block
+ *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement), on the
+ *                                       Node that runs it (the test command runs it on Node 26)
+ *   npm run bench -- --section <name>  one section: peers, rotation, webcrypto, http, redis, memory, sign, forged,
+ *                                       stores, http-stores, receiver, curves, ordering (`--only <name>` is the same flag)
+ *   npm run bench -- --node <major>     run on that Node line (22, 24, 26, …) instead of the default; the report
+ *                                       names the Node it ran on, as always
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
- *   npm run bench -- --readme           only regenerate docs/benchmarks.md's table from bench/RESULTS.md
- *                                       (a full run does it after writing bench/RESULTS.md)
+ *   npm run bench -- --charts <dir>     write the charts there (a quick or partial run writes none by default)
+ *   npm run bench -- --readme           only regenerate README.md's benchmark block from bench/RESULTS.md
  *
  * While a section runs, the machine's load average is sampled; a section that ran while it was
- * above the core count is flagged in the report and on stderr (issue 17).
- *   npm run bench -- --node <major>     run on that Node line (22, 24, 26, …): its binary is installed from npm
- *                                       on first use and cached (test/support/node-lines.ts); the report
- *                                       names the Node it ran on, as always. Running with that Node first
- *                                       on the PATH does the same.
+ * above the core count, or past its time budget, is flagged in the report and on stderr.
  */
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -23,10 +25,13 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { ensureNode, runWith } from '../test/support/node-lines.ts';
+import { ensureNode, FULL_SUITE_LINE, runWith } from '../test/support/node-lines.ts';
 import { buildPackage } from './build.ts';
+import { writeCharts } from './charts.ts';
+import { runCurves } from './curves.ts';
 import { runForged } from './forged.ts';
-import { updateReadme } from './readme.ts';
+import { README_END, README_START, updateReadme } from './readme.ts';
+import { runPeers } from './peers.ts';
 import { runHttp } from './http.ts';
 import { runHttpStores } from './http-stores.ts';
 import { runMemory } from './memory.ts';
@@ -49,11 +54,10 @@ import {
 import { runRotation } from './rotation.ts';
 import { runStores } from './stores.ts';
 import { runSign } from './sign.ts';
-import { runVerify } from './verify.ts';
 import { runWebCrypto } from './webcrypto.ts';
 
 const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport>> = {
-  verify: runVerify,
+  peers: runPeers,
   rotation: runRotation,
   webcrypto: runWebCrypto,
   http: runHttp,
@@ -64,6 +68,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   stores: runStores,
   'http-stores': runHttpStores,
   receiver: runReceiver,
+  curves: runCurves,
   ordering: runOrdering,
 };
 
@@ -101,16 +106,12 @@ async function main(): Promise<void> {
       out: { type: 'string' },
       readme: { type: 'boolean', default: false },
       node: { type: 'string' },
+      charts: { type: 'string' },
     },
     strict: true,
   });
-  if (values.node !== undefined) {
-    process.exitCode = await onLine(values.node, process.argv.slice(2));
-    return;
-  }
   if (values.readme) {
-    updateReadme();
-    process.stderr.write('bench: docs/benchmarks.md table regenerated from bench/RESULTS.md\n');
+    readme('from bench/RESULTS.md');
     return;
   }
   if (values.section !== undefined && values.only !== undefined && values.section !== values.only) {
@@ -119,6 +120,18 @@ async function main(): Promise<void> {
   const only = values.section ?? values.only;
   if (only !== undefined && !isSectionId(only)) {
     throw new TypeError(`--section takes one of ${SECTION_IDS.join(', ')}; got ${JSON.stringify(only)}`);
+  }
+  if (values.node !== undefined) {
+    process.exitCode = await onLine(values.node, process.argv.slice(2));
+    return;
+  }
+  // A measuring run (not --quick) is on the newest LTS line unless --node names another: the
+  // package supports 22 and later, and the headline must be on the Node users run.
+  const major = Number(process.versions.node.split('.')[0]);
+  if (!values.quick && major !== FULL_SUITE_LINE) {
+    process.stderr.write(`bench: this is Node ${process.versions.node}; a measuring run is on Node ${FULL_SUITE_LINE} (the newest LTS line) unless --node names another\n`);
+    process.exitCode = await onLine(String(FULL_SUITE_LINE), process.argv.slice(2));
+    return;
   }
   const startedAt = new Date();
   const start = performance.now();
@@ -148,6 +161,14 @@ async function main(): Promise<void> {
   }
   const markdown = renderReport(reports, { startedAt, seconds, quick: config.quick, only });
   process.stdout.write(markdown);
+  // Charts: a full run replaces the committed ones; a smoke or partial run writes them only where told.
+  const chartsDir = values.charts ?? (config.quick || only !== undefined ? undefined : join(ROOT, 'docs', 'benchmarks'));
+  if (chartsDir !== undefined) {
+    // A smoke run's charts say so in their titles, wherever they end up.
+    const charts = reports.flatMap((r) => r.charts ?? []).map((chart) => (config.quick ? { ...chart, title: `${chart.title} (quick smoke run: not a measurement)` } : chart));
+    const written = await writeCharts(charts, chartsDir);
+    process.stderr.write(`bench: ${written.length} charts written to ${chartsDir}\n`);
+  }
   // Only a full run replaces the committed results; a smoke or partial run writes where told.
   const results = join(ROOT, 'bench', 'RESULTS.md');
   const out = values.out ?? (config.quick || only !== undefined ? undefined : results);
@@ -155,10 +176,23 @@ async function main(): Promise<void> {
     // The figures measured apart (other Node lines, telemetry) stay when the full run is redone.
     writeFileSync(out, out === results ? withKeptPart(markdown, existsSync(results) ? readFileSync(results, 'utf8') : undefined) : markdown);
     process.stderr.write(`bench: written to ${out}\n`);
-    if (out === results) {
-      updateReadme();
-      process.stderr.write('bench: docs/benchmarks.md table regenerated\n');
-    }
+    if (out === results) readme('');
+  }
+}
+
+/**
+ * Regenerates README.md's benchmark block; a README without the markers is reported, not fatal
+ * (the results and charts are written either way).
+ */
+function readme(from: string): void {
+  const outcome = updateReadme();
+  if (outcome === 'no-markers') {
+    process.stderr.write(
+      `bench: README.md has no benchmark block, so it was left alone: put the lines\n  ${README_START}\n  ${README_END}\n` +
+        'where the headline belongs, then run `npm run bench -- --readme`\n',
+    );
+  } else {
+    process.stderr.write(`bench: README.md benchmark block regenerated${from ? ` ${from}` : ''}\n`);
   }
 }
 

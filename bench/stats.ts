@@ -113,6 +113,13 @@ export async function timeInterleaved(candidates: readonly Candidate[], options:
 /** Keeps results alive (a module variable is never optimised away), so no timed call is either. */
 let sink: unknown;
 
+/** A candidate's `run`: a synchronous `op` `n` times (no promise added to its cost). */
+export function times(op: () => unknown): (n: number) => void {
+  return (n) => {
+    for (let i = 0; i < n; i++) sink = op();
+  };
+}
+
 /** A candidate's `run`: `op` awaited `n` times, one after the other. */
 export function oneAtATime(op: () => Promise<unknown>): (n: number) => Promise<void> {
   return async (n) => {

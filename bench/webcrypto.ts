@@ -118,11 +118,13 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
         pass: seq.median <= 1.2,
       },
       {
-        what: 'forced WebCrypto verify ÷ bare `crypto.subtle` sign, 64 in flight (1 KiB)',
-        target: '≤ 1.2',
-        measured: ratioText(par),
-        context: `${median('ours, 64 in flight')} vs ${median('bare, 64 in flight')}; the hand-written WebCrypto check ${ratioText(handPar)} of bare, ours ${ratioText(oursOverHand)} of it`,
-        pass: par.median <= 1.2,
+        // Like with like (issue 29): the cheapest hand-written check on this path is the floor, since
+        // `subtle.sign` takes one buffer and a check that reads the headers must join them.
+        what: 'forced WebCrypto verify ÷ the cheapest hand-written WebCrypto check, 64 in flight (1 KiB)',
+        target: '≤ 1.15',
+        measured: ratioText(oursOverHand),
+        context: `${median('ours, 64 in flight')} vs ${median('hand-written, 64 in flight')}; ÷ bare \`subtle.sign\` ${ratioText(par)} (the hand-written check ${ratioText(handPar)})`,
+        pass: oursOverHand.median <= 1.15,
       },
     ],
   };
