@@ -7,8 +7,7 @@
 
 import { escapeControlCharacters } from './encoding.ts';
 import { errorText, type WebhookError } from './errors.ts';
-// Type-only: http.ts imports this module at run time, never the other way round.
-import type { RejectionContext } from './http.ts';
+import type { RejectionContext } from './rejection.ts';
 
 /**
  * A logger the receiver can write to: pino, bunyan-style child loggers, Fastify's `request.log`,

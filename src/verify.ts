@@ -1,6 +1,10 @@
 /**
  * The verifier: header parsing, the timestamp window, the signature list, the keys tried.
  * Standard Webhooks 1.0.0; see CONTRACT.md for what a receiver checks.
+ *
+ * The limits a request is held to live in `verify/limits.ts`, the reading of the three headers as
+ * they come on the wire in `verify/wire.ts`; this file decodes the keys once, checks the window
+ * and tries the keys.
  */
 
 import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
@@ -10,68 +14,14 @@ import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes, utf8
 import { bodyUnavailable, rejection, WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
 import { decodeSecretList, type SecretInput } from './secrets.ts';
+import { DEFAULT_TOLERANCE_SECONDS, MAX_ID_LENGTH, MAX_V1A_ENTRIES } from './verify/limits.ts';
+import { joined, parseSignatureHeader, parseTimestamp, plural, single, type ParsedSignatures } from './verify/wire.ts';
+
+export { DEFAULT_TOLERANCE_SECONDS, MAX_ID_LENGTH, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_LENGTH, MAX_V1A_ENTRIES } from './verify/limits.ts';
+export { parseSignatureHeader, type ParsedSignatures } from './verify/wire.ts';
 
 /** A UTF-16 surrogate without its pair (in `u` mode a paired one is a single code point). */
 const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
-
-/**
- * Five minutes, past and future: what every Standard Webhooks reference library uses.
- *
- * @example
- * ```ts
- * import { createVerifier, DEFAULT_TOLERANCE_SECONDS } from 'webhook-receiver';
- * // A sender whose retries queue for a while: twice the default window.
- * const verifier = createVerifier({ secrets: process.env.WEBHOOK_SECRET!, toleranceSeconds: 2 * DEFAULT_TOLERANCE_SECONDS });
- * ```
- */
-export const DEFAULT_TOLERANCE_SECONDS = 300;
-/**
- * A `webhook-signature` header longer than this is refused (`INVALID_SIGNATURE_HEADER`) before any
- * signature work.
- *
- * @example
- * ```ts
- * import { MAX_SIGNATURE_HEADER_LENGTH } from 'webhook-receiver';
- * if (signatureHeader.length > MAX_SIGNATURE_HEADER_LENGTH) console.warn('this sender will be refused: INVALID_SIGNATURE_HEADER');
- * ```
- */
-export const MAX_SIGNATURE_HEADER_LENGTH = 16 * 1024;
-/**
- * The longest `webhook-id` accepted (senders use ids of about 30 characters).
- *
- * @example
- * ```ts
- * import { MAX_ID_LENGTH } from 'webhook-receiver';
- * if (id.length > MAX_ID_LENGTH) console.warn('this sender will be refused: MISSING_ID');
- * ```
- */
-export const MAX_ID_LENGTH = 256;
-/**
- * How many `v1a` entries are checked against each `whpk_` key, at the least: with more keys, one
- * entry per key. So one request costs at most keys × max(2, keys) Ed25519 verifications, whatever
- * its header holds (two with one key, enough for a sender signing with its old and new key during
- * a rotation). Entries past the bound are left unchecked, not refused: one of the first ones
- * matches for an honest sender, and a forger gains nothing from sending more.
- *
- * @example
- * ```ts
- * import { MAX_V1A_ENTRIES } from 'webhook-receiver';
- * const keys = 3;
- * console.log(`at most ${keys * Math.max(MAX_V1A_ENTRIES, keys)} Ed25519 verifications per request`);
- * ```
- */
-export const MAX_V1A_ENTRIES = 2;
-/**
- * A `webhook-signature` header with more entries than this is refused (`INVALID_SIGNATURE_HEADER`)
- * before any signature work.
- *
- * @example
- * ```ts
- * import { MAX_SIGNATURE_ENTRIES } from 'webhook-receiver';
- * if (signatureHeader.split(' ').length > MAX_SIGNATURE_ENTRIES) console.warn('this sender will be refused: INVALID_SIGNATURE_HEADER');
- * ```
- */
-export const MAX_SIGNATURE_ENTRIES = 64;
 
 /**
  * How a verifier decides what is authentic.
@@ -229,67 +179,11 @@ function rawBytes(body: unknown): Uint8Array {
   );
 }
 
-export interface ParsedSignatures {
-  v1: string[];
-  /** Distinct: each v1a entry costs an Ed25519 check per key, so a repeat is kept once. */
-  v1a: string[];
-  unknown: number;
-  malformed: number;
-}
-
 interface Inspected {
   id: string;
   timestampText: string | undefined;
   timestampSeconds: number | undefined;
   signatures: ParsedSignatures | undefined;
-}
-
-function shown(value: string): string {
-  return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
-}
-
-function plural(count: number, one: string, many: string): string {
-  return `${count} ${count === 1 ? one : many}`;
-}
-
-/** One value of a header that must not repeat with different values. */
-function single(value: string | string[] | undefined, name: string, code: 'MISSING_ID' | 'INVALID_TIMESTAMP'): string | undefined {
-  if (typeof value === 'string' || value === undefined) return value;
-  if (!Array.isArray(value)) return String(value);
-  const distinct = [...new Set(value.map(String))];
-  if (distinct.length <= 1) return distinct[0];
-  throw rejection(code, `${name} appears ${value.length} times with different values; a message has exactly one`);
-}
-
-function joined(value: string | string[] | undefined): string | undefined {
-  if (typeof value === 'string' || value === undefined) return value;
-  return Array.isArray(value) ? value.join(' ') : String(value);
-}
-
-function parseTimestamp(text: string): number {
-  // The value is read in the pass that checks the digits (Number() would read them again); past
-  // 12 digits it is refused below, so it stays exact.
-  let seconds = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 48 || c > 57) {
-      throw rejection('INVALID_TIMESTAMP', `webhook-timestamp must be Unix seconds in ASCII digits, got ${shown(text)}`);
-    }
-    seconds = seconds * 10 + (c - 48);
-  }
-  if (text.length > 1 && text.charCodeAt(0) === 48) {
-    // '01614265330' and '1614265330' are one number but different signed content: accept only the
-    // canonical form, so no two header values name the same instant.
-    throw rejection('INVALID_TIMESTAMP', `webhook-timestamp ${shown(text)} has a leading zero; Unix seconds are written without one`);
-  }
-  if (text.length >= 13) {
-    throw rejection(
-      'INVALID_TIMESTAMP',
-      `webhook-timestamp ${shown(text)} has ${text.length} digits: it looks like milliseconds. ` +
-        'Standard Webhooks timestamps are Unix seconds (Math.floor(Date.now() / 1000))',
-    );
-  }
-  return seconds;
 }
 
 /**
@@ -306,59 +200,6 @@ function anyMatches(computed: string | Uint8Array, candidates: readonly string[]
     for (const candidate of candidates) if (constantTimeEqualBase64(candidate, expected)) return true;
   }
   return false;
-}
-
-export function parseSignatureHeader(header: string): ParsedSignatures {
-  if (header.length > MAX_SIGNATURE_HEADER_LENGTH) {
-    throw rejection(
-      'INVALID_SIGNATURE_HEADER',
-      `webhook-signature is ${header.length} characters long; the limit is ${MAX_SIGNATURE_HEADER_LENGTH}`,
-    );
-  }
-  if (header.length === 0) throw rejection('INVALID_SIGNATURE_HEADER', 'webhook-signature is present but empty');
-  // One entry, the usual case outside a rotation, needs no split.
-  const entries = header.indexOf(' ') === -1 ? [header] : header.split(' ');
-  if (entries.length > MAX_SIGNATURE_ENTRIES) {
-    throw rejection(
-      'INVALID_SIGNATURE_HEADER',
-      `webhook-signature has ${entries.length} entries; the limit is ${MAX_SIGNATURE_ENTRIES}`,
-    );
-  }
-  const parsed: ParsedSignatures = { v1: [], v1a: [], unknown: 0, malformed: 0 };
-  for (let i = 0; i < entries.length; i++) {
-    let entry = entries[i]!;
-    // A repeated webhook-signature header reaches us joined with ', ' (Fetch `Headers.get`, Node's
-    // `req.headers`): 'v1,a, v1,b'. The comma before the space is the join, not part of the
-    // signature (base64 has no comma), so drop it from an entry that already has its own comma.
-    if (i < entries.length - 1 && entry.endsWith(',') && entry.indexOf(',') < entry.length - 1) entry = entry.slice(0, -1);
-    if (entry.length === 0) {
-      // The list is delimited by single spaces (Standard Webhooks 1.0.0). An empty entry means a
-      // header that was altered on the way (doubled or stray spaces): refuse it rather than guess.
-      throw rejection(
-        'INVALID_SIGNATURE_HEADER',
-        'webhook-signature has an empty entry (two spaces in a row, or a leading or trailing space); entries are separated by one space',
-      );
-    }
-    const comma = entry.indexOf(',');
-    if (comma <= 0 || comma === entry.length - 1) {
-      parsed.malformed++;
-      continue;
-    }
-    // The version is compared in place, without cutting it out.
-    if (comma === 2 && entry.startsWith('v1')) parsed.v1.push(entry.slice(3));
-    else if (comma === 3 && entry.startsWith('v1a')) {
-      const value = entry.slice(4);
-      if (!parsed.v1a.includes(value)) parsed.v1a.push(value);
-    }
-    else parsed.unknown++;
-  }
-  if (parsed.malformed === entries.length) {
-    throw rejection(
-      'INVALID_SIGNATURE_HEADER',
-      `webhook-signature has no entry of the form 'version,signature' (${plural(entries.length, 'entry', 'entries')} malformed)`,
-    );
-  }
-  return parsed;
 }
 
 const SETTLED = Promise.resolve();

@@ -44,11 +44,52 @@ export function parse<T extends NonNullable<ParseArgsConfig['options']>>(command
     const code = (error as { code?: string }).code;
     // Never echo a stray argument: it may be a secret passed without --secret.
     if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw new UsageError('unexpected argument: options start with --, values follow their option', command);
-    // Node's message for an unknown option repeats the argument whole ('--timestamp=…' included).
-    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError('unknown option: see the options below', command);
+    // Node's message for an unknown option repeats the argument whole ('--timestamp=…' included):
+    // the option is found and named here instead, up to any '=' (issue 22).
+    if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(unknownOption(args, options), command);
     if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError(optionOnly((error as Error).message.split('\n')[0]!), command);
     throw error;
   }
+}
+
+/** What an option name looks like: anything else may be a secret typed after '--', and is not repeated. */
+const OPTION_NAME = /^--?[a-z][a-z0-9-]{0,30}$/;
+
+/**
+ * The first argument that is not one of `options`, named up to any '=' when it looks like an option
+ * name (never its value), with the nearest known option and the command's options listed.
+ */
+function unknownOption(args: readonly string[], options: NonNullable<ParseArgsConfig['options']>): string {
+  const known = [...Object.keys(options), 'help'];
+  const list = `the options are ${known.map((name) => `--${name}`).join(', ')}`;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') break;
+    if (!arg.startsWith('-') || arg === '-') continue;
+    const name = arg.startsWith('--') ? arg.slice(2).split('=')[0]! : arg.slice(1, 2);
+    const option = arg.startsWith('--') ? options[name] : undefined;
+    if (option !== undefined || (arg.startsWith('--') && name === 'help')) {
+      // A string option's value follows it, unless it came with '='.
+      if (option?.type === 'string' && !arg.includes('=')) i++;
+      continue;
+    }
+    const shown = arg.startsWith('--') ? `--${name}` : `-${name}`;
+    if (!OPTION_NAME.test(shown)) return `unknown option (not repeated: it does not look like an option name, and may be a value typed after '--'); ${list}`;
+    const nearest = known.find((candidate) => editDistance(candidate, name) <= 2);
+    return `unknown option ${shown}${nearest === undefined ? '' : ` (did you mean --${nearest}?)`}; ${list}`;
+  }
+  return `unknown option; ${list}`;
+}
+
+/** Levenshtein distance, for the "did you mean" of a mistyped option (short strings only). */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
 }
 
 /** An option error with any quoted value cut out: `Option '--port <value>' argument missing` stays. */

@@ -93,7 +93,21 @@ describe('help and misuse', () => {
 
     const option = await run(['sign', '--nope']);
     expect(option.code).toBe(2);
-    expect(option.stderr).toBe("webhook-receiver sign: unknown option: see the options below\nRun 'webhook-receiver sign --help' for usage.\n");
+    expect(option.stderr).toBe(
+      "webhook-receiver sign: unknown option --nope; the options are --secret, --id, --timestamp, --body, --body-file, --curl, --help\nRun 'webhook-receiver sign --help' for usage.\n",
+    );
+
+    // A mistyped option is named up to its '=' (never its value), with the nearest one (issue 22).
+    const mistyped = await run(['check', 'http://127.0.0.1:9/webhooks', '--secert', 'x']);
+    const mistypedWithValue = await run(['check', 'http://127.0.0.1:9/webhooks', `--secert=${SECRET}`]);
+    for (const result of [mistyped, mistypedWithValue]) {
+      expect(result.code).toBe(2);
+      expect(result.stderr).toMatch(/^webhook-receiver check: unknown option --secert \(did you mean --secret\?\); the options are --secret, --json, .*, --yes, --help\nRun 'webhook-receiver check --help' for usage\.\n$/);
+    }
+    expect(mistypedWithValue.stderr).not.toContain(SECRET.slice('whsec_'.length, 'whsec_'.length + 8));
+    // An "option" that is no option name (a secret typed after '--') is not repeated at all.
+    const secretAsOption = await run(['sign', '--body', 'x', `--${SECRET}`]);
+    expect(secretAsOption.stderr).toMatch(/^webhook-receiver sign: unknown option \(not repeated: it does not look like an option name, and may be a value typed after '--'\); the options are /);
 
     const noSecret = await run(['sign', '--body', 'x']);
     expect(noSecret.code).toBe(2);

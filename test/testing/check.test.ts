@@ -6,16 +6,19 @@
 
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer as createTcpServer, type AddressInfo } from 'node:net';
 import { createAdaptorServer } from '@hono/node-server';
+import Router from '@koa/router';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
+import Koa from 'koa';
 import { afterAll, describe, expect, it } from 'vitest';
 import { webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhooks as fastifyWebhooks } from '../../adapters/fastify.ts';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
+import { webhooks as koaWebhooks, type WebhookState } from '../../adapters/koa.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateKeyPair, generateSecret } from '../../src/sign.ts';
 import { createVerifier } from '../../src/verify.ts';
@@ -319,7 +322,68 @@ describe('broken receivers are caught by the right rows', () => {
 // ---------------------------------------------------------------------------------------------
 // The rest of the contract
 
+describe('the oversized row (issue 22)', () => {
+  /** The `oversized` row, with `valid` in front of it. */
+  const oversizedRow = async (url: string) => (await checkEndpoint(url, { secrets: SECRETS, only: ['oversized'] })).rows.find((row) => row.id === 'oversized')!;
+
+  it('reads the 413 that Fastify and Koa answer before the upload is cut, over real HTTP', async () => {
+    const fastify = Fastify();
+    fastify.register(async (scope) => {
+      await scope.register(fastifyWebhooks, { secrets: SECRETS, ...quiet });
+      scope.post('/webhooks', async (_request, reply) => reply.code(204).send());
+    });
+    await fastify.ready();
+    servers.push(fastify.server);
+    await fastify.listen({ port: 0, host: '127.0.0.1' });
+    const koa = new Koa();
+    const router = new Router<WebhookState>();
+    router.post('/webhooks', koaWebhooks({ secrets: SECRETS, ...quiet }), (ctx) => {
+      ctx.status = 204;
+    });
+    koa.use(router.routes());
+    const urls = [`http://127.0.0.1:${(fastify.server.address() as AddressInfo).port}/webhooks`, await serve(createServer(koa.callback()))];
+    for (const url of urls) {
+      // Both close the connection after the 413, while a 4 MiB upload is still being sent.
+      expect(await oversizedRow(url)).toMatchObject({
+        status: 413,
+        observed: '413 PAYLOAD_TOO_LARGE',
+        verdict: 'reported',
+        reason: `refused a ${4 * 1024 * 1024} bytes body with 413`,
+      });
+    }
+  });
+
+  it('says the upload was cut when the endpoint closed the connection mid-upload, not that the request failed', async () => {
+    // A raw endpoint over TCP: it answers the small valid delivery, and resets the connection of
+    // a large upload after its first bytes, without an answer.
+    const tcp = createTcpServer((socket) => {
+      socket.once('data', (chunk) => {
+        const declared = Number(/content-length: (\d+)/i.exec(chunk.toString('latin1'))?.[1] ?? 0);
+        if (declared > 1024 * 1024) socket.resetAndDestroy();
+        else socket.end('HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n');
+      });
+    });
+    await new Promise<void>((resolve) => tcp.listen(0, '127.0.0.1', () => resolve()));
+    try {
+      const row = await oversizedRow(`http://127.0.0.1:${(tcp.address() as AddressInfo).port}/webhooks`);
+      expect(row).toMatchObject({ status: null, verdict: 'reported' });
+      expect(row.observed).toMatch(/^upload cut \((EPIPE|ECONNRESET|UND_ERR_SOCKET)\)$/);
+      expect(row.reason).toBe(
+        `the endpoint closed the connection while the ${4 * 1024 * 1024} bytes body was being sent: it refused the upload part-way, as a body limit does (an answer sent before the cut, usually 413, was lost with the connection)`,
+      );
+    } finally {
+      await new Promise<void>((resolve) => tcp.close(() => resolve()));
+    }
+  });
+});
+
 describe('checkEndpoint', () => {
+  it('counts "1 request", not "1 requests"', async () => {
+    const report = await checkEndpoint(fetchApp(), { secrets: SECRETS, only: ['timing'] });
+    expect(report.requests).toBe(1);
+    expect(formatCheckReport(report).split('\n')[1]).toMatch(/^2 keys, tolerance 300 s, unsigned refused; 1 request in \d+\.\d s$/);
+  });
+
   it('says when the endpoint cannot be reached, after one request', async () => {
     const server = createServer();
     const url = await serve(server);

@@ -182,6 +182,18 @@ export const oversizedJudge: Judge = async (send, [request], { oversizedBytes })
   const answer = await send(request!);
   const kind = kindOf(answer);
   const size = `${oversizedBytes} bytes`;
+  if (answer.cut) {
+    // A server with a body limit answers 413 and closes the connection while the upload is still
+    // going; a client still writing then fails (EPIPE, ECONNRESET) and may lose that answer. The
+    // row says what happened rather than calling it a failed request.
+    const code = (answer.error ?? '').replace(/^request failed: /, '');
+    return {
+      answers: [answer],
+      observed: `upload cut (${code})`,
+      verdict: 'reported',
+      reason: `the endpoint closed the connection while the ${size} body was being sent: it refused the upload part-way, as a body limit does (an answer sent before the cut, usually 413, was lost with the connection)`,
+    };
+  }
   const reason =
     kind === 'processed'
       ? `accepted a ${size} body: its limit is above that (or there is none)`

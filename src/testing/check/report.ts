@@ -29,7 +29,7 @@ export function formatCheckReport(report: CheckReport, { curl = false }: { curl?
   lines.push(`webhook-receiver check ${report.target}`);
   lines.push(
     `${report.keys} ${report.keys === 1 ? 'key' : 'keys'}, tolerance ${report.toleranceSeconds} s, unsigned ${report.unsigned === 'accept' ? 'accepted' : 'refused'}; ` +
-      `${report.requests} requests in ${(report.durationMs / 1000).toFixed(1)} s`,
+      `${report.requests} ${report.requests === 1 ? 'request' : 'requests'} in ${(report.durationMs / 1000).toFixed(1)} s`,
   );
   lines.push('');
   lines.push(`  ${pad('verdict', 15)}${pad('case', 24)}${pad('expected', 22)}${pad('observed', 30)}time`);

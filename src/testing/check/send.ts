@@ -25,7 +25,15 @@ export interface Answer {
   error?: string;
   /** No HTTP answer came back (connection refused, DNS failure, TLS error, timeout). */
   unreachable?: boolean;
+  /**
+   * The connection was closed by the endpoint while the request was being sent (EPIPE,
+   * ECONNRESET): what it may have answered before the cut is lost to the sender.
+   */
+  cut?: boolean;
 }
+
+/** Failures that mean the other side closed the connection mid-request. */
+const CUT_CODES: ReadonlySet<string> = new Set(['EPIPE', 'ECONNRESET', 'UND_ERR_SOCKET']);
 
 export type Send = (request: Outgoing) => Promise<Answer>;
 
@@ -89,7 +97,8 @@ export function urlSender(url: string, timeoutMs: number): Send {
       const ms = performance.now() - started;
       // No HTTP answer at all: on the first request, that means the endpoint cannot be reached.
       if (signal.aborted) return { status: null, body: '', ms, error: `no answer within ${timeoutMs} ms`, unreachable: true };
-      return { status: null, body: '', ms, error: `request failed: ${fetchFailureText(error)}`, unreachable: true };
+      const failure = fetchFailureText(error);
+      return { status: null, body: '', ms, error: `request failed: ${failure}`, unreachable: true, ...(CUT_CODES.has(failure) ? { cut: true } : {}) };
     }
   };
 }

@@ -1,0 +1,312 @@
+/**
+ * The claim protocol, once a claim is acquired: renew it while its handler runs (one timer per
+ * receiver), settle it (complete on success, release on failure), and retry a completion that
+ * failed until it lands or the lock runs out. Every store failure goes to the receiver's report.
+ */
+
+import { errorText } from '../errors.ts';
+import type { Observer, Trace } from '../telemetry.ts';
+import { completingInStore, isCompletedByStore, storeCompletionOf, type SyncOperations } from '../stores/internal.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from '../stores/types.ts';
+import { Context } from './context.ts';
+import type { ReceiverErrorContext } from './types.ts';
+
+/** A failed completion is retried after 100 ms, then with the delay doubling up to 2 s. */
+const COMPLETE_RETRY_FIRST_MS = 100;
+const COMPLETE_RETRY_MAX_MS = 2000;
+
+/** What `complete` and `release` return when there is nothing to wait for. */
+export const DONE: Promise<void> = Promise.resolve();
+
+/** A store answer outside the contract: fail closed. */
+export function badReply(operation: string, reply: unknown): StoreError {
+  const shown = reply === null ? 'null' : typeof reply === 'object' ? JSON.stringify(Object.keys(reply as object)) : typeof reply;
+  return new StoreError('custom', 'bad_reply', `the idempotency store answered ${operation} outside its contract (${shown}); the delivery was refused rather than run unprotected`);
+}
+
+/**
+ * The claim result, checked against the contract (a custom store may answer anything); `stale`
+ * and `busy` only from `claimOrdered` (`ordered`).
+ */
+export function checkedClaim(result: unknown, ordered = false): OrderedClaimResult {
+  if (typeof result === 'object' && result !== null) {
+    const { status, token, retryAfterMs } = result as { status?: unknown; token?: unknown; retryAfterMs?: unknown };
+    if (status === 'acquired' && typeof token === 'string' && token.length > 0) return result as ClaimResult;
+    if (status === 'completed' || (ordered && status === 'stale')) return result as OrderedClaimResult;
+    if (
+      (status === 'processing' || (ordered && status === 'busy')) &&
+      (retryAfterMs === undefined || (typeof retryAfterMs === 'number' && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)))
+    ) {
+      return result as OrderedClaimResult;
+    }
+  }
+  throw badReply('claim', result);
+}
+
+/** An acquired claim while its handler runs: what the heartbeat renews and `close` aborts. */
+export class Held implements ClaimHandle {
+  readonly context: Context;
+  /** Epoch ms: when the lock runs out unless renewed. */
+  lockEnds: number;
+  /** Epoch ms: when it is next due for renewal. */
+  renewAt: number;
+  /** A renewal is on its way to the store. */
+  renewing = false;
+  /** Settled (completed or released) or lost: no more renewals. */
+  over = false;
+  /** Background work after the first settlement attempt (completion retries). */
+  pending: Promise<void> | undefined;
+  /** The delivery's record, when it is observed. */
+  trace: Trace | undefined;
+
+  constructor(
+    readonly store: IdempotencyStore,
+    readonly key: string,
+    readonly token: string,
+    readonly ttlMs: number,
+    readonly lockMs: number,
+    readonly webhookId: string,
+    time: number,
+    /** {@link ClaimOptions.deadline}: renewals never reach past it. */
+    readonly deadline: number | undefined,
+    /** Ordering: the delivery's entity and version, settled (and renewed) with the id. */
+    readonly order?: EntityOrder,
+  ) {
+    this.context = new Context(this);
+    this.lockEnds = time + lockMs;
+    this.renewAt = time + lockMs / 3;
+  }
+}
+
+/** How the keeper reports a store failure: the receiver's `onError`, guarded. */
+export type Report = (error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string, willRetry: boolean) => void;
+
+/** The acquired claims of one receiver: their renewal, settlement and completion retries. */
+export class ClaimKeeper {
+  readonly #sync: SyncOperations | undefined;
+  readonly #observer: Observer;
+  readonly #now: () => number;
+  readonly #lockMs: number;
+  readonly #renews: boolean;
+  readonly #report: Report;
+  /** Claims whose handler runs, for renewal (only with a store that has `extend`) and `close`. */
+  readonly #held = new Set<Held>();
+  /** Completions still being retried, for `close`. */
+  readonly #inFlight = new Set<Promise<void>>();
+  #beat: ReturnType<typeof setTimeout> | undefined;
+  #closed = false;
+
+  constructor(options: { sync: SyncOperations | undefined; observer: Observer; now: () => number; lockMs: number; renews: boolean; report: Report }) {
+    this.#sync = options.sync;
+    this.#observer = options.observer;
+    this.#now = options.now;
+    this.#lockMs = options.lockMs;
+    this.#renews = options.renews;
+    this.#report = options.report;
+  }
+
+  /** Stops renewing, aborts every running handler's signal, and returns the completions still being retried. */
+  close(reason: Error): Promise<void>[] {
+    this.#closed = true;
+    if (this.#beat !== undefined) clearTimeout(this.#beat);
+    this.#beat = undefined;
+    for (const held of this.#held) {
+      held.over = true;
+      held.context.abort(reason);
+    }
+    this.#held.clear();
+    return [...this.#inFlight];
+  }
+
+  // Renewal: one timer per receiver, not one per request, so a fast handler pays for a Set entry
+  // and nothing else. It beats every sixth of the lock while any handler runs and renews each
+  // claim a third of the lock after its last renewal, so a claim is renewed before half its lock
+  // has gone by, and a renewal that failed (a store blip) is tried again at the next beat, some
+  // four more times before the lock runs out.
+
+  /** Renews `held` while its handler runs (only with a store that has `extend`). */
+  hold(held: Held): void {
+    if (!this.#renews) return;
+    this.#held.add(held);
+    if (this.#beat === undefined) this.#arm();
+  }
+
+  #arm(): void {
+    this.#beat = setTimeout(() => this.#renewDue(), this.#lockMs / 6);
+    // Never keep a process alive just to renew (Node and Bun timers have unref; others return a number).
+    (this.#beat as { unref?: () => void }).unref?.();
+  }
+
+  #renewDue(): void {
+    this.#beat = undefined;
+    const time = this.#now();
+    for (const held of this.#held) {
+      if (held.over) {
+        this.#held.delete(held);
+      } else if (completingInStore(held)) {
+        // Completed in the handler's own transaction (or committing it): the row is done, so
+        // there is nothing to renew and nothing to lose while the handler finishes after it.
+        continue;
+      } else if (held.lockEnds <= time) {
+        this.#lost(held, new Error(`the claim's lock ran out before it could be renewed (lockSeconds ${this.#lockMs / 1000})`));
+      } else if (held.renewAt <= time && !held.renewing) {
+        void this.#renew(held, time);
+      }
+    }
+    if (this.#held.size > 0 && !this.#closed) this.#arm();
+  }
+
+  async #renew(held: Held, time: number): Promise<void> {
+    // The lock's length again, never more (a holder that dies blocks the retries for one lock, not
+    // until its deadline), and never past the deadline: by then the platform stopped the handler.
+    const lockMs = held.deadline === undefined ? held.lockMs : Math.min(held.lockMs, held.deadline - time);
+    if (lockMs <= 0) {
+      held.over = true;
+      this.#held.delete(held);
+      return;
+    }
+    held.renewing = true;
+    try {
+      const sync = this.#sync;
+      const order = held.order;
+      const extend = () =>
+        order !== undefined
+          ? held.store.extendOrdered!(held.key, held.token, lockMs, order)
+          : sync !== undefined
+            ? sync.extend(held.key, held.token, lockMs)
+            : held.store.extend!(held.key, held.token, lockMs);
+      const owned: unknown = held.trace === undefined ? await extend() : await this.#observer.store(held.trace, 'extend', extend);
+      if (typeof owned !== 'boolean') throw badReply('extend', owned);
+      if (held.over) return;
+      if (owned) {
+        held.lockEnds = time + lockMs;
+        held.renewAt = time + held.lockMs / 3;
+        return;
+      }
+      // A renewal that met the handler's transaction completing the claim (it waited for the
+      // row, then found it completed): the claim was not lost, it was settled.
+      const completion = storeCompletionOf(held);
+      if (completion !== undefined && (await completion.committed)) return;
+      if (!held.over) this.#lost(held, new Error('the claim was lost while its handler ran (its lock expired and another delivery may have taken the id over)'));
+    } catch (error) {
+      if (held.over) return;
+      // Tried again at the next beat, while the lock lasts; the beat that finds it run out aborts.
+      this.#report(error, 'renew', held.webhookId, true);
+    } finally {
+      held.renewing = false;
+    }
+  }
+
+  #lost(held: Held, error: Error): void {
+    held.over = true;
+    this.#held.delete(held);
+    this.#report(error, 'renew', held.webhookId, false);
+    held.context.abort(error);
+  }
+
+  /** One attempt to complete or release; a failed completion goes on in the background. */
+  settle(stage: 'complete' | 'release', held: Held): Promise<void> {
+    held.over = true;
+    this.#held.delete(held);
+    const trace = held.trace;
+    if (stage === 'complete' && isCompletedByStore(held)) {
+      // Committed with the handler's side effect, in its transaction: nothing left to send.
+      if (trace !== undefined) this.#observer.settled(trace, true);
+      return DONE;
+    }
+    const sync = this.#sync;
+    // An ordered claim settles through the ordered operations (the entity's version and lock).
+    if (sync === undefined || held.order !== undefined) return this.#settleAsync(stage, held);
+    try {
+      // A closure only when traced: the untraced memory-store path allocates nothing here.
+      const owned = trace === undefined ? settleSync(sync, stage, held) : this.#observer.store(trace, stage, () => settleSync(sync, stage, held));
+      if (!owned) this.#reportExpired(stage, held.webhookId);
+    } catch (error) {
+      this.#settleFailed(error, stage, held);
+    }
+    // The outcome is the handler's, whatever the store did with it; the span covers the settlement.
+    if (trace !== undefined) this.#observer.settled(trace, stage === 'complete');
+    return DONE;
+  }
+
+  async #settleAsync(stage: 'complete' | 'release', held: Held): Promise<void> {
+    try {
+      const trace = held.trace;
+      // Untraced (the usual case): the store is called without a closure around it.
+      const owned: unknown =
+        trace === undefined ? await settleAsync(stage, held) : await this.#observer.store(trace, stage, () => settleAsync(stage, held));
+      if (typeof owned !== 'boolean') {
+        this.#report(badReply(stage, owned), stage, held.webhookId, false);
+        return;
+      }
+      if (!owned) this.#reportExpired(stage, held.webhookId);
+    } catch (error) {
+      this.#settleFailed(error, stage, held);
+    } finally {
+      if (held.trace !== undefined) this.#observer.settled(held.trace, stage === 'complete');
+    }
+  }
+
+  #settleFailed(error: unknown, stage: 'complete' | 'release', held: Held): void {
+    // A failed release needs no retry: the lock expires by itself and the sender's retry runs.
+    // A failed completion does: until it lands, the id looks in flight and, once the lock
+    // expires, a duplicate would run the handler a second time.
+    const retry = stage === 'complete' && this.#now() + COMPLETE_RETRY_FIRST_MS < held.lockEnds;
+    this.#report(error, stage, held.webhookId, retry);
+    if (!retry) return;
+    const pending = this.#retryCompletion(held);
+    held.pending = pending;
+    this.#inFlight.add(pending);
+    void pending.finally(() => this.#inFlight.delete(pending));
+  }
+
+  async #retryCompletion(held: Held): Promise<void> {
+    let delay = COMPLETE_RETRY_FIRST_MS;
+    for (let attempts = 1; ; attempts++) {
+      await sleep(delay);
+      try {
+        // Timed like the first attempt: retries during an outage belong in the store's latency.
+        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => settleAsync('complete', held));
+        if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held.webhookId, false);
+        // The store's contract makes a completion idempotent for its own token, so a first attempt
+        // that timed out but landed late answers true here, not "taken over".
+        else if (!owned) this.#reportExpired('complete', held.webhookId);
+        return;
+      } catch (error) {
+        delay = Math.min(delay * 2, COMPLETE_RETRY_MAX_MS);
+        if (this.#closed || this.#now() + delay >= held.lockEnds) {
+          this.#report(new Error(`gave up completing after ${attempts + 1} attempts: ${errorText(error)}`, { cause: error }), 'complete', held.webhookId, false);
+          return;
+        }
+      }
+    }
+  }
+
+  #reportExpired(stage: 'complete' | 'release', webhookId: string): void {
+    const why = this.#renews
+      ? 'its renewal failed for longer than the lock'
+      : `the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s, and the store cannot renew claims`;
+    this.#report(new Error(`the claim expired before ${stage} (${why}) and may have been taken over`), stage, webhookId, false);
+  }
+}
+
+function settleAsync(stage: 'complete' | 'release', held: Held): Promise<boolean> {
+  const order = held.order;
+  // Ordering: the completion records the entity's version, and either frees its lock.
+  if (order !== undefined) {
+    return stage === 'complete' ? held.store.completeOrdered!(held.key, held.token, held.ttlMs, order) : held.store.releaseOrdered!(held.key, held.token, order);
+  }
+  return stage === 'complete' ? held.store.complete(held.key, held.token, held.ttlMs) : held.store.release(held.key, held.token);
+}
+
+function settleSync(sync: SyncOperations, stage: 'complete' | 'release', held: Held): boolean {
+  return stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    // Never keep a process alive just to retry (Node and Bun timers have unref; others return a number).
+    (timer as { unref?: () => void }).unref?.();
+  });
+}

@@ -1,0 +1,75 @@
+/**
+ * The receiver's options, checked once when it is built: durations, the replay window against the
+ * ids' lifetime, the namespace, the default error report, and the warning about receivers built
+ * per request.
+ */
+
+import { logFailure, type WebhookLogger } from '../logger.ts';
+import type { ReceiverErrorContext } from './types.ts';
+
+/** How many receivers with a default memory store one process builds before it is told. */
+const MANY_RECEIVERS = 100;
+
+let receiversWithOwnMemoryStore = 0;
+let warnedAboutManyReceivers = false;
+
+export function positiveSeconds(value: number | undefined, name: string, fallback: number): number {
+  if (value === undefined) return fallback;
+  // Stores take milliseconds, which must stay exact integers (2^53 ms is some 285 000 years).
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value * 1000 > Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`);
+  }
+  return value;
+}
+
+/**
+ * A signed id must be remembered for as long as a request carrying it can still be accepted. The
+ * timestamp window is two-sided (a timestamp T passes from T - tolerance until T + tolerance), so
+ * a captured request stays replayable for twice the tolerance: a shorter `ttlSeconds` forgets the
+ * id while the replay would still verify, and the handler runs again.
+ */
+export function checkReplayWindow(ttlSeconds: number, isDefault: boolean, toleranceSeconds: number): void {
+  if (ttlSeconds >= 2 * toleranceSeconds) return;
+  throw new RangeError(
+    `idempotency.ttlSeconds (${ttlSeconds}${isDefault ? ', the default' : ''}) must be at least twice toleranceSeconds (${toleranceSeconds}), ` +
+      `${2 * toleranceSeconds} s: a timestamp is accepted from ${toleranceSeconds} s before until ${toleranceSeconds} s after it, and an id ` +
+      'forgotten sooner lets a captured request be replayed and run again',
+  );
+}
+
+/** Why a namespace cannot be used, or `undefined` when it can. */
+export function namespaceProblem(namespace: unknown): string | undefined {
+  if (typeof namespace !== 'string' || namespace.length === 0) return 'must be a non-empty string';
+  // Keys are `${namespace}:${class}:${webhook-id}`. Ids may contain ':', so a namespace must
+  // not, or namespace 'a:s' with id 'x' and namespace 'a' with id 's:x' would share one key.
+  if (namespace.includes(':')) return `must not contain ':' (use '-' or '.' to separate words)`;
+  return undefined;
+}
+
+export function defaultOnError(logger: WebhookLogger | undefined, error: unknown, context: ReceiverErrorContext): void {
+  const what =
+    context.stage === 'claim'
+      ? 'idempotency store failed while claiming'
+      : context.stage === 'namespace'
+        ? 'the idempotency namespace function failed'
+        : context.stage === 'renew'
+          ? `could not renew the claim of a running handler${context.willRetry ? ' (retrying)' : ''}`
+          : `could not ${context.stage} the idempotency claim${context.willRetry ? ' (retrying)' : ''}`;
+  logFailure(logger, { stage: context.stage, webhookId: context.webhookId, willRetry: context.willRetry }, what, error);
+}
+
+/**
+ * A receiver made its own memory store: built once per process that is right, built per request
+ * it silently deduplicates nothing. Warn once, naming the fix.
+ */
+export function noteOwnMemoryStore(): void {
+  receiversWithOwnMemoryStore++;
+  if (receiversWithOwnMemoryStore < MANY_RECEIVERS || warnedAboutManyReceivers) return;
+  warnedAboutManyReceivers = true;
+  console.warn(
+    `[webhook-receiver] ${MANY_RECEIVERS} receivers were built in this process, each with a memory store of its own, so ` +
+      'none of them sees the ids the others claimed and deduplication does not work. Build the receiver (or the ' +
+      "adapter's handler) once, at module scope or lazily on first use, not per request; or pass one shared " +
+      'idempotency.store (memoryStore() or a shared store such as redisStore).',
+  );
+}

@@ -1,0 +1,335 @@
+/**
+ * The receiver's public shapes: its options, what a claim and a handler's context are, what
+ * `handle` resolves with, and the defaults. Below the receiver's parts (the claim protocol, the
+ * handler context, the receiver itself), so each of them imports its types from here.
+ */
+
+import type { WebhookLogger } from '../logger.ts';
+import type { OrderingOptions } from '../ordering.ts';
+import type { OutcomeEvent, TelemetryOptions } from '../telemetry.ts';
+import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
+import type { VerifiedWebhook, Verifier, VerifierOptions, WebhookInput } from '../verify.ts';
+
+/**
+ * How deliveries of the same `webhook-id` are deduplicated.
+ *
+ * @example
+ * ```ts
+ * import type { IdempotencyOptions } from 'webhook-receiver';
+ * const idempotency: IdempotencyOptions = { ttlSeconds: 7 * 86_400, lockSeconds: 30, namespace: 'billing' };
+ * ```
+ */
+export interface IdempotencyOptions {
+  /** Where claims live. Default: a `memoryStore()` of this receiver's own (one process only). */
+  store?: IdempotencyStore;
+  /**
+   * How long a completed id is remembered; make it longer than the sender's retry schedule.
+   * Default 86 400. At least twice `toleranceSeconds` (600 with the default 300), or
+   * `createReceiver` throws a `RangeError`: a timestamp is accepted on either side of now, so a
+   * captured request stays replayable for twice the tolerance, and its id must be remembered as
+   * long. (A memory store at its `max` forgets its oldest completed ids sooner: size it for the
+   * ids of that window.)
+   */
+  ttlSeconds?: number;
+  /**
+   * How long a claim holds without renewal. While a handler runs, the receiver renews it every
+   * third of this (with a store that has `extend`), so it bounds how long a crashed instance's
+   * claim blocks the retries, not how long a handler may run. Default 30 with a store that
+   * renews, 60 with one that cannot (then make it longer than the slowest handler).
+   */
+  lockSeconds?: number;
+  /**
+   * How long a completed *unsigned* id is remembered (with `unsigned: 'accept'`), in a key space of
+   * its own. Default: the smaller of `ttlSeconds` and 3 600.
+   */
+  unsignedTtlSeconds?: number;
+  /**
+   * Keeps several endpoints' or senders' ids apart in one store; no `:` in it. A function of the
+   * verified webhook serves several senders from one receiver: make it depend on the sender, and
+   * stable across a key rotation (map each `keyId` to its tenant). Default `'default'`.
+   */
+  namespace?: string | ((webhook: VerifiedWebhook) => string);
+  /** Store unreachable when claiming: refuse with 503 `STORE_UNAVAILABLE` (default) or run without dedup. */
+  onStoreError?: 'reject' | 'process';
+}
+
+/**
+ * What went wrong outside the request's own outcome, reported to `onError`.
+ *
+ * @example
+ * ```ts
+ * const onError = (error: unknown, context: ReceiverErrorContext) =>
+ *   logger.error({ stage: context.stage, webhookId: context.webhookId }, String(error));
+ * ```
+ */
+export interface ReceiverErrorContext {
+  /**
+   * - `claim`: the store failed, or answered outside its contract (the delivery was refused), or
+   *   `onStoreError: 'process'` ran the handler without deduplication;
+   * - `complete` / `release`: settling the claim failed, or the claim had been lost;
+   * - `renew`: renewing a running handler's claim failed or found it lost (`context.signal` is
+   *   aborted when it is lost);
+   * - `namespace`: the `namespace` function threw or returned an invalid namespace.
+   */
+  stage: 'claim' | 'complete' | 'release' | 'renew' | 'namespace';
+  webhookId: string;
+  /**
+   * `true` when the receiver keeps trying: a failed `complete` is retried in the background (with
+   * backoff) while the claim's lock lasts, so a short store outage does not let a later duplicate
+   * run the handler again; a failed renewal is tried again at the next beat. A last report with
+   * `false` follows if it never succeeds.
+   */
+  willRetry: boolean;
+}
+
+/**
+ * Options of {@link createReceiver}: the verifier's, plus idempotency.
+ *
+ * @example
+ * ```ts
+ * const options: ReceiverOptions = { secrets: process.env.WEBHOOK_SECRET!, idempotency: { ttlSeconds: 3600 } };
+ * ```
+ */
+export interface ReceiverOptions extends VerifierOptions {
+  /** On by default, with an in-memory store. `false` turns deduplication off. */
+  idempotency?: IdempotencyOptions | false;
+  /**
+   * Called when the store fails outside the request's own outcome (see
+   * {@link ReceiverErrorContext}). Default: one `console.error` line with the stage, the id and
+   * the error's message.
+   */
+  onError?: (error: unknown, context: ReceiverErrorContext) => void;
+  /**
+   * Where the default logging goes: a pino-style logger (`warn(fields, message)`,
+   * `error(fields, message)`, Fastify's `request.log` too) gets structured fields, the console
+   * (default) one line. `onError` and an adapter's `onRejected`, when given, replace that logging.
+   */
+  logger?: WebhookLogger;
+  /**
+   * OpenTelemetry metrics and spans through the app's own `@opentelemetry/api` (see the guide
+   * docs/operating.md): `telemetry: { api }` with `import * as api from '@opentelemetry/api'`.
+   */
+  telemetry?: TelemetryOptions;
+  /** Called once per delivery with its outcome, for apps that count things their own way. */
+  onOutcome?: (event: OutcomeEvent) => void;
+  /**
+   * Out-of-order events (docs/ordering.md): `key(event)` names the entity of a signed delivery's
+   * parsed payload, `version(event)` its version; a delivery older than the entity's highest
+   * processed version is `stale` (its handler does not run; 200 `{"stale":true}`), and by default
+   * one delivery of an entity runs at a time (another answers 409 `ENTITY_BUSY`). Needs a store
+   * with the ordering operations (memory, Redis, Postgres, Durable Object).
+   */
+  ordering?: OrderingOptions;
+}
+
+/**
+ * What a handler gets besides the webhook, the same object in every adapter.
+ *
+ * - `signal` aborts when the handler should stop: its claim was lost (renewal failed past the
+ *   lock, or another delivery took the id over) or the receiver was closed. A client that leaves
+ *   does not abort it: a handler that still succeeds completes its claim.
+ * - `claim` identifies the claim for stores that settle it inside the handler's own transaction
+ *   (`store.transaction(context, fn)` of the Postgres store); `undefined` without deduplication.
+ *
+ * @example
+ * ```ts
+ * await receiver.handle(request, async (webhook, context) => {
+ *   const response = await fetch(apiUrl, { method: 'POST', body: webhook.body, signal: context.signal });
+ *   if (!response.ok) throw new Error(`upstream answered ${response.status}`);
+ * });
+ * ```
+ */
+export interface WebhookContext {
+  readonly signal: AbortSignal;
+  readonly claim: ClaimHandle | undefined;
+}
+
+/**
+ * The outcome of {@link Receiver.handle}.
+ *
+ * @example
+ * ```ts
+ * const result = await receiver.handle(request, (webhook) => save(webhook.json()));
+ * if (result.outcome === 'in_progress') console.log('retry in', result.retryAfterSeconds, 's');
+ * ```
+ */
+export type ReceiveResult<T> =
+  | { outcome: 'processed'; webhook: VerifiedWebhook; value: T }
+  | { outcome: 'duplicate'; webhook: VerifiedWebhook }
+  /** Ordering: an older version than one already processed for its entity; the handler did not run. */
+  | { outcome: 'stale'; webhook: VerifiedWebhook }
+  | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
+
+/**
+ * A claim on a verified webhook's id, for frameworks whose handler runs after the middleware.
+ * Call `complete()` when the handler succeeded and `release()` when it failed; both are
+ * idempotent, the first one called wins, and neither throws (store failures go to `onError`).
+ * While neither has been called, the receiver renews the claim.
+ *
+ * @example
+ * ```ts
+ * const claim = await receiver.claim(request);
+ * if (claim.outcome === 'acquired') {
+ *   try { await handle(claim.webhook, claim.context); await claim.complete(); }
+ *   catch (error) { await claim.release(); throw error; }
+ * }
+ * ```
+ */
+export interface Claim {
+  /** `stale` (ordering): an older version than one already processed; the id is recorded as done. */
+  outcome: 'acquired' | 'duplicate' | 'in_progress' | 'stale';
+  webhook: VerifiedWebhook;
+  /** With `in_progress`: when the current holder's claim runs out, in whole seconds. */
+  retryAfterSeconds?: number;
+  /** The handler's context (its `signal` and `claim`). */
+  context: WebhookContext;
+  /** Marks the id done: later deliveries of it are duplicates. Call it once the work succeeded. */
+  complete(): Promise<void>;
+  /** Gives the id back, so the sender's retry runs the work. Call it when the work failed. */
+  release(): Promise<void>;
+  /**
+   * Work that goes on after `complete()` resolved (a failed completion retried in the background),
+   * or `undefined` when there is none: hand it to the platform's `waitUntil` where the runtime
+   * stops a request's work once it answered (Workers, Lambda), or await it.
+   */
+  pending(): Promise<void> | undefined;
+}
+
+/**
+ * Options of {@link Receiver.handle}.
+ *
+ * @example
+ * ```ts
+ * export default {
+ *   async fetch(request: Request, env: unknown, ctx: { waitUntil(promise: Promise<unknown>): void }) {
+ *     await receiver.handle(request, onEvent, { waitUntil: (promise) => ctx.waitUntil(promise) });
+ *     return new Response(null, { status: 204 });
+ *   },
+ * };
+ * ```
+ */
+export interface HandleOptions {
+  /** Takes work left after the answer (a completion retried during a store outage). */
+  waitUntil?: (promise: Promise<unknown>) => void;
+}
+
+/**
+ * Options of {@link Receiver.claim}.
+ *
+ * @example
+ * ```ts
+ * // AWS Lambda: no lock outlives the invocation that holds it.
+ * const claim = await receiver.claim(input, { deadline: Date.now() + context.getRemainingTimeInMillis() });
+ * ```
+ */
+export interface ClaimOptions {
+  /**
+   * Epoch milliseconds past which this claim's holder cannot run (a platform's time limit): the
+   * lock is taken, and renewed, for no longer than the time left until then, so a retry after a
+   * frozen or killed invocation is not blocked for the whole `lockSeconds`.
+   */
+  deadline?: number;
+}
+
+/**
+ * Options of {@link Receiver.close}.
+ *
+ * @example
+ * ```ts
+ * process.on('SIGTERM', () => void receiver.close({ timeoutMs: 10_000 }));
+ * ```
+ */
+export interface CloseOptions {
+  /** How long to wait for completions still in flight. Default 5 000. */
+  timeoutMs?: number;
+}
+
+/**
+ * A verifier plus idempotency.
+ *
+ * @example
+ * ```ts
+ * const receiver = createReceiver({ secrets: process.env.WEBHOOK_SECRET! });
+ * const result = await receiver.handle(request, async (webhook) => {
+ *   await db.events.insert(webhook.json());
+ * });
+ * ```
+ */
+export interface Receiver {
+  readonly verifier: Verifier;
+  /**
+   * Verify, claim, run the handler, then complete (it returned) or release (it threw; the error
+   * propagates). Resolves after the first completion attempt; a failed one is retried in the
+   * background while the lock lasts, and that work goes to `options.waitUntil` when given (pass
+   * the platform's on Workers or Lambda, or use `claim()` and await `pending()`).
+   */
+  handle<T>(
+    input: WebhookInput | Request,
+    handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
+    options?: HandleOptions,
+  ): Promise<ReceiveResult<T>>;
+  /** Verify and claim, for adapters whose handler runs later. */
+  claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim>;
+  /**
+   * Ordering: forgets the recorded version of `entity` (what `ordering.key` returned, as text), so
+   * older events of it apply again (after restoring it from a backup, say). In the receiver's
+   * namespace, or `options.namespace` (needed when the namespace is a function). Rejects with
+   * `STORE_UNAVAILABLE` when the store fails; a `TypeError` without `ordering`.
+   */
+  forgetVersion(entity: string | number | bigint, options?: { namespace?: string }): Promise<void>;
+  /**
+   * Resolves when the store answers (a readiness check); rejects with `STORE_UNAVAILABLE`
+   * otherwise. Resolves at once without deduplication or with a store that has no `ping`.
+   */
+  ping(): Promise<void>;
+  /**
+   * For a graceful shutdown (SIGTERM): refuses new deliveries (503 `STORE_UNAVAILABLE`, so the
+   * sender retries elsewhere), stops renewing claims, aborts `context.signal` of handlers still
+   * running, and waits up to `timeoutMs` for completions in flight.
+   */
+  close(options?: CloseOptions): Promise<void>;
+}
+
+/**
+ * 24 hours: how long a completed id is remembered by default.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_TTL_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, idempotency: { ttlSeconds: 3 * DEFAULT_TTL_SECONDS } });
+ * ```
+ */
+export const DEFAULT_TTL_SECONDS = 86_400;
+/**
+ * One minute: how long a claim holds by default with a store that cannot renew it (no `extend`),
+ * so it must outlast the slowest handler.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_LOCK_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, idempotency: { store: myStore, lockSeconds: 5 * DEFAULT_LOCK_SECONDS } });
+ * ```
+ */
+export const DEFAULT_LOCK_SECONDS = 60;
+/**
+ * 30 seconds: the default lock with a store that renews claims (`extend`). Renewed every 10 s
+ * while the handler runs, it survives two missed renewals, and a crashed instance's claims free
+ * up for the sender's retries within 30 s.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_RENEWED_LOCK_SECONDS } from 'webhook-receiver';
+ * console.log(`a crashed instance blocks retries for at most ${DEFAULT_RENEWED_LOCK_SECONDS} s`);
+ * ```
+ */
+export const DEFAULT_RENEWED_LOCK_SECONDS = 30;
+/**
+ * One hour: the longest an unsigned id is remembered by default.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_UNSIGNED_TTL_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, unsigned: 'accept', idempotency: { unsignedTtlSeconds: DEFAULT_UNSIGNED_TTL_SECONDS / 4 } });
+ * ```
+ */
+export const DEFAULT_UNSIGNED_TTL_SECONDS = 3_600;

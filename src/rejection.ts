@@ -1,0 +1,53 @@
+/**
+ * What a refused request is, as `onRejected` and the log see it: the method, the path as sent and
+ * the webhook id it claimed. Below both the adapters' shared flow (http.ts) and the logger, which
+ * each need it.
+ */
+
+import { claimedWebhookId, type HeadersInput } from './headers.ts';
+
+/**
+ * What an adapter tells `onRejected` about a refused request: never a secret, never a header
+ * value other than the webhook id. Values are as the request sent them, never decoded: the path
+ * keeps its percent-encoding (`/hook%0A` stays six characters, not a line break). Unverified:
+ * escape them before writing them into a text log (the default log line does).
+ *
+ * @example
+ * ```ts
+ * webhooks({ secrets, onRejected: (error, ctx) => metrics.increment(`webhook.rejected.${error.code}`, { path: ctx.path }) });
+ * ```
+ */
+export interface RejectionContext {
+  method: string;
+  /** The request path as sent, percent-encoding intact, without the query string. */
+  path: string;
+  /** The `webhook-id` the request claimed, as sent, when it had one. Unverified: do not trust it. */
+  webhookId: string | undefined;
+}
+
+/**
+ * The {@link RejectionContext} of a request, built the same way by every adapter: the path as
+ * sent (from a path or a full URL, never percent-decoded) without its query string (which may
+ * carry tokens), and the first `webhook-id` (or `svix-id`) the request claimed.
+ *
+ * @example
+ * ```ts
+ * rejectionContext('POST', '/webhooks?token=abc', { 'webhook-id': 'msg_1' });
+ * // { method: 'POST', path: '/webhooks', webhookId: 'msg_1' }
+ * rejectionContext('POST', 'https://example.com/a%0Ab', {});
+ * // { method: 'POST', path: '/a%0Ab', webhookId: undefined }
+ * ```
+ */
+export function rejectionContext(method: string, url: string, headers: HeadersInput): RejectionContext {
+  // A full URL (Fetch's request.url) keeps its path as sent: cut off the origin, decode nothing.
+  let start = 0;
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url);
+  if (scheme !== null) {
+    const slash = url.indexOf('/', scheme[0].length);
+    start = slash === -1 ? url.length : slash;
+  }
+  let end = url.indexOf('?', start);
+  if (end === -1) end = url.indexOf('#', start);
+  const path = url.slice(start, end === -1 ? url.length : end) || '/';
+  return { method, path, webhookId: claimedWebhookId(headers) };
+}

@@ -1,0 +1,60 @@
+/**
+ * The import graph of the package's own sources, walked file by file: every relative import and
+ * re-export (type-only ones included: a type circle is still a circle between rooms), found with
+ * TypeScript's own scanner so comments and strings never count.
+ */
+
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import ts from 'typescript';
+
+/** Every `.ts` file under `dir`, as absolute paths. */
+export function tsFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
+    .map((entry) => join(entry.parentPath, entry.name));
+}
+
+/** file → the files it imports, among `files` (imports of packages and of other folders left out). */
+export function importGraph(files: readonly string[], read: (file: string) => string = (file) => readFileSync(file, 'utf8')): Map<string, string[]> {
+  const known = new Set(files);
+  const graph = new Map<string, string[]>();
+  for (const file of files) {
+    const { importedFiles } = ts.preProcessFile(read(file), true, true);
+    const targets = importedFiles
+      .map((imported) => imported.fileName)
+      .filter((name) => name.startsWith('.'))
+      .map((name) => resolve(dirname(file), name))
+      .filter((target) => known.has(target));
+    graph.set(file, [...new Set(targets)]);
+  }
+  return graph;
+}
+
+/**
+ * Every import circle, each as the files along it (the first file repeated at the end), found by
+ * a depth-first walk: one circle per back edge, so each reported circle is a real path.
+ */
+export function importCircles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  const circles: string[][] = [];
+  const state = new Map<string, 'open' | 'done'>();
+  const path: string[] = [];
+  const visit = (file: string): void => {
+    state.set(file, 'open');
+    path.push(file);
+    for (const next of graph.get(file) ?? []) {
+      const seen = state.get(next);
+      if (seen === 'open') circles.push([...path.slice(path.indexOf(next)), next]);
+      else if (seen === undefined) visit(next);
+    }
+    path.pop();
+    state.set(file, 'done');
+  };
+  for (const file of [...graph.keys()].sort()) if (!state.has(file)) visit(file);
+  return circles;
+}
+
+/** A circle as a line: `src/a.ts -> src/b.ts -> src/a.ts`. */
+export function circleText(circle: readonly string[], root: string): string {
+  return circle.map((file) => relative(root, file)).join(' -> ');
+}
