@@ -54,7 +54,8 @@ export class StoreConformanceError extends Error {
  * release, completion idempotent for its own token, token fencing on complete, release and extend,
  * unknown keys, independent keys and key classes, argument checks, atomic concurrent claims and
  * takeovers, lock expiry, completed-id expiry, lease renewal, and (when asked) a shared backend and
- * an unreachable one. Resolves with a report, or rejects with a {@link StoreConformanceError}
+ * an unreachable one; on a store with the ordering operations, the ordering rules too (stale
+ * versions, exact comparison, the entity's lock, versions that never go down, fencing, forgetting). Resolves with a report, or rejects with a {@link StoreConformanceError}
  * listing each rule the store broke, in words.
  *
  * No test runner is needed: await it in a test of any runner. With the default real clock it
