@@ -60,6 +60,8 @@ export type WebhookMiddleware = (req: IncomingMessage, res: ServerResponse, next
 interface ExpressRequest extends IncomingMessage {
   body?: unknown;
   originalUrl?: string;
+  /** The route's parameters (`/webhooks/:tenant`), which tenant keys' `tenant` function sees. */
+  params?: Record<string, string | undefined>;
   webhook?: VerifiedWebhook;
   webhookContext?: WebhookContext;
 }
@@ -180,7 +182,8 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
   }
 
   function claimBody(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, body: Uint8Array | string): void {
-    receiver.claim({ headers: req.headers, body }).then(
+    // Where it was sent, for tenant keys' `tenant` function: plain reads, nothing built.
+    receiver.claim({ headers: req.headers, body, method: req.method, path: req.originalUrl ?? req.url, host: req.headers.host, params: req.params }).then(
       (claim) => proceed(req, res, next, claim),
       (error: unknown) => fail(req, res, next, error),
     );

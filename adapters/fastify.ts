@@ -181,7 +181,8 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
     const state = bodies(request)[bodyKey] ?? undefined;
     if (state?.rejection !== undefined) return refuse(request, reply, state.rejection);
     if (state === undefined && request.body !== undefined) return refuse(request, reply, bodyUnavailable(OTHER_PARSER_HINT));
-    receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY }).then(
+    const where = { method: request.method, path: request.url, host: request.headers.host, params: request.params as Record<string, string | undefined> };
+    receiver.claim({ headers: request.headers, body: state?.raw ?? EMPTY, ...where }).then(
       (claim) => proceed(request, reply, done, claim, state),
       (error: unknown) => {
         if (isWebhookError(error)) refuse(request, reply, error);

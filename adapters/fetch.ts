@@ -149,7 +149,15 @@ export function webhookHandler(options: FetchHandlerOptions, handler: WebhookHan
     const node = nodeBindingsOf(platform[0]);
     let claim;
     try {
-      claim = await (node === undefined ? delivery.receiver.claim(request) : delivery.receiver.claim({ headers: node.incoming.headers, body: await readBodyOf(request, node, contentCoding(node.incoming.headers['content-encoding']), delivery.limit) }));
+      if (node === undefined) claim = await delivery.receiver.claim(request);
+      else {
+        const { incoming } = node;
+        const body = await readBodyOf(request, node, contentCoding(incoming.headers['content-encoding']), delivery.limit);
+        // Where it was sent, for tenant keys' `tenant` function only: the Request builds its URL on first use.
+        const host = incoming.headers.host;
+        const where = delivery.tenants ? { method: request.method, path: request.url, host: typeof host === 'string' ? host : undefined } : undefined;
+        claim = await delivery.receiver.claim({ headers: incoming.headers, body, ...where });
+      }
     } catch (error) {
       // The URL as sent: the path keeps its percent-encoding (issue 12, log injection).
       return respond(delivery.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));

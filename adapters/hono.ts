@@ -175,7 +175,10 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
     let claimed: Claim;
     try {
       coding = contentCoding(node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding'));
-      claimed = await receiver.claim({ headers, body: await bodyOf(c, node, coding) });
+      const body = await bodyOf(c, node, coding);
+      // Hono builds the route's parameters per call: read only for tenant keys' `tenant` function.
+      const where = delivery.tenants ? { method: c.req.method, path: c.req.url, host: c.req.header('host'), params: c.req.param() } : undefined;
+      claimed = await receiver.claim({ headers, body, ...where });
     } catch (error) {
       return respond(delivery.refuse(error, c.req.method, c.req.url, headers));
     }

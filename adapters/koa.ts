@@ -150,7 +150,10 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
   return async function webhooks(ctx, next) {
     let claim;
     try {
-      claim = await receiver.claim({ headers: ctx.req.headers, body: await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_HINT) });
+      const body = await rawBodyOf(ctx.request.rawBody, ctx.req, limit, CONSUMED_HINT);
+      // @koa/router's route parameters, where a router ran.
+      const params = (ctx as { params?: Record<string, string | undefined> }).params;
+      claim = await receiver.claim({ headers: ctx.req.headers, body, method: ctx.method, path: ctx.originalUrl, host: ctx.req.headers.host, params });
     } catch (error) {
       // originalUrl, not path: koa-mount strips its prefix from ctx.path. The path as sent.
       send(ctx, delivery.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);

@@ -61,6 +61,8 @@ export interface LambdaHttpEvent {
   multiValueHeaders?: Record<string, string[] | undefined> | null;
   body?: string | null;
   isBase64Encoded?: boolean;
+  /** The route's parameters (API Gateway), which tenant keys' `tenant` function sees as `params`. */
+  pathParameters?: Record<string, string | undefined> | null;
   /**
    * The source's request context: `http` (`method`, `path`) for payload 2.0, `elb` for ALB; the
    * rest is not read. Typed loosely so every source's own context type fits.
@@ -190,6 +192,11 @@ function sourceOf(event: LambdaHttpEvent, context: RequestContext): Source {
  * Gateway encodes binary bodies, and a detour through text would change bytes that are not
  * UTF-8, and with them the signature.
  */
+/** The first of a header's values. */
+function firstValue(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
 function requestOf(event: LambdaHttpEvent): Request {
   const context = requestContextOf(event);
   const source = sourceOf(event, context);
@@ -344,7 +351,9 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
     let claim;
     try {
       const body = await bodyOf(request, delivery.limit);
-      claim = await delivery.receiver.claim({ headers: request.headers, body }, claimOptionsOf(context));
+      // The host is a search of the headers: made only for tenant keys' `tenant` function.
+      const where = delivery.tenants ? { method: request.method, path: request.path, host: firstValue(headerValues(request.headers, 'host')), params: event.pathParameters ?? undefined } : undefined;
+      claim = await delivery.receiver.claim({ headers: request.headers, body, ...where }, claimOptionsOf(context));
     } catch (error) {
       return resultOf(request.source, delivery.refuse(error, request.method, request.path, request.headers));
     }

@@ -182,6 +182,8 @@ interface NestRequest {
   method?: string;
   url?: string;
   originalUrl?: string;
+  /** The route's parameters (Express and Fastify alike). */
+  params?: Record<string, string | undefined>;
   headers: IncomingMessage['headers'];
 }
 
@@ -260,7 +262,9 @@ export class WebhookInterceptor implements NestInterceptor {
     const nodeRes = res.raw ?? (res as unknown as ServerResponse);
     let claim: Claim;
     try {
-      claim = await delivery.receiver.claim({ headers: req.headers, body: await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_HINT) });
+      const body = await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_HINT);
+      const where = { method: req.method, path: req.originalUrl ?? req.url, host: req.headers.host, params: req.params };
+      claim = await delivery.receiver.claim({ headers: req.headers, body, ...where });
     } catch (error) {
       return this.#answer(res, delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
     }

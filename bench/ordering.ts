@@ -1,5 +1,5 @@
 /**
- * Section 13: what ordering costs a store (issue 26). A claim and its completion of a fresh id,
+ * Section 14: what ordering costs a store (issue 26). A claim and its completion of a fresh id,
  * without ordering (`claim` + `complete`) and with it (`claimOrdered` + `completeOrdered`:
  * exclusive, the entity's version checked and its lock taken in the claim, the version recorded
  * and the lock freed in the completion), on the memory store and on the Redis store (ioredis,
@@ -42,7 +42,7 @@ function candidates(label: string, store: IdempotencyStore, encodeVersion: (valu
 }
 
 export async function runOrdering(config: BenchConfig): Promise<SectionReport> {
-  const title = '13. Ordering: claim + complete with and without';
+  const title = '14. Ordering: claim + complete with and without';
   const { memoryStore, encodeVersion } = config.pkg.index;
   const timing = { reps: config.quick ? 3 : 7, rounds: config.quick ? 3 : 11, batchMs: config.quick ? 5 : 20, warmupMs: config.quick ? 50 : 300 };
   const rows: string[][] = [];

@@ -75,7 +75,7 @@ export function loadWarning(title: string, load: LoadSample): string {
   );
 }
 
-export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'curves', 'ordering'] as const;
+export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'keys', 'curves', 'ordering'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 /**
@@ -95,6 +95,7 @@ export const SECTION_BUDGET_SECONDS: Record<SectionId, number> = {
   stores: 90,
   'http-stores': 90,
   receiver: 20,
+  keys: 20,
   curves: 90,
   ordering: 30,
 };

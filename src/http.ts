@@ -6,6 +6,7 @@
 
 import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
 import { isWebhookError, type WebhookError } from './errors.ts';
+import { TENANT_KEYS_DEFAULTS } from './keys.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { rejectionContext, type RejectionContext } from './rejection.ts';
@@ -45,8 +46,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /**
  * The response for a rejected request: the error's status and the `{ error, message }` envelope
- * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`; and with `ENTITY_BUSY`, the
- * seconds the entity's lock still holds).
+ * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`, `KEYS_UNAVAILABLE`…; and with
+ * `ENTITY_BUSY`, the seconds the entity's lock still holds).
  *
  * @example
  * ```ts
@@ -55,7 +56,10 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
  * ```
  */
 export function errorResponse(error: WebhookError): WebhookResponse {
-  const retryAfter = error.retryAfterSeconds ?? (error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined);
+  // Every 503 asks the sender to come back later, and says when; so does ENTITY_BUSY (its lock's time left).
+  const retryAfter =
+    error.retryAfterSeconds ??
+    (error.code === 'KEYS_UNAVAILABLE' ? TENANT_KEYS_DEFAULTS.retryAfterSeconds : error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined);
   const headers: Record<string, string> = retryAfter === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, 'retry-after': String(retryAfter) };
   return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
 }
@@ -168,6 +172,11 @@ export class Delivery {
   readonly receiver: Receiver;
   /** `maxBodyBytes`, for adapters that read the body themselves. */
   readonly limit: number;
+  /**
+   * Whether the receiver has tenant keys: the request's method, path, host and route parameters
+   * matter then, and an adapter whose framework builds them per call reads them only in that case.
+   */
+  readonly tenants: boolean;
   readonly #report: (error: WebhookError, context: RejectionContext, logger?: WebhookLogger) => void;
   /** Looked up once here rather than on every request. */
   readonly #observer: Observer | undefined;
@@ -177,6 +186,7 @@ export class Delivery {
     this.#observer = observerOf(this.receiver);
     this.#report = rejectionReporter(options);
     this.limit = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.tenants = options.keys !== undefined;
   }
 
   /**

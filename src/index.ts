@@ -24,6 +24,15 @@ export {
 } from './verify.ts';
 export { DEFAULT_MAX_BODY_BYTES } from './body.ts';
 export {
+  tenantKeys,
+  TENANT_KEYS_DEFAULTS,
+  type TenantKeys,
+  type TenantKeysLoaded,
+  type TenantKeysOptions,
+  type TenantKeysUsage,
+  type TenantRequest,
+} from './keys.ts';
+export {
   createSigner,
   signWebhook,
   generateSecret,

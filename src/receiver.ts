@@ -20,10 +20,10 @@ import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './teleme
 import { memoryStore } from './stores/memory.ts';
 import { checkEntity, ORDERING_OPERATIONS, syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
-import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type WebhookInput } from './verify.ts';
+import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 import { ClaimKeeper, DONE, Held, checkedClaim, type Report } from './receiver/claims.ts';
 import { Context } from './receiver/context.ts';
-import { checkReplayWindow, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds } from './receiver/settings.ts';
+import { checkReplayWindow, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
 import {
   DEFAULT_LOCK_SECONDS,
   DEFAULT_RENEWED_LOCK_SECONDS,
@@ -90,7 +90,19 @@ class ReceiverImpl implements Receiver {
   #closed = false;
 
   constructor(options: ReceiverOptions) {
-    this.verifier = createVerifier(options);
+    if (typeof options !== 'object' || options === null) throw new TypeError('createReceiver needs an options object with secrets or keys');
+    const { keys } = options;
+    if (keys !== undefined) {
+      if (options.secrets !== undefined) {
+        throw new TypeError('pass either secrets (one set of keys) or keys (keys per tenant, from tenantKeys()), not both');
+      }
+      if (typeof keys !== 'object' || keys === null || typeof keys.verifier !== 'function' || typeof keys.forget !== 'function') {
+        throw new TypeError('keys must be the object tenantKeys() returns');
+      }
+      this.verifier = keys.verifier(options);
+    } else {
+      this.verifier = createVerifier(options as VerifierOptions);
+    }
     const { idempotency, onError } = options;
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('onError must be a function');
     const logger = checkLogger(options.logger);
@@ -118,7 +130,7 @@ class ReceiverImpl implements Receiver {
     this.#unsignedTtlMs =
       positiveSeconds(settings?.unsignedTtlSeconds, 'unsignedTtlSeconds', Math.min(this.#ttlMs / 1000, DEFAULT_UNSIGNED_TTL_SECONDS)) * 1000;
     this.#lockMs = positiveSeconds(settings?.lockSeconds, 'lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
-    const namespace = settings?.namespace ?? 'default';
+    const namespace = keys === undefined ? (settings?.namespace ?? 'default') : tenantNamespace(settings?.namespace);
     if (typeof namespace === 'function') {
       this.#namespace = namespace;
       this.#signedPrefix = this.#unsignedPrefix = '';

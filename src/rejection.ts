@@ -39,6 +39,15 @@ export interface RejectionContext {
  * ```
  */
 export function rejectionContext(method: string, url: string, headers: HeadersInput): RejectionContext {
+  return { method, path: pathAsSent(url), webhookId: claimedWebhookId(headers) };
+}
+
+/**
+ * The path of a request URL as sent (from a path or a full URL, never percent-decoded), without
+ * its query string or fragment; `'/'` when there is none. Internal: rejection contexts and tenant
+ * keys' requests read the path this way.
+ */
+export function pathAsSent(url: string): string {
   // A full URL (Fetch's request.url) keeps its path as sent: cut off the origin, decode nothing.
   let start = 0;
   const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url);
@@ -48,6 +57,5 @@ export function rejectionContext(method: string, url: string, headers: HeadersIn
   }
   let end = url.indexOf('?', start);
   if (end === -1) end = url.indexOf('#', start);
-  const path = url.slice(start, end === -1 ? url.length : end) || '/';
-  return { method, path, webhookId: claimedWebhookId(headers) };
+  return url.slice(start, end === -1 ? url.length : end) || '/';
 }

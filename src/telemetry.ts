@@ -61,6 +61,8 @@ export const TELEMETRY_NAMES = {
     /** Tells apart the memory stores of one process (1, 2, …), so two receivers' gauges do not mix. */
     storeInstance: 'webhook.store.instance',
     skewDirection: 'webhook.clock_skew.direction',
+    /** On spans only, never on metrics: tenant names can be chosen by whoever sends requests. */
+    tenant: 'webhook.tenant',
   },
 } as const;
 
@@ -174,6 +176,8 @@ export interface OutcomeEvent {
   webhookId: string | undefined;
   /** The `keyId` of the key that verified it, when it has one. */
   keyId?: string;
+  /** The tenant whose keys verified it (tenant keys). */
+  tenant?: string;
   signed: boolean;
   /** From the start of verification to the outcome (the handler's work included). */
   durationMs: number;
@@ -368,6 +372,7 @@ export class Observer {
     span.setAttribute(A.keyId, key);
     span.setAttribute(A.version, version);
     span.setAttribute(A.signed, webhook.signed);
+    if (webhook.tenant !== undefined) span.setAttribute(A.tenant, webhook.tenant);
   }
 
   /** The handler is about to run (its duration starts here). */
@@ -501,6 +506,7 @@ export class Observer {
     };
     if (code !== undefined) event.code = code;
     if (webhook?.keyId !== undefined) event.keyId = webhook.keyId;
+    if (webhook?.tenant !== undefined) event.tenant = webhook.tenant;
     try {
       hook(event);
     } catch {

@@ -13,7 +13,7 @@ import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKe
 import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes, utf8Decoder } from './encoding.ts';
 import { bodyUnavailable, rejection, WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
-import { decodeSecretList, type SecretInput } from './secrets.ts';
+import { decodeSecretList, type KeyMaterial, type SecretInput } from './secrets.ts';
 import { DEFAULT_TOLERANCE_SECONDS, MAX_ID_LENGTH, MAX_V1A_ENTRIES } from './verify/limits.ts';
 import { joined, parseSignatureHeader, parseTimestamp, plural, single, type ParsedSignatures } from './verify/wire.ts';
 
@@ -65,6 +65,20 @@ export interface WebhookInput {
   headers: HeadersInput;
   /** The raw body exactly as received. A Node `Buffer` is a `Uint8Array`. */
   body: string | Uint8Array | ArrayBuffer;
+  /**
+   * Where the request was sent, for tenant keys' `tenant` function (see `tenantKeys`); a verifier
+   * with fixed `secrets` never reads these. The method, default `'POST'`.
+   */
+  method?: string;
+  /**
+   * The request's path as sent (percent-encoding intact), or its URL (`req.url`, a full URL): the
+   * origin and anything from a `?` on are left out.
+   */
+  path?: string;
+  /** The `Host` the request was sent to. */
+  host?: string;
+  /** The route's parameters, where the framework has them (`req.params` in Express). */
+  params?: Readonly<Record<string, string | undefined>>;
 }
 
 /**
@@ -111,6 +125,11 @@ export interface VerifiedWebhook {
   readonly keyIndex: number | undefined;
   /** That key's `keyId`, when it was given one. */
   readonly keyId: string | undefined;
+  /**
+   * The tenant whose keys verified it (see `tenantKeys`); `undefined` for a verifier with fixed
+   * `secrets`.
+   */
+  readonly tenant: string | undefined;
 }
 
 /**
@@ -146,6 +165,7 @@ class Webhook implements VerifiedWebhook {
     readonly scheme: 'v1' | 'v1a' | undefined,
     readonly keyIndex: number | undefined,
     readonly keyId: string | undefined,
+    readonly tenant: string | undefined,
   ) {}
   text(): string {
     return (this.#text ??= utf8Decoder.decode(this.body));
@@ -212,7 +232,7 @@ const SETTLED = Promise.resolve();
  * `then` callback that throws: a throw there cost twice as much (0.48 against 0.27 µs a refusal,
  * awaited and caught, on Node 20).
  */
-function rejectLater(error: unknown): Promise<never> {
+export function rejectLater(error: unknown): Promise<never> {
   return new Promise<never>((_resolve, reject) => {
     queueMicrotask(() => reject(error));
   });
@@ -229,6 +249,38 @@ interface TrustedEd25519 {
   keyId: string | undefined;
 }
 
+/** A verifier's options other than its keys, checked. */
+export interface VerifierSettings {
+  readonly tolerance: number;
+  readonly now: () => number;
+  readonly acceptUnsigned: boolean;
+  readonly maxBodyBytes: number;
+}
+
+/**
+ * Checks a verifier's options other than `secrets` (a `TypeError` or `RangeError` saying how to
+ * fix one). Internal: tenant keys check them once and build each tenant's verifier from them.
+ */
+export function verifierSettings(options: Omit<VerifierOptions, 'secrets'>): VerifierSettings {
+  const { toleranceSeconds, now, unsigned, maxBodyBytes } = options;
+  if (toleranceSeconds !== undefined && !(typeof toleranceSeconds === 'number' && Number.isFinite(toleranceSeconds) && toleranceSeconds > 0)) {
+    throw new RangeError('toleranceSeconds must be a positive, finite number of seconds (default 300)');
+  }
+  if (now !== undefined && typeof now !== 'function') throw new TypeError('now must be a function returning epoch milliseconds');
+  if (unsigned !== undefined && unsigned !== 'reject' && unsigned !== 'accept') {
+    throw new TypeError(`unsigned must be 'reject' or 'accept'`);
+  }
+  if (maxBodyBytes !== undefined && !(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes > 0)) {
+    throw new RangeError('maxBodyBytes must be a positive whole number of bytes (default 1048576)');
+  }
+  return {
+    tolerance: toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS,
+    now: now ?? Date.now,
+    acceptUnsigned: unsigned === 'accept',
+    maxBodyBytes: maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
+  };
+}
+
 class VerifierImpl implements Verifier {
   readonly #backend: CryptoBackend;
   readonly #hmac: TrustedHmac[] = [];
@@ -237,6 +289,8 @@ class VerifierImpl implements Verifier {
   readonly #now: () => number;
   readonly #acceptUnsigned: boolean;
   readonly #maxBodyBytes: number;
+  /** The tenant whose keys these are (tenant keys), set on every webhook this verifier passes. */
+  readonly #tenant: string | undefined;
   /** The HMAC key that matched last: tried first, so steady state after a rotation costs one HMAC. */
   #preferred = 0;
   /** The mismatch message of the usual forgery (one v1 entry, nothing else), built once. */
@@ -244,26 +298,15 @@ class VerifierImpl implements Verifier {
   /** How many well-formed `v1a` entries are checked at most: max(MAX_V1A_ENTRIES, public keys). */
   #v1aBound = 0;
 
-  constructor(options: VerifierOptions, backend: CryptoBackend) {
-    if (typeof options !== 'object' || options === null) throw new TypeError('createVerifier needs an options object with secrets');
-    const { toleranceSeconds, now, unsigned, maxBodyBytes } = options;
-    if (toleranceSeconds !== undefined && !(typeof toleranceSeconds === 'number' && Number.isFinite(toleranceSeconds) && toleranceSeconds > 0)) {
-      throw new RangeError('toleranceSeconds must be a positive, finite number of seconds (default 300)');
-    }
-    if (now !== undefined && typeof now !== 'function') throw new TypeError('now must be a function returning epoch milliseconds');
-    if (unsigned !== undefined && unsigned !== 'reject' && unsigned !== 'accept') {
-      throw new TypeError(`unsigned must be 'reject' or 'accept'`);
-    }
-    if (maxBodyBytes !== undefined && !(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes > 0)) {
-      throw new RangeError('maxBodyBytes must be a positive whole number of bytes (default 1048576)');
-    }
+  constructor(settings: VerifierSettings, keys: readonly KeyMaterial[], backend: CryptoBackend, tenant: string | undefined) {
     this.#backend = backend;
-    this.#tolerance = toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS;
-    this.#now = now ?? Date.now;
-    this.#acceptUnsigned = unsigned === 'accept';
-    this.#maxBodyBytes = maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.#tolerance = settings.tolerance;
+    this.#now = settings.now;
+    this.#acceptUnsigned = settings.acceptUnsigned;
+    this.#maxBodyBytes = settings.maxBodyBytes;
+    this.#tenant = tenant;
 
-    for (const material of decodeSecretList(options.secrets, 'verify')) {
+    for (const material of keys) {
       const { index } = material;
       if (material.kind === 'hmac') this.#hmac.push({ key: backend.importHmacKey(material.raw), index, keyId: material.keyId });
       else if (material.kind === 'ed25519-public') {
@@ -390,7 +433,7 @@ class VerifierImpl implements Verifier {
     const { id, timestampText, timestampSeconds, signatures } = inspected;
     const timestamp = new Date(timestampSeconds === undefined ? this.#clock() : timestampSeconds * 1000);
     if (signatures === undefined || timestampText === undefined) {
-      return new Webhook(id, timestamp, body, false, undefined, undefined, undefined);
+      return new Webhook(id, timestamp, body, false, undefined, undefined, undefined, this.#tenant);
     }
     const prefix = `${id}.${timestampText}.`;
     const first = this.#preferred;
@@ -464,7 +507,7 @@ class VerifierImpl implements Verifier {
         if (budget-- === 0) break;
         for (const trusted of this.#ed25519) {
           if (await this.#backend.ed25519Verify(trusted.key, content, signature)) {
-            return new Webhook(id, timestamp, body, true, 'v1a', trusted.index, trusted.keyId);
+            return new Webhook(id, timestamp, body, true, 'v1a', trusted.index, trusted.keyId, this.#tenant);
           }
         }
       }
@@ -477,7 +520,7 @@ class VerifierImpl implements Verifier {
   #hmacWebhook(id: string, timestamp: Date, body: Uint8Array, slot: number): Webhook {
     if (slot !== this.#preferred) this.#preferred = slot;
     const trusted = this.#hmac[slot]!;
-    return new Webhook(id, timestamp, body, true, 'v1', trusted.index, trusted.keyId);
+    return new Webhook(id, timestamp, body, true, 'v1', trusted.index, trusted.keyId, this.#tenant);
   }
 
   /**
@@ -514,7 +557,18 @@ class VerifierImpl implements Verifier {
 
 /** A verifier on a chosen crypto backend. Internal: tests and benchmarks use it to force WebCrypto. */
 export function createVerifierWith(options: VerifierOptions, backend: CryptoBackend): Verifier {
-  return new VerifierImpl(options, backend);
+  if (typeof options !== 'object' || options === null) throw new TypeError('createVerifier needs an options object with secrets');
+  const settings = verifierSettings(options);
+  return new VerifierImpl(settings, decodeSecretList(options.secrets, 'verify'), backend, undefined);
+}
+
+/**
+ * A verifier of one tenant's keys, decoded and checked by the caller, with settings checked by
+ * {@link verifierSettings}; the webhooks it passes carry `tenant`. Internal: tenant keys build one
+ * per tenant and cache it.
+ */
+export function createTenantVerifier(settings: VerifierSettings, keys: readonly KeyMaterial[], backend: CryptoBackend, tenant: string): Verifier {
+  return new VerifierImpl(settings, keys, backend, tenant);
 }
 
 /**
@@ -541,7 +595,7 @@ export function createVerifierWith(options: VerifierOptions, backend: CryptoBack
  * ```
  */
 export function createVerifier(options: VerifierOptions): Verifier {
-  return new VerifierImpl(options, defaultBackend);
+  return createVerifierWith(options, defaultBackend);
 }
 
 interface CachedVerifier {

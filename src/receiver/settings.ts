@@ -5,6 +5,7 @@
  */
 
 import { logFailure, type WebhookLogger } from '../logger.ts';
+import type { VerifiedWebhook } from '../verify.ts';
 import type { ReceiverErrorContext } from './types.ts';
 
 /** How many receivers with a default memory store one process builds before it is told. */
@@ -44,6 +45,27 @@ export function namespaceProblem(namespace: unknown): string | undefined {
   // not, or namespace 'a:s' with id 'x' and namespace 'a' with id 's:x' would share one key.
   if (namespace.includes(':')) return `must not contain ':' (use '-' or '.' to separate words)`;
   return undefined;
+}
+
+/**
+ * A tenant as it appears in a namespace: `%` and `:` percent-encoded, so it can never contain `:`
+ * and two tenants never share one.
+ */
+function encodedTenant(tenant: string | undefined): string {
+  return (tenant ?? '').replace(/%/g, '%25').replace(/:/g, '%3A');
+}
+
+/**
+ * The namespace function of a receiver with tenant keys: `t.<tenant>` by default, `<namespace>.t.<tenant>`
+ * after a fixed namespace (checked here), or the user's own function, which gets `webhook.tenant`.
+ */
+export function tenantNamespace(namespace: string | ((webhook: VerifiedWebhook) => string) | undefined): (webhook: VerifiedWebhook) => string {
+  if (typeof namespace === 'function') return namespace;
+  if (namespace === undefined) return (webhook) => `t.${encodedTenant(webhook.tenant)}`;
+  const problem = namespaceProblem(namespace);
+  if (problem !== undefined) throw new TypeError(`idempotency.namespace ${problem}`);
+  const prefix = `${namespace}.t.`;
+  return (webhook) => prefix + encodedTenant(webhook.tenant);
 }
 
 export function defaultOnError(logger: WebhookLogger | undefined, error: unknown, context: ReceiverErrorContext): void {

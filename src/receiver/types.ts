@@ -8,6 +8,8 @@ import type { WebhookLogger } from '../logger.ts';
 import type { OrderingOptions } from '../ordering.ts';
 import type { OutcomeEvent, TelemetryOptions } from '../telemetry.ts';
 import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
+import type { TenantKeys } from '../keys.ts';
+import type { SecretInput } from '../secrets.ts';
 import type { VerifiedWebhook, Verifier, VerifierOptions, WebhookInput } from '../verify.ts';
 
 /**
@@ -47,6 +49,10 @@ export interface IdempotencyOptions {
    * Keeps several endpoints' or senders' ids apart in one store; no `:` in it. A function of the
    * verified webhook serves several senders from one receiver: make it depend on the sender, and
    * stable across a key rotation (map each `keyId` to its tenant). Default `'default'`.
+   *
+   * With tenant `keys`, each tenant's ids are kept apart: the default is `t.` followed by the
+   * tenant with `%` and `:` percent-encoded (`t.acme`), a string is followed by `.t.` and the
+   * tenant (`billing.t.acme`), and a function receives the webhook, `webhook.tenant` included.
    */
   namespace?: string | ((webhook: VerifiedWebhook) => string);
   /** Store unreachable when claiming: refuse with 503 `STORE_UNAVAILABLE` (default) or run without dedup. */
@@ -90,7 +96,15 @@ export interface ReceiverErrorContext {
  * const options: ReceiverOptions = { secrets: process.env.WEBHOOK_SECRET!, idempotency: { ttlSeconds: 3600 } };
  * ```
  */
-export interface ReceiverOptions extends VerifierOptions {
+export interface ReceiverOptions extends Omit<VerifierOptions, 'secrets'> {
+  /** Every trusted key, for one sender (or several sharing them). Give either `secrets` or `keys`. */
+  secrets?: SecretInput | readonly SecretInput[];
+  /**
+   * Keys per tenant, looked up per request (see `tenantKeys`), instead of `secrets` (giving both is
+   * a `TypeError`). Verified webhooks carry `tenant`, and each tenant's ids are deduplicated in a
+   * namespace of its own.
+   */
+  keys?: TenantKeys;
   /** On by default, with an in-memory store. `false` turns deduplication off. */
   idempotency?: IdempotencyOptions | false;
   /**
@@ -256,6 +270,10 @@ export interface CloseOptions {
  * ```
  */
 export interface Receiver {
+  /**
+   * The receiver's verifier. With `keys`, it verifies each input with the keys of the tenant that
+   * input names (as `keys.verifier()` does), and its webhooks carry `tenant`.
+   */
   readonly verifier: Verifier;
   /**
    * Verify, claim, run the handler, then complete (it returned) or release (it threw; the error

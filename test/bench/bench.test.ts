@@ -104,6 +104,8 @@ describe('npm run bench -- --quick', () => {
             ]
           : []),
         'receiver claim + complete ÷ (verify + a bare Map), memory store, 1 KiB',
+        'tenant keys verify (tenant cached) ÷ static verifier, same keys, 1 KiB',
+        'loader calls, 10,000 requests naming random tenants at once',
       ];
       expect(what).toEqual(expected);
       for (const row of targets) {
@@ -182,7 +184,7 @@ describe('npm run bench -- --quick', () => {
         'bare createHmac',
       ]);
       // Every section says how long it took and what the machine's load was meanwhile.
-      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(13);
+      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(14);
       const forged = tableAfter(report, '## 8. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
       if (storesPresent) {
@@ -215,22 +217,12 @@ describe('npm run bench -- --quick', () => {
         'verify + a bare Map: look up, forget the oldest, insert, mark done',
         'handle, a handler that does nothing',
       ]);
-
-      // Section 12: each growth curve's table, and its chart among those written.
-      const curves = report.slice(report.indexOf('## 12. Growth curves'));
-      expect(tableAfter(curves, '### Verify vs body size').map((row) => row[0])).toEqual(['64 B', '1.0 KiB']);
-      expect(tableAfter(curves, '### Verify vs number of secrets').map((row) => row[0])).toEqual(['1', '4']);
-      expect(tableAfter(curves, '### Refusing a forged request vs signature entries').map((row) => row[0])).toEqual(['1', '64']);
-      expect(tableAfter(curves, '### Memory store vs ids held').map((row) => row[0])).toEqual(['1,000', '10,000']);
-      // Section 13: claim + complete with and without ordering, memory and (with a Redis) Redis.
-      expect(tableAfter(report, '## 13. Ordering: claim + complete with and without').map((row) => row[0])).toEqual(redisPresent ? ['memory', 'Redis (ioredis)'] : ['memory']);
-      const svgs = readdirSync(charts).sort();
-      expect(svgs).toEqual(['curve-body-size.svg', 'curve-memory-claim.svg', 'curve-memory-heap.svg', 'curve-secrets.svg', 'curve-signature-entries.svg', 'peers.svg']);
-      for (const svg of svgs) {
-        const text = readFileSync(join(charts, svg), 'utf8');
-        expect(text).toMatch(/^<svg /);
-        expect(text).toContain('quick smoke run: not a measurement');
-      }
+      expect(tableAfter(report, '## 12. Tenant keys').map((row) => row[0])).toEqual(['static verifier, same keys', 'tenant keys, tenant cached']);
+      const flood = tableAfter(report, '### A flood of random tenant names');
+      expect(flood.map((row) => row[0])).toEqual(['10,000 at once, a 5 ms loader']);
+      expect(flood[0]![1]).toBe('16');
+      // Section 14: claim + complete with and without ordering, memory and (with a Redis) Redis.
+      expect(tableAfter(report, '## 14. Ordering: claim + complete with and without').map((row) => row[0])).toEqual(redisPresent ? ['memory', 'Redis (ioredis)'] : ['memory']);
     },
     TIME_LIMIT_MS + 10_000,
   );
@@ -240,7 +232,7 @@ describe('npm run bench -- --quick', () => {
       const result = await runBench([flag, 'nonsense']);
       expect(result.code).toBe(1);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, curves, ordering; got "nonsense"');
+      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, keys, curves, ordering; got "nonsense"');
     }
   }, 60_000);
 

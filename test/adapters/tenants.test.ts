@@ -1,0 +1,218 @@
+/**
+ * Tenant keys through the receiver and the adapters (issue 25), over real HTTP on 127.0.0.1: two
+ * tenants on one route, each with its own secret; each tenant's delivery accepted only with its
+ * own secret; a rotation seen after `forget`; the same webhook-id from both tenants runs both
+ * handlers; 404/503 answers in the envelope, 503 with Retry-After.
+ */
+
+import { createServer } from 'node:http';
+import Router from '@koa/router';
+import express from 'express';
+import Fastify from 'fastify';
+import { Hono } from 'hono';
+import Koa from 'koa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { webhooks as expressWebhooks } from '../../adapters/express.ts';
+import { webhooks as fastifyWebhooks, webhookOf as fastifyWebhookOf } from '../../adapters/fastify.ts';
+import { webhookHandler } from '../../adapters/fetch.ts';
+import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
+import { webhooks as koaWebhooks } from '../../adapters/koa.ts';
+import { webhookHandler as lambdaHandler } from '../../adapters/lambda.ts';
+import { tenantKeys, type TenantKeys, type TenantKeysLoaded } from '../../src/keys.ts';
+import { createReceiver } from '../../src/receiver.ts';
+import { generateSecret, signWebhook } from '../../src/sign.ts';
+import type { VerifiedWebhook } from '../../src/verify.ts';
+import { listen, servedFetch } from './node-http.ts';
+
+interface Endpoint {
+  post(path: string, headers: Record<string, string>, body: string): Promise<{ status: number; headers: Headers; body: string }>;
+  close(): Promise<void>;
+}
+
+const opened: Endpoint[] = [];
+afterEach(async () => {
+  await Promise.all(opened.splice(0).map((endpoint) => endpoint.close()));
+});
+
+/** A tenant table the test edits, and the runs each tenant's handler saw. */
+function fixture() {
+  const rows: Record<string, TenantKeysLoaded> = { acme: [generateSecret()], globex: [generateSecret()] };
+  const keys = tenantKeys({ tenant: (request) => request.params.tenant ?? request.path.split('/')[2], load: async (tenant) => rows[tenant] });
+  const runs: string[] = [];
+  const record = (webhook: VerifiedWebhook) => runs.push(`${webhook.tenant}:${webhook.id}`);
+  return { rows, keys, runs, record, secret: (tenant: string) => (rows[tenant] as string[])[0]! };
+}
+
+async function http(server: ReturnType<typeof createServer>): Promise<Endpoint> {
+  const listening = await listen(server);
+  return endpointAt(listening.port, listening.close);
+}
+
+function endpointAt(port: number, close: () => Promise<void>): Endpoint {
+  const endpoint: Endpoint = {
+    async post(path, headers, body) {
+      const res = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers, body });
+      return { status: res.status, headers: res.headers, body: await res.text() };
+    },
+    close,
+  };
+  opened.push(endpoint);
+  return endpoint;
+}
+
+type Make = (keys: TenantKeys, record: (webhook: VerifiedWebhook) => void) => Promise<Endpoint>;
+
+const adapters: [string, Make][] = [
+  [
+    'express',
+    async (keys, record) => {
+      const app = express();
+      app.post('/webhooks/:tenant', expressWebhooks({ keys }), (req, res) => {
+        record(req.webhook!);
+        res.sendStatus(204);
+      });
+      return http(createServer(app));
+    },
+  ],
+  [
+    'fastify',
+    async (keys, record) => {
+      const app = Fastify();
+      await app.register(fastifyWebhooks, { keys });
+      app.post('/webhooks/:tenant', async (request, reply) => {
+        record(fastifyWebhookOf(request));
+        return reply.code(204).send();
+      });
+      await app.listen({ port: 0, host: '127.0.0.1' });
+      const address = app.server.address();
+      return endpointAt(typeof address === 'object' && address !== null ? address.port : 0, () => app.close());
+    },
+  ],
+  [
+    'hono',
+    async (keys, record) => {
+      const app = new Hono();
+      app.post('/webhooks/:tenant', honoWebhooks({ keys }), (c) => {
+        record(c.get('webhook'));
+        return c.body(null, 204);
+      });
+      const served = await servedFetch(app.fetch);
+      return endpointAt(served.port, served.close);
+    },
+  ],
+  [
+    'koa',
+    async (keys, record) => {
+      const router = new Router();
+      router.post('/webhooks/:tenant', koaWebhooks({ keys }), (ctx) => {
+        record(ctx.state.webhook);
+        ctx.status = 204;
+      });
+      return http(createServer(new Koa().use(router.routes()).callback()));
+    },
+  ],
+  [
+    'fetch (tenant from the path)',
+    async (keys, record) => {
+      const handler = webhookHandler({ keys }, (webhook) => {
+        record(webhook);
+        return new Response(null, { status: 204 });
+      });
+      const served = await servedFetch((request) => handler(request));
+      return endpointAt(served.port, served.close);
+    },
+  ],
+];
+
+async function signedFor(secret: string, id: string, tenant: string): Promise<{ headers: Record<string, string>; body: string }> {
+  const body = JSON.stringify({ type: 'ping', tenant });
+  const { headers } = await signWebhook({ secret, body, id });
+  return { headers: { ...headers, 'content-type': 'application/json' }, body };
+}
+
+describe.each(adapters)('tenant keys on %s', (_name, make) => {
+  it('serves two tenants on one route, each only with its own secret; same id runs both; rotation after forget', async () => {
+    const { rows, keys, runs, record, secret } = fixture();
+    const endpoint = await make(keys, record);
+    const post = async (tenant: string, secretOf: string, id: string) => {
+      const { headers, body } = await signedFor(secret(secretOf), id, tenant);
+      return endpoint.post(`/webhooks/${tenant}`, headers, body);
+    };
+
+    expect((await post('acme', 'acme', 'msg_same')).status).toBe(204);
+    expect((await post('globex', 'globex', 'msg_same')).status).toBe(204);
+    expect(runs).toEqual(['acme:msg_same', 'globex:msg_same']);
+    // The other tenant's secret on each route.
+    expect(JSON.parse((await post('acme', 'globex', 'msg_x')).body)).toMatchObject({ error: 'SIGNATURE_MISMATCH' });
+    expect((await post('globex', 'acme', 'msg_y')).status).toBe(401);
+
+    const unknown = await post('initech', 'acme', 'msg_z');
+    expect(unknown.status).toBe(404);
+    expect(JSON.parse(unknown.body)).toEqual({ error: 'UNKNOWN_TENANT', message: 'tenant "initech" is unknown' });
+
+    // acme rotates: the new secret is refused until this process forgets acme's cached keys.
+    const rotated = generateSecret();
+    rows.acme = [rotated, secret('acme')];
+    const before = await signedFor(rotated, 'msg_r1', 'acme');
+    expect((await endpoint.post('/webhooks/acme', before.headers, before.body)).status).toBe(401);
+    keys.forget('acme');
+    expect((await endpoint.post('/webhooks/acme', before.headers, before.body)).status).toBe(204);
+    expect(runs).toEqual(['acme:msg_same', 'globex:msg_same', 'acme:msg_r1']);
+  });
+});
+
+describe('tenant keys in the receiver', () => {
+  it('keys and secrets together are a TypeError; keys must come from tenantKeys()', () => {
+    const { keys } = fixture();
+    expect(() => createReceiver({ keys, secrets: generateSecret() })).toThrow(
+      new TypeError('pass either secrets (one set of keys) or keys (keys per tenant, from tenantKeys()), not both'),
+    );
+    expect(() => createReceiver({ keys: {} as TenantKeys })).toThrow(new TypeError('keys must be the object tenantKeys() returns'));
+  });
+
+  it("keeps each tenant's ids in its own namespace (t.<tenant>, % and : encoded); a string namespace is followed by .t.<tenant>; a function gets webhook.tenant", async () => {
+    const secret = generateSecret();
+    const keys = tenantKeys({ tenant: (request) => request.params.tenant, load: async () => [secret] });
+    const claimed: string[] = [];
+    const store = {
+      claim: async (key: string) => (claimed.push(key), { status: 'acquired' as const, token: 't' }),
+      complete: async () => true,
+      release: async () => true,
+    };
+    const input = async (tenant: string) => ({ ...(await signWebhook({ secret, body: '{}', id: 'msg_1' })), body: '{}', params: { tenant } });
+    await createReceiver({ keys, idempotency: { store } }).handle(await input('a:b%c'), () => {});
+    await createReceiver({ keys, idempotency: { store, namespace: 'billing' } }).handle(await input('acme'), () => {});
+    const seen: (string | undefined)[] = [];
+    const namespace = (webhook: VerifiedWebhook) => (seen.push(webhook.tenant), 'mine');
+    await createReceiver({ keys, idempotency: { store, namespace } }).handle(await input('acme'), () => {});
+    expect(claimed).toEqual(['t.a%3Ab%25c:s:msg_1', 'billing.t.acme:s:msg_1', 'mine:s:msg_1']);
+    expect(seen).toEqual(['acme']);
+  });
+
+  it('the receiver.verifier verifies for the tenant each input names', async () => {
+    const { keys, secret } = fixture();
+    const receiver = createReceiver({ keys });
+    const { headers } = await signWebhook({ secret: secret('globex'), body: '{}', id: 'msg_v' });
+    expect((await receiver.verifier.verify({ headers, body: '{}', params: { tenant: 'globex' } })).tenant).toBe('globex');
+  });
+
+  it('Lambda passes pathParameters; a load refused at the limit is 503 KEYS_UNAVAILABLE with Retry-After', async () => {
+    const { keys, secret, record } = fixture();
+    const handler = lambdaHandler({ keys }, async (webhook) => {
+      record(webhook);
+      return { statusCode: 204 };
+    });
+    const { headers, body } = await signedFor(secret('acme'), 'msg_l', 'acme');
+    const event = { version: '2.0', rawPath: '/webhooks/acme', headers, body, pathParameters: { tenant: 'acme' }, requestContext: { http: { method: 'POST', path: '/webhooks/acme' } } };
+    const context = { getRemainingTimeInMillis: () => 30_000 };
+    expect((await handler(event, context)).statusCode).toBe(204);
+
+    const stuck = tenantKeys({ tenant: (request) => request.params.tenant, maxConcurrentLoads: 1, load: () => new Promise<TenantKeysLoaded>(() => {}) });
+    const limited = lambdaHandler({ keys: stuck }, async () => ({ statusCode: 204 }));
+    void limited({ ...event, pathParameters: { tenant: 'first' } }, context);
+    const refused = await limited({ ...event, pathParameters: { tenant: 'second' } }, context);
+    expect(refused.statusCode).toBe(503);
+    expect(refused.headers?.['retry-after']).toBe('5');
+    expect(JSON.parse(refused.body ?? '')).toMatchObject({ error: 'KEYS_UNAVAILABLE' });
+  });
+});
