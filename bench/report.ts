@@ -75,7 +75,7 @@ export function loadWarning(title: string, load: LoadSample): string {
   );
 }
 
-export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'keys', 'curves'] as const;
+export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'keys', 'curves', 'ordering'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 /**
@@ -97,6 +97,7 @@ export const SECTION_BUDGET_SECONDS: Record<SectionId, number> = {
   receiver: 20,
   keys: 20,
   curves: 90,
+  ordering: 30,
 };
 
 // ---------------------------------------------------------------------------------------------

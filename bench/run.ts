@@ -9,7 +9,7 @@
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement), on the
  *                                       Node that runs it (the test command runs it on Node 26)
  *   npm run bench -- --section <name>  one section: peers, rotation, webcrypto, http, redis, memory, sign, forged,
- *                                       stores, http-stores, receiver, keys, curves (`--only <name>` is the same flag)
+ *                                       stores, http-stores, receiver, keys, curves, ordering (`--only <name>` is the same flag)
  *   npm run bench -- --node <major>     run on that Node line (22, 24, 26, …) instead of the default; the report
  *                                       names the Node it ran on, as always
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
@@ -36,6 +36,7 @@ import { runHttp } from './http.ts';
 import { runHttpStores } from './http-stores.ts';
 import { runKeys } from './keys.ts';
 import { runMemory } from './memory.ts';
+import { runOrdering } from './ordering.ts';
 import { runReceiver } from './receiver.ts';
 import { runRedis } from './redis.ts';
 import {
@@ -70,6 +71,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   receiver: runReceiver,
   keys: runKeys,
   curves: runCurves,
+  ordering: runOrdering,
 };
 
 function isSectionId(value: string): value is SectionId {

@@ -23,6 +23,8 @@ export const WEBHOOK_ERROR_STATUS = {
   TIMESTAMP_TOO_NEW: 401,
   PAYLOAD_TOO_LARGE: 413,
   INVALID_PAYLOAD: 400,
+  INVALID_VERSION: 400,
+  ENTITY_BUSY: 409,
   UNKNOWN_TENANT: 404,
   UNSUPPORTED_ENCODING: 415,
   PERMANENT_FAILURE: 422,
@@ -75,6 +77,8 @@ export interface WebhookErrorOptions {
    * does (it may describe how the server is built).
    */
   hint?: string;
+  /** Seconds before a retry may succeed, sent as `Retry-After` (`ENTITY_BUSY`). */
+  retryAfterSeconds?: number;
 }
 
 /**
@@ -113,12 +117,19 @@ export class WebhookError extends Error {
   /** How to fix it, for the log; never part of an HTTP answer. */
   readonly hint: string | undefined;
 
+  /**
+   * How long to wait before retrying, in seconds, when the refusal is temporary and the receiver
+   * knows (`ENTITY_BUSY`: until the entity's lock runs out); adapters send it as `Retry-After`.
+   */
+  readonly retryAfterSeconds: number | undefined;
+
   constructor(code: WebhookErrorCode, message: string, options?: WebhookErrorOptions) {
     super(message, options !== undefined && 'cause' in options ? { cause: options.cause } : undefined);
     this.name = 'WebhookError';
     this.code = code;
     this.status = WEBHOOK_ERROR_STATUS[code];
     this.hint = options?.hint;
+    this.retryAfterSeconds = options?.retryAfterSeconds;
   }
 }
 Object.defineProperty(WebhookError.prototype, BRAND, { value: true });

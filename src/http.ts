@@ -46,7 +46,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
 
 /**
  * The response for a rejected request: the error's status and the `{ error, message }` envelope
- * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`, `INBOX_UNAVAILABLE`, `KEYS_UNAVAILABLE`…).
+ * (`Retry-After` too with every 503: `STORE_UNAVAILABLE`, `UNSIGNED_LIMIT`, `INBOX_UNAVAILABLE`, `KEYS_UNAVAILABLE`…; and with
+ * `ENTITY_BUSY`, the seconds the entity's lock still holds).
  *
  * @example
  * ```ts
@@ -55,15 +56,18 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
  * ```
  */
 export function errorResponse(error: WebhookError): WebhookResponse {
-  // Every 503 asks the sender to come back later, and says when.
-  const retryAfter = error.code === 'KEYS_UNAVAILABLE' ? TENANT_KEYS_DEFAULTS.retryAfterSeconds : error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined;
+  // Every 503 asks the sender to come back later, and says when; so does ENTITY_BUSY (its lock's time left).
+  const retryAfter =
+    error.retryAfterSeconds ??
+    (error.code === 'KEYS_UNAVAILABLE' ? TENANT_KEYS_DEFAULTS.retryAfterSeconds : error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined);
   const headers: Record<string, string> = retryAfter === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, 'retry-after': String(retryAfter) };
   return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
 }
 
 /**
  * The response for a claim that must not run the handler: 200 `{ "duplicate": true }` for an id
- * already processed, 409 `IN_PROGRESS` with `Retry-After` for one being processed now. `undefined`
+ * already processed, 200 `{ "stale": true }` for an older version than one already processed
+ * (ordering), 409 `IN_PROGRESS` with `Retry-After` for one being processed now. `undefined`
  * for an acquired claim: the handler answers.
  *
  * @example
@@ -75,6 +79,8 @@ export function errorResponse(error: WebhookError): WebhookResponse {
  */
 export function claimResponse(claim: Pick<Claim, 'outcome' | 'retryAfterSeconds'>): WebhookResponse | undefined {
   if (claim.outcome === 'duplicate') return { status: 200, headers: { ...JSON_HEADERS }, body: '{"duplicate":true}' };
+  // Ordering: an older version than one already processed. 200, so the sender stops retrying.
+  if (claim.outcome === 'stale') return { status: 200, headers: { ...JSON_HEADERS }, body: '{"stale":true}' };
   if (claim.outcome === 'in_progress') {
     const seconds = claim.retryAfterSeconds ?? 1;
     return {

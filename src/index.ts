@@ -74,7 +74,18 @@ export {
   type WorkerErrorContext,
   type WorkOptions,
 } from './inbox/types.ts';
-export { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type StoreErrorReason } from './stores/types.ts';
+export { encodeVersion, MAX_ENTITY_LENGTH, type OrderingEvent, type OrderingOptions, type OrderingVersion } from './ordering.ts';
+export {
+  DEFAULT_UNSIGNED_MAX,
+  StoreError,
+  type ClaimHandle,
+  type ClaimResult,
+  type EntityOrder,
+  type IdempotencyStore,
+  type OrderedClaimResult,
+  type OrderingOperations,
+  type StoreErrorReason,
+} from './stores/types.ts';
 export {
   memoryStore,
   DEFAULT_MEMORY_STORE_MAX,

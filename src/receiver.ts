@@ -13,17 +13,18 @@
  * protocol once a claim is acquired: renew, settle, retry the completion (`claims.ts`).
  */
 
-import { unsignedLimit, WebhookError } from './errors.ts';
+import { rejection, unsignedLimit, WebhookError } from './errors.ts';
 import { checkLogger } from './logger.ts';
+import { checkOrderingOptions, entityKey, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
-import { syncOperations, type SyncOperations } from './stores/internal.ts';
-import { StoreError, type ClaimResult, type IdempotencyStore } from './stores/types.ts';
+import { checkEntity, ORDERING_OPERATIONS, syncOperations, type SyncOperations } from './stores/internal.ts';
+import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 import { ClaimKeeper, DONE, Held, checkedClaim, type Report } from './receiver/claims.ts';
 import { Context } from './receiver/context.ts';
 import { checkReplayWindow, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
-import { acceptClaimed, InboxGate } from './inbox/accept.ts';
+import { acceptClaimed, InboxGate, type ClaimedDelivery } from './inbox/accept.ts';
 import type { Inbox } from './inbox/types.ts';
 import { headerValues } from './headers.ts';
 import {
@@ -91,6 +92,10 @@ class ReceiverImpl implements Receiver {
   readonly #signedPrefix: string;
   readonly #unsignedPrefix: string;
   readonly #processOnStoreError: boolean;
+  /** Ordering, checked; `undefined` without it. */
+  readonly #ordering: Ordering | undefined;
+  /** The fixed namespace, or undefined with a namespace function. */
+  readonly #fixedNamespace: string | undefined;
   readonly #onError: (error: unknown, context: ReceiverErrorContext) => void;
   readonly #observer: Observer;
   readonly #now: () => number;
@@ -111,6 +116,11 @@ class ReceiverImpl implements Receiver {
       this.verifier = keys.verifier(options);
     } else {
       this.verifier = createVerifier(options as VerifierOptions);
+    }
+    if (options.inbox !== undefined && options.ordering !== undefined) {
+      // The worker would have to judge staleness when it processes a job (issue 26), which it does
+      // not yet: refused rather than judged at accept, where a later version may still be queued.
+      throw new TypeError('ordering with an inbox is not supported yet: use ordering with receiver.handle (the synchronous mode), or an inbox without ordering');
     }
     this.#gate = options.inbox === undefined ? undefined : new InboxGate(options.inbox);
     this.inbox = this.#gate?.inbox;
@@ -156,6 +166,9 @@ class ReceiverImpl implements Receiver {
     if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
     this.#processOnStoreError = onStoreError === 'process';
     if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
+    this.#fixedNamespace = typeof namespace === 'function' ? undefined : namespace;
+    this.#ordering = checkOrderingOptions(options.ordering);
+    if (this.#ordering !== undefined) checkOrderingStore(store);
     const report: Report = (error, stage, webhookId, willRetry) => this.#report(error, stage, webhookId, willRetry);
     this.#claims = new ClaimKeeper({ sync: this.#sync, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, renews, report });
   }
@@ -191,26 +204,39 @@ class ReceiverImpl implements Receiver {
     // Only verified requests reach the store: forged or malformed traffic cannot fill it. Signed
     // and unsigned deliveries live in key spaces of their own, so an unsigned request with a
     // guessed id can never claim (or answer as a duplicate) the signed event of that id.
-    const key = this.#key(webhook);
+    const namespace = this.#namespaceOf(webhook);
+    const key =
+      this.#namespace === undefined ? (webhook.signed ? this.#signedPrefix : this.#unsignedPrefix) + webhook.id : `${namespace}:${webhook.signed ? 's' : 'u'}:${webhook.id}`;
     const lockMs = deadline === undefined ? this.#lockMs : Math.max(1, Math.min(this.#lockMs, deadline - this.#now()));
-    let result: ClaimResult;
+    // Ordering (issue 26): the entity and version of a signed delivery, read before the store is
+    // touched; the store judges them in the same atomic step as the claim.
+    const ordered = orderingOf(this.#ordering, webhook, namespace);
+    const order: EntityOrder | undefined = ordered === undefined ? undefined : { ...ordered, exclusive: this.#ordering!.exclusive };
+    let result: OrderedClaimResult;
     try {
       const sync = this.#sync;
-      // Untraced (the usual case), the memory store's answer is taken without a promise or a closure.
-      result = checkedClaim(
-        trace !== undefined
-          ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, lockMs) : store.claim(key, lockMs)))
-          : sync !== undefined
-            ? sync.claim(key, lockMs)
-            : await store.claim(key, lockMs),
-      );
+      if (order !== undefined) {
+        const ttlMs = this.#ttlMs;
+        const claimOrdered = () => store.claimOrdered!(key, lockMs, ttlMs, order);
+        result = checkedClaim(trace !== undefined ? await this.#observer.store(trace, 'claim', claimOrdered) : await claimOrdered(), true);
+      } else {
+        // Untraced (the usual case), the memory store's answer is taken without a promise or a closure.
+        result = checkedClaim(
+          trace !== undefined
+            ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, lockMs) : store.claim(key, lockMs)))
+            : sync !== undefined
+              ? sync.claim(key, lockMs)
+              : await store.claim(key, lockMs),
+        );
+      }
     } catch (error) {
       // The unsigned budget is full: a refusal, never an outage to run through (issue 22).
       if (error instanceof StoreError && error.reason === 'unsigned_limit') throw unsignedLimit(error);
       // An answer outside the contract fails closed whatever onStoreError says: the store may
       // be broken in a way that lets every duplicate through.
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
-      if (this.#processOnStoreError && !contractBroken) {
+      // Nor for an ordered delivery: run unprotected, a stale event would overwrite newer state.
+      if (this.#processOnStoreError && !contractBroken && order === undefined) {
         this.#report(error, 'claim', webhook.id, false);
         return this.#unclaimedRun(webhook, trace);
       }
@@ -222,12 +248,17 @@ class ReceiverImpl implements Receiver {
       );
     }
     if (result.status === 'completed') return this.#early('duplicate', webhook);
+    if (result.status === 'stale') return this.#early('stale', webhook);
     if (result.status === 'processing') {
       const retryAfterSeconds = Math.max(1, Math.ceil((result.retryAfterMs ?? this.#lockMs) / 1000));
       return { ...this.#early('in_progress', webhook), retryAfterSeconds };
     }
+    if (result.status === 'busy') {
+      const retryAfterSeconds = Math.max(1, Math.ceil((result.retryAfterMs ?? this.#lockMs) / 1000));
+      throw rejection('ENTITY_BUSY', `another delivery of this event's entity is being processed; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
+    }
 
-    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, this.#now(), deadline);
+    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, this.#now(), deadline, order);
     held.trace = trace;
     this.#claims.hold(held);
     let settled: Promise<void> | undefined;
@@ -253,6 +284,7 @@ class ReceiverImpl implements Receiver {
     const claim = await this.claim(input);
     const { webhook } = claim;
     if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
+    if (claim.outcome === 'stale') return { outcome: 'stale', webhook };
     if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
     let value: T;
     try {
@@ -274,7 +306,8 @@ class ReceiverImpl implements Receiver {
     if (gate === undefined) {
       throw new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler');
     }
-    return acceptClaimed(gate, await this.claim(input), contentTypeOf(input));
+    // No ordering with an inbox (refused above), so the claim is never stale here.
+    return acceptClaimed(gate, (await this.claim(input)) as ClaimedDelivery, contentTypeOf(input));
   }
 
   async ping(): Promise<void> {
@@ -305,10 +338,10 @@ class ReceiverImpl implements Receiver {
     clearTimeout(timer);
   }
 
-  /** The store key of a verified webhook: `${namespace}:s:${id}` or `${namespace}:u:${id}`. */
-  #key(webhook: VerifiedWebhook): string {
+  /** The namespace of a verified webhook: the fixed one, or the namespace function's checked answer. */
+  #namespaceOf(webhook: VerifiedWebhook): string {
     const tenant = this.#namespace;
-    if (tenant === undefined) return (webhook.signed ? this.#signedPrefix : this.#unsignedPrefix) + webhook.id;
+    if (tenant === undefined) return this.#fixedNamespace!;
     let namespace: unknown;
     try {
       namespace = tenant(webhook);
@@ -317,7 +350,25 @@ class ReceiverImpl implements Receiver {
     }
     const problem = namespaceProblem(namespace);
     if (problem !== undefined) this.#namespaceFailed(new TypeError(`the idempotency namespace function's result ${problem}`), webhook.id);
-    return `${namespace as string}:${webhook.signed ? 's' : 'u'}:${webhook.id}`;
+    return namespace as string;
+  }
+
+  async forgetVersion(entity: string | number | bigint, options: { namespace?: string } = {}): Promise<void> {
+    const store = this.#store;
+    if (this.#ordering === undefined || store === undefined) throw new TypeError('forgetVersion needs a receiver built with ordering');
+    const name = typeof entity === 'string' ? entity : typeof entity === 'bigint' || (typeof entity === 'number' && Number.isFinite(entity)) ? String(entity) : undefined;
+    if (name === undefined || name.length === 0) throw new TypeError('forgetVersion needs the entity, as ordering.key returned it (a non-empty string, a number or a bigint)');
+    const namespace = options.namespace ?? this.#fixedNamespace;
+    if (namespace === undefined) throw new TypeError('forgetVersion needs options.namespace: this receiver computes its namespace per webhook');
+    const problem = namespaceProblem(namespace);
+    if (problem !== undefined) throw new TypeError(`forgetVersion namespace ${problem}`);
+    const key = entityKey(namespace, name);
+    checkEntity(key);
+    try {
+      await store.forgetVersion!(key);
+    } catch (error) {
+      throw new WebhookError('STORE_UNAVAILABLE', 'the idempotency store did not forget the version; retry later', { cause: error });
+    }
   }
 
   #namespaceFailed(error: unknown, webhookId: string): never {
@@ -327,7 +378,7 @@ class ReceiverImpl implements Receiver {
     });
   }
 
-  #early(outcome: 'duplicate' | 'in_progress', webhook: VerifiedWebhook): Claim {
+  #early(outcome: 'duplicate' | 'in_progress' | 'stale', webhook: VerifiedWebhook): Claim {
     return { outcome, webhook, context: new Context(undefined), complete: noop, release: noop, pending: nothingPending };
   }
 
@@ -354,6 +405,22 @@ class ReceiverImpl implements Receiver {
 }
 
 /**
+ * With `ordering`, the store must have the ordering operations, all of them: one without them
+ * cannot refuse a stale event in the same step as its claim (the DynamoDB store, or a custom one).
+ */
+function checkOrderingStore(store: IdempotencyStore | undefined): void {
+  if (store === undefined) throw new TypeError('ordering needs idempotency (a store that records versions): it cannot be used with idempotency: false');
+  const present = ORDERING_OPERATIONS.filter((operation) => typeof store[operation] === 'function');
+  if (present.length === ORDERING_OPERATIONS.length) return;
+  const name = typeof store.name === 'string' ? `the ${store.name} store` : 'idempotency.store';
+  throw new TypeError(
+    present.length === 0
+      ? `${name} has no ordering operations (${ORDERING_OPERATIONS.join(', ')}), so it cannot refuse a stale event in the same step as its claim: use the memory, Redis, Postgres or Durable Object store with ordering`
+      : `${name} has ${present.join(', ')} but not ${ORDERING_OPERATIONS.filter((operation) => !present.includes(operation)).join(', ')}: the ordering operations come all together`,
+  );
+}
+
+/**
  * Creates a receiver: a verifier plus idempotency on `webhook-id` (on by default, in memory).
  * Build it once per endpoint, not per request: each receiver has its own memory store by default.
  *
@@ -370,7 +437,7 @@ class ReceiverImpl implements Receiver {
  * const result = await receiver.handle(request, async (webhook, context) => {
  *   await orders.markPaid(webhook.json<{ orderId: string }>().orderId, { signal: context.signal });
  * });
- * // result.outcome: 'processed' | 'duplicate' | 'in_progress'
+ * // result.outcome: 'processed' | 'duplicate' | 'in_progress' (and 'stale' with ordering)
  * ```
  */
 export function createReceiver(options: ReceiverOptions): Receiver {

@@ -156,12 +156,12 @@ export interface TelemetryOptions {
  * const failedOutcomes: DeliveryOutcome[] = ['rejected', 'failed'];
  * ```
  */
-export type DeliveryOutcome = 'processed' | 'enqueued' | 'duplicate' | 'in_progress' | 'rejected' | 'failed';
+export type DeliveryOutcome = 'processed' | 'enqueued' | 'duplicate' | 'in_progress' | 'stale' | 'rejected' | 'failed';
 
 /**
  * What `onOutcome` receives, once per delivery. `status` is the HTTP status answered (behind
- * `receiver.handle`, the one an adapter would have answered: 200 processed and duplicate, 409
- * in progress, the error's status when rejected, 500 failed).
+ * `receiver.handle`, the one an adapter would have answered: 200 processed, duplicate and stale
+ * (ordering: an older version than one already processed, its handler not run), 409 in progress, the error's status when rejected, 500 failed).
  *
  * @example
  * ```ts
@@ -424,9 +424,9 @@ export class Observer {
     return this.#api!.context.with(trace.context as never, fn) as R;
   }
 
-  /** The delivery ended before a handler (duplicate, in progress). */
-  early(trace: Trace, outcome: 'duplicate' | 'in_progress'): void {
-    this.#end(trace, outcome, outcome === 'duplicate' ? 200 : 409, undefined);
+  /** The delivery ended before a handler (duplicate, in progress, stale). */
+  early(trace: Trace, outcome: 'duplicate' | 'in_progress' | 'stale'): void {
+    this.#end(trace, outcome, outcome === 'in_progress' ? 409 : 200, undefined);
   }
 
   /** The receiver refused the request (verification, store): counted here, once. */

@@ -128,7 +128,7 @@ export class JobRunner {
     const key = `${job.namespace}:w:${job.signed ? 's' : 'u'}:${job.id}`;
     let result: ClaimResult;
     try {
-      result = checkedClaim(await this.#store.claim(key, this.#lockMs));
+      result = checkedClaim(await this.#store.claim(key, this.#lockMs)) as ClaimResult; // unordered: never stale or busy
     } catch (error) {
       this.report(error, 'claim', job.id);
       return this.#outcome({ kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery.attempt, started);
@@ -139,7 +139,7 @@ export class JobRunner {
       return this.#outcome({ kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, delivery.attempt, started);
     }
 
-    const held = new Held(this.#store, key, result.token, this.#ttlMs, this.#lockMs, job.id, Date.now(), undefined, {
+    const held = new Held(this.#store, key, result.token, this.#ttlMs, this.#lockMs, job.id, Date.now(), undefined, undefined, {
       attempt: delivery.attempt,
       maxAttempts: this.#maxAttempts,
       acceptedAt: job.acceptedAt,

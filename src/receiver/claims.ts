@@ -7,7 +7,7 @@
 import { errorText } from '../errors.ts';
 import type { Observer, Trace } from '../telemetry.ts';
 import { completingInStore, isCompletedByStore, storeCompletionOf, type SyncOperations } from '../stores/internal.ts';
-import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from '../stores/types.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from '../stores/types.ts';
 import { Context } from './context.ts';
 import type { ReceiverErrorContext } from './types.ts';
 
@@ -24,14 +24,20 @@ export function badReply(operation: string, reply: unknown): StoreError {
   return new StoreError('custom', 'bad_reply', `the idempotency store answered ${operation} outside its contract (${shown}); the delivery was refused rather than run unprotected`);
 }
 
-/** The claim result, checked against the contract (a custom store may answer anything). */
-export function checkedClaim(result: unknown): ClaimResult {
+/**
+ * The claim result, checked against the contract (a custom store may answer anything); `stale`
+ * and `busy` only from `claimOrdered` (`ordered`).
+ */
+export function checkedClaim(result: unknown, ordered = false): OrderedClaimResult {
   if (typeof result === 'object' && result !== null) {
     const { status, token, retryAfterMs } = result as { status?: unknown; token?: unknown; retryAfterMs?: unknown };
     if (status === 'acquired' && typeof token === 'string' && token.length > 0) return result as ClaimResult;
-    if (status === 'completed') return result as ClaimResult;
-    if (status === 'processing' && (retryAfterMs === undefined || (typeof retryAfterMs === 'number' && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)))) {
-      return result as ClaimResult;
+    if (status === 'completed' || (ordered && status === 'stale')) return result as OrderedClaimResult;
+    if (
+      (status === 'processing' || (ordered && status === 'busy')) &&
+      (retryAfterMs === undefined || (typeof retryAfterMs === 'number' && retryAfterMs >= 0 && Number.isFinite(retryAfterMs)))
+    ) {
+      return result as OrderedClaimResult;
     }
   }
   throw badReply('claim', result);
@@ -63,6 +69,8 @@ export class Held implements ClaimHandle {
     time: number,
     /** {@link ClaimOptions.deadline}: renewals never reach past it. */
     readonly deadline: number | undefined,
+    /** Ordering: the delivery's entity and version, settled (and renewed) with the id. */
+    readonly order?: EntityOrder,
     /** An inbox's job (the worker's claim): what its context says about the attempt. */
     job?: { attempt: number; maxAttempts: number; acceptedAt: number },
   ) {
@@ -162,7 +170,13 @@ export class ClaimKeeper {
     held.renewing = true;
     try {
       const sync = this.#sync;
-      const extend = () => (sync !== undefined ? sync.extend(held.key, held.token, lockMs) : held.store.extend!(held.key, held.token, lockMs));
+      const order = held.order;
+      const extend = () =>
+        order !== undefined
+          ? held.store.extendOrdered!(held.key, held.token, lockMs, order)
+          : sync !== undefined
+            ? sync.extend(held.key, held.token, lockMs)
+            : held.store.extend!(held.key, held.token, lockMs);
       const owned: unknown = held.trace === undefined ? await extend() : await this.#observer.store(held.trace, 'extend', extend);
       if (typeof owned !== 'boolean') throw badReply('extend', owned);
       if (held.over) return;
@@ -203,7 +217,8 @@ export class ClaimKeeper {
       return DONE;
     }
     const sync = this.#sync;
-    if (sync === undefined) return this.#settleAsync(stage, held);
+    // An ordered claim settles through the ordered operations (the entity's version and lock).
+    if (sync === undefined || held.order !== undefined) return this.#settleAsync(stage, held);
     try {
       // A closure only when traced: the untraced memory-store path allocates nothing here.
       const owned = trace === undefined ? settleSync(sync, stage, held) : this.#observer.store(trace, stage, () => settleSync(sync, stage, held));
@@ -253,7 +268,7 @@ export class ClaimKeeper {
       await sleep(delay);
       try {
         // Timed like the first attempt: retries during an outage belong in the store's latency.
-        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => held.store.complete(held.key, held.token, held.ttlMs));
+        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => settleAsync('complete', held));
         if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held.webhookId, false);
         // The store's contract makes a completion idempotent for its own token, so a first attempt
         // that timed out but landed late answers true here, not "taken over".
@@ -278,6 +293,11 @@ export class ClaimKeeper {
 }
 
 function settleAsync(stage: 'complete' | 'release', held: Held): Promise<boolean> {
+  const order = held.order;
+  // Ordering: the completion records the entity's version, and either frees its lock.
+  if (order !== undefined) {
+    return stage === 'complete' ? held.store.completeOrdered!(held.key, held.token, held.ttlMs, order) : held.store.releaseOrdered!(held.key, held.token, order);
+  }
   return stage === 'complete' ? held.store.complete(held.key, held.token, held.ttlMs) : held.store.release(held.key, held.token);
 }
 

@@ -5,6 +5,7 @@
  */
 
 import type { WebhookLogger } from '../logger.ts';
+import type { OrderingOptions } from '../ordering.ts';
 import type { OutcomeEvent, TelemetryOptions } from '../telemetry.ts';
 import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import type { TenantKeys } from '../keys.ts';
@@ -135,6 +136,14 @@ export interface ReceiverOptions extends Omit<VerifierOptions, 'secrets'> {
    * workers run the handler (`inbox.work`). A receiver with an inbox has no `handle`.
    */
   inbox?: Inbox;
+  /**
+   * Out-of-order events (docs/ordering.md): `key(event)` names the entity of a signed delivery's
+   * parsed payload, `version(event)` its version; a delivery older than the entity's highest
+   * processed version is `stale` (its handler does not run; 200 `{"stale":true}`), and by default
+   * one delivery of an entity runs at a time (another answers 409 `ENTITY_BUSY`). Needs a store
+   * with the ordering operations (memory, Redis, Postgres, Durable Object).
+   */
+  ordering?: OrderingOptions;
 }
 
 /**
@@ -152,6 +161,8 @@ export type ReceiveResult<T> =
   /** Accepted into an inbox by {@link Receiver.accept}: a worker runs the handler. */
   | { outcome: 'enqueued'; webhook: VerifiedWebhook }
   | { outcome: 'duplicate'; webhook: VerifiedWebhook }
+  /** Ordering: an older version than one already processed for its entity; the handler did not run. */
+  | { outcome: 'stale'; webhook: VerifiedWebhook }
   | { outcome: 'in_progress'; webhook: VerifiedWebhook; retryAfterSeconds: number };
 
 /**
@@ -183,7 +194,8 @@ export type AcceptResult = Exclude<ReceiveResult<never>, { outcome: 'processed' 
  * ```
  */
 export interface Claim {
-  outcome: 'acquired' | 'duplicate' | 'in_progress';
+  /** `stale` (ordering): an older version than one already processed; the id is recorded as done. */
+  outcome: 'acquired' | 'duplicate' | 'in_progress' | 'stale';
   webhook: VerifiedWebhook;
   /** With `in_progress`: when the current holder's claim runs out, in whole seconds. */
   retryAfterSeconds?: number;
@@ -289,6 +301,13 @@ export interface Receiver {
   accept(input: WebhookInput | Request): Promise<AcceptResult>;
   /** Verify and claim, for adapters whose handler runs later. */
   claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim>;
+  /**
+   * Ordering: forgets the recorded version of `entity` (what `ordering.key` returned, as text), so
+   * older events of it apply again (after restoring it from a backup, say). In the receiver's
+   * namespace, or `options.namespace` (needed when the namespace is a function). Rejects with
+   * `STORE_UNAVAILABLE` when the store fails; a `TypeError` without `ordering`.
+   */
+  forgetVersion(entity: string | number | bigint, options?: { namespace?: string }): Promise<void>;
   /**
    * Resolves when the store answers (a readiness check); rejects with `STORE_UNAVAILABLE`
    * otherwise. Resolves at once without deduplication or with a store that has no `ping`.

@@ -23,8 +23,27 @@
  * in Node (for types, tests and bundlers) and needs no special export condition.
  */
 
-import { askObject, checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, checkUnsignedMax, describeValue, isUnsignedKey, newToken, unsignedBucket, unsignedBuckets, unsignedLimitError, wholeMs, withTimeout } from './internal.ts';
-import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+import {
+  askObject,
+  checkClaim,
+  checkClaimOrdered,
+  checkComplete,
+  checkEntity,
+  checkExtend,
+  checkOrder,
+  checkRelease,
+  checkTimeoutOption,
+  checkUnsignedMax,
+  describeValue,
+  isUnsignedKey,
+  newToken,
+  unsignedBucket,
+  unsignedBuckets,
+  unsignedLimitError,
+  wholeMs,
+  withTimeout,
+} from './internal.ts';
+import { StoreError, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
 export { DEFAULT_UNSIGNED_MAX, StoreError, type StoreErrorReason } from './types.ts';
 
@@ -94,7 +113,7 @@ export interface DurableObjectStoreOptions {
  * const store: DurableObjectStore = durableObjectStore(env.WEBHOOK_CLAIMS);
  * ```
  */
-export interface DurableObjectStore extends IdempotencyStore {
+export interface DurableObjectStore extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
   ping(): Promise<void>;
 }
@@ -119,7 +138,8 @@ type Operation =
   | { op: 'complete'; key: string; token: string; ms: number }
   | { op: 'release'; key: string; token: string }
   | { op: 'extend'; key: string; token: string; ms: number }
-  | { op: 'ping' };
+  | { op: 'ping' }
+  | OrderedOperation;
 
 /**
  * What the Cloudflare inbox asks the one object that keeps its dead letters: a shelf of JSON
@@ -131,11 +151,25 @@ type ShelfOperation =
   /** With `value`: only while the record is still that one (a retry must not delete a newer failure). */
   | { op: 'shelf.delete'; key: string; value?: string }
   | { op: 'shelf.list'; limit: number };
+
+/**
+ * Ordering (issue 26): sent to the entity's object, which holds the entity's version and lock and
+ * the ids of its ordered deliveries, so the id and the entity are checked in one operation.
+ */
+type OrderedOperation =
+  | ({ op: 'claimOrdered'; key: string; token: string; ms: number; ttl: number } & EntityOrder)
+  | ({ op: 'completeOrdered'; key: string; token: string; ms: number } & EntityOrder)
+  | ({ op: 'releaseOrdered'; key: string; token: string } & EntityOrder)
+  | ({ op: 'extendOrdered'; key: string; token: string; ms: number } & EntityOrder)
+  | { op: 'forgetVersion'; entity: string };
+
 type Reply =
   | { status: 'acquired' }
   | { status: 'processing'; retryAfterMs: number }
   | { status: 'completed' }
   | { status: 'unsigned_limit' }
+  | { status: 'stale' }
+  | { status: 'busy'; retryAfterMs: number }
   | { ok: boolean }
   | { value: string | null }
   | { values: string[] };
@@ -197,8 +231,9 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
 
   const send = (name: string, operation: Operation): Promise<Reply> => askObject(namespace, name, operation, timeoutMs, STORE) as Promise<Reply>;
 
-  const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' }>): Promise<boolean> => {
-    const reply = await send(objectName(operation.key), operation);
+  const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' | 'claimOrdered' | 'forgetVersion' }>): Promise<boolean> => {
+    // An ordered operation goes to its entity's object, which holds the id too.
+    const reply = await send('entity' in operation ? prefix + operation.entity : objectName(operation.key), operation);
     if (typeof reply === 'object' && reply !== null && 'ok' in reply && typeof reply.ok === 'boolean') return reply.ok;
     throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ${operation.op}: ${describeValue(reply)}`);
   };
@@ -232,6 +267,42 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
     async extend(key, token, lockMs) {
       checkExtend(key, token, lockMs);
       return answer({ op: 'extend', key, token, ms: wholeMs(lockMs) });
+    },
+    async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
+      checkClaimOrdered(key, lockMs, ttlMs, order);
+      const token = newToken();
+      const { entity, version, exclusive } = order;
+      const reply = await send(prefix + entity, { op: 'claimOrdered', key, token, ms: wholeMs(lockMs), ttl: wholeMs(ttlMs), entity, version, exclusive });
+      const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
+      if (status === 'acquired') return { status, token };
+      if (status === 'completed' || status === 'stale') return { status };
+      if (status === 'processing' || status === 'busy') {
+        const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
+        return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
+      }
+      throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to claim: ${describeValue(reply)}`);
+    },
+    async completeOrdered(key, token, ttlMs, order) {
+      checkComplete(key, token, ttlMs);
+      checkOrder(order);
+      return answer({ op: 'completeOrdered', key, token, ms: wholeMs(ttlMs), entity: order.entity, version: order.version, exclusive: order.exclusive });
+    },
+    async releaseOrdered(key, token, order) {
+      checkRelease(key, token);
+      checkOrder(order);
+      return answer({ op: 'releaseOrdered', key, token, entity: order.entity, version: order.version, exclusive: order.exclusive });
+    },
+    async extendOrdered(key, token, lockMs, order) {
+      checkExtend(key, token, lockMs);
+      checkOrder(order);
+      return answer({ op: 'extendOrdered', key, token, ms: wholeMs(lockMs), entity: order.entity, version: order.version, exclusive: order.exclusive });
+    },
+    async forgetVersion(entity) {
+      checkEntity(entity);
+      const reply = await send(prefix + entity, { op: 'forgetVersion', entity });
+      if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
+        throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to forgetVersion: ${describeValue(reply)}`);
+      }
     },
     async ping() {
       // An object of its own (no key has an empty namespace), which never writes storage.
@@ -309,8 +380,19 @@ interface ClaimRecord {
   until: number;
 }
 
+/** An ordering entity's record: its highest completed version (kept until `until`) and its lock. */
+interface EntityRecord {
+  version: string | null;
+  lockToken: string | null;
+  lockUntil: number;
+  /** Never before `lockUntil`, so clean-up never drops a live lock. */
+  until: number;
+}
+
 /** Where an object keeps its records: SQL (synchronous) or key-value (awaited) storage. */
 interface Records {
+  entity(key: string): EntityRecord | undefined | Promise<EntityRecord | undefined>;
+  putEntity(key: string, record: EntityRecord): void | Promise<void>;
   get(key: string): ClaimRecord | undefined | Promise<ClaimRecord | undefined>;
   put(key: string, record: ClaimRecord): void | Promise<void>;
   delete(key: string): void | Promise<unknown>;
@@ -327,15 +409,36 @@ interface Records {
 }
 
 const TABLE = 'webhook_receiver_claims';
+const ENTITIES = 'webhook_receiver_entities';
 
 function sqlRecords(sql: SqlStorageLike): Records {
   let ready = false;
   const table = () => {
-    if (!ready) sql.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT PRIMARY KEY, token TEXT NOT NULL, done INTEGER NOT NULL, expires_at INTEGER NOT NULL)`);
+    if (!ready) {
+      sql.exec(`CREATE TABLE IF NOT EXISTS ${TABLE} (key TEXT PRIMARY KEY, token TEXT NOT NULL, done INTEGER NOT NULL, expires_at INTEGER NOT NULL)`);
+      sql.exec(`CREATE TABLE IF NOT EXISTS ${ENTITIES} (key TEXT PRIMARY KEY, version TEXT, lock_token TEXT, lock_until INTEGER NOT NULL, expires_at INTEGER NOT NULL)`);
+    }
     ready = true;
     return sql;
   };
   return {
+    entity(key) {
+      const row = table().exec(`SELECT version, lock_token, lock_until, expires_at FROM ${ENTITIES} WHERE key = ?`, key).toArray()[0];
+      if (row === undefined) return undefined;
+      const text = (value: unknown) => (typeof value === 'string' ? value : null);
+      return { version: text(row.version), lockToken: text(row.lock_token), lockUntil: Number(row.lock_until), until: Number(row.expires_at) };
+    },
+    putEntity(key, record) {
+      table().exec(
+        `INSERT INTO ${ENTITIES} (key, version, lock_token, lock_until, expires_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET version = excluded.version, lock_token = excluded.lock_token, lock_until = excluded.lock_until, expires_at = excluded.expires_at`,
+        key,
+        record.version,
+        record.lockToken,
+        record.lockUntil,
+        record.until,
+      );
+    },
+
     get(key) {
       const row = table().exec(`SELECT token, done, expires_at FROM ${TABLE} WHERE key = ?`, key).toArray()[0];
       return row === undefined ? undefined : { token: String(row.token), done: row.done === 1, until: Number(row.expires_at) };
@@ -354,9 +457,11 @@ function sqlRecords(sql: SqlStorageLike): Records {
     },
     sweep(time) {
       table().exec(`DELETE FROM ${TABLE} WHERE expires_at <= ?`, time);
-      const next = table().exec(`SELECT MIN(expires_at) AS next FROM ${TABLE}`).toArray()[0]?.next;
+      table().exec(`DELETE FROM ${ENTITIES} WHERE expires_at <= ?`, time);
+      const next = table().exec(`SELECT MIN(next) AS next FROM (SELECT MIN(expires_at) AS next FROM ${TABLE} UNION ALL SELECT MIN(expires_at) FROM ${ENTITIES})`).toArray()[0]?.next;
       return typeof next === 'number' ? next : undefined;
     },
+
     admit(key, time, ways) {
       table().exec(`DELETE FROM ${TABLE} WHERE key <> ? AND expires_at <= ?`, key, time);
       if (Number(table().exec(`SELECT count(*) AS held FROM ${TABLE} WHERE key <> ?`, key).toArray()[0]?.held) < ways) return true;
@@ -373,6 +478,9 @@ function sqlRecords(sql: SqlStorageLike): Records {
 
 function keyValueRecords(storage: DurableObjectStorageLike): Records {
   return {
+    // An entity's key (`…:o:…`) never names an id, so both kinds of record share the storage.
+    entity: async (key) => (await storage.get(key)) as EntityRecord | undefined,
+    putEntity: (key, record) => storage.put(key, record),
     get: async (key) => (await storage.get(key)) as ClaimRecord | undefined,
     put: (key, record) => storage.put(key, record),
     delete: (key) => storage.delete(key),
@@ -504,6 +612,11 @@ const isMs = (value: unknown): value is number => typeof value === 'number' && N
 /** Most records one `shelf.list` answers. */
 const SHELF_LIST_MAX = 10_000;
 
+/** An ordering operation, for the entity's object. */
+function isOrdered(operation: Operation): operation is OrderedOperation {
+  return operation.op === 'forgetVersion' || operation.op.endsWith('Ordered');
+}
+
 /** The request body as an operation, or `undefined` when it is not one. */
 function operationOf(body: unknown): Operation | ShelfOperation | undefined {
   if (!isObject(body)) return undefined;
@@ -517,7 +630,18 @@ function operationOf(body: unknown): Operation | ShelfOperation | undefined {
     return body.value === undefined ? { op: 'shelf.delete', key: body.key } : { op: 'shelf.delete', key: body.key, value: body.value };
   }
   if (body.op === 'shelf.put' && isText(body.key) && typeof body.value === 'string' && isMs(body.ms)) return { op: 'shelf.put', key: body.key, value: body.value, ms: body.ms };
+  if (body.op === 'forgetVersion') return isText(body.entity) ? { op: 'forgetVersion', entity: body.entity } : undefined;
   if (!isText(body.key) || !isText(body.token)) return undefined;
+  if (typeof body.op === 'string' && body.op.endsWith('Ordered')) {
+    if (!isText(body.entity) || !isText(body.version) || typeof body.exclusive !== 'boolean') return undefined;
+    const order = { key: body.key, token: body.token, entity: body.entity, version: body.version, exclusive: body.exclusive };
+    if (body.op === 'releaseOrdered') return { op: 'releaseOrdered', ...order };
+    if (!isMs(body.ms)) return undefined;
+    if (body.op === 'claimOrdered') return isMs(body.ttl) ? { op: 'claimOrdered', ...order, ms: body.ms, ttl: body.ttl } : undefined;
+    if (body.op === 'completeOrdered' || body.op === 'extendOrdered') return { op: body.op, ...order, ms: body.ms };
+    return undefined;
+  }
+
   if (body.op === 'claim' && isMs(body.ms)) {
     const claim: Operation = { op: 'claim', key: body.key, token: body.token, ms: body.ms };
     if (body.ways !== undefined) {
@@ -628,6 +752,7 @@ export class WebhookClaims {
   // other request to this object until the operation is done (issue 13).
   async #apply(operation: Operation): Promise<Reply> {
     if (operation.op === 'ping') return { ok: true };
+    if (isOrdered(operation)) return this.#applyOrdered(operation);
     const records = this.#store;
     const { key, token } = operation;
     const time = Date.now();
@@ -651,6 +776,69 @@ export class WebhookClaims {
     if (operation.op === 'release') {
       await records.delete(key);
       return { ok: true };
+    }
+    return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
+  }
+
+  // The entity's object: its version, its lock and its ordered ids, judged in one operation (the
+  // input gate holds other requests while only storage is awaited, as in #apply).
+  async #applyOrdered(operation: OrderedOperation): Promise<Reply> {
+    const records = this.#store;
+    const time = Date.now();
+    let entity = await records.entity(operation.entity);
+    if (entity !== undefined) {
+      if (entity.version !== null && entity.until <= time) entity = { ...entity, version: null };
+      if (entity.lockToken !== null && entity.lockUntil <= time) entity = { ...entity, lockToken: null };
+    }
+    if (operation.op === 'forgetVersion') {
+      if (entity !== undefined && entity.version !== null) await records.putEntity(operation.entity, { ...entity, version: null });
+      return { ok: true };
+    }
+    const { key, token } = operation;
+    let record = await records.get(key);
+    if (record !== undefined && record.until <= time) record = undefined;
+    const lockFree = (): EntityRecord => entity ?? { version: null, lockToken: null, lockUntil: 0, until: 0 };
+
+    if (operation.op === 'claimOrdered') {
+      if (record !== undefined) return record.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: record.until - time };
+      if (entity?.version != null && entity.version > operation.version) {
+        // Stale: recorded as done, so its retries are duplicates.
+        return this.#write(key, { token, done: true, until: time + operation.ttl }, { status: 'stale' });
+      }
+      if (operation.exclusive && entity?.lockToken != null) return { status: 'busy', retryAfterMs: entity.lockUntil - time };
+      if (operation.exclusive) {
+        const locked = { ...lockFree(), lockToken: token, lockUntil: time + operation.ms };
+        locked.until = Math.max(locked.until, locked.lockUntil);
+        await records.putEntity(operation.entity, locked);
+      }
+      return this.#write(key, { token, done: false, until: time + operation.ms }, { status: 'acquired' });
+    }
+    const owned = record !== undefined && record.token === token;
+    if (operation.op === 'completeOrdered') {
+      if (!owned) return { ok: false };
+      if (record!.done) return { ok: true };
+      const recorded = lockFree();
+      const version = recorded.version === null || recorded.version < operation.version ? operation.version : recorded.version;
+      const mine = recorded.lockToken === token;
+      await records.putEntity(operation.entity, {
+        version,
+        lockToken: mine ? null : recorded.lockToken,
+        lockUntil: mine ? 0 : recorded.lockUntil,
+        until: Math.max(recorded.until, time + operation.ms),
+      });
+      return this.#write(key, { token, done: true, until: time + operation.ms }, { ok: true });
+    }
+    if (operation.op === 'releaseOrdered') {
+      if (entity?.lockToken === token) await records.putEntity(operation.entity, { ...entity, lockToken: null, lockUntil: 0 });
+      if (!owned || record!.done) return { ok: false };
+      await records.delete(key);
+      return { ok: true };
+    }
+    // extendOrdered: the id and (exclusive) the entity's lock, or neither.
+    if (!owned || record!.done) return { ok: false };
+    if (operation.exclusive) {
+      if (entity?.lockToken !== token) return { ok: false };
+      await records.putEntity(operation.entity, { ...entity, lockUntil: time + operation.ms, until: Math.max(entity.until, time + operation.ms) });
     }
     return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
   }

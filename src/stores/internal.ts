@@ -4,7 +4,7 @@
  * exported from the package.
  */
 
-import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
+import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore } from './types.ts';
 
 /**
  * The operations of a store that answers at once (the memory store), without the promises. The
@@ -119,6 +119,32 @@ export function checkExtend(key: string, token: string, lockMs: number): void {
   checkKey(key);
   checkToken(token);
   checkDuration(lockMs, 'lockMs');
+}
+
+/** The ordering operations of a store, all present or all absent (detected like `extend`). */
+export const ORDERING_OPERATIONS = ['claimOrdered', 'completeOrdered', 'releaseOrdered', 'extendOrdered', 'forgetVersion'] as const;
+
+/** A version as `encodeVersion` makes it: `i` and 40 digits, or `t` and 22. */
+const VERSION = /^(?:i\d{40}|t\d{22})$/;
+
+/** Checks the `order` argument of the ordering operations. */
+export function checkOrder(order: EntityOrder): void {
+  if (typeof order !== 'object' || order === null) throw new TypeError('an entity order must be an object { entity, version, exclusive }');
+  checkEntity(order.entity);
+  if (typeof order.version !== 'string' || !VERSION.test(order.version)) throw new TypeError('an entity order\'s version must be a string made by encodeVersion');
+  if (typeof order.exclusive !== 'boolean') throw new TypeError('an entity order\'s exclusive must be a boolean');
+}
+
+/** Checks an entity key (`${namespace}:o:${entity}`). */
+export function checkEntity(entity: string): void {
+  if (typeof entity !== 'string' || entity.length === 0) throw new TypeError('an entity key must be a non-empty string');
+}
+
+/** Checks the arguments of `claimOrdered`. */
+export function checkClaimOrdered(key: string, lockMs: number, ttlMs: number, order: EntityOrder): void {
+  checkClaim(key, lockMs);
+  checkDuration(ttlMs, 'ttlMs');
+  checkOrder(order);
 }
 
 /** `true` for a key of the unsigned class (`${namespace}:u:${id}`). */

@@ -6,8 +6,22 @@
  * synchronous check-and-set, which the receiver calls without a promise.
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkUnsignedMax, isUnsignedKey, newToken, offerSyncOperations, unsignedLimitError, type SyncOperations } from './internal.ts';
-import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+import {
+  checkClaim,
+  checkClaimOrdered,
+  checkComplete,
+  checkEntity,
+  checkExtend,
+  checkOrder,
+  checkRelease,
+  checkUnsignedMax,
+  isUnsignedKey,
+  newToken,
+  offerSyncOperations,
+  unsignedLimitError,
+  type SyncOperations,
+} from './internal.ts';
+import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
 /**
  * Options of {@link memoryStore}.
@@ -60,7 +74,7 @@ export interface MemoryStoreUsage {
  * console.log(store.usage().signed.completed);
  * ```
  */
-export interface MemoryStore extends IdempotencyStore {
+export interface MemoryStore extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
   /** How full each key space is: live claims, completed ids, and the bound. */
   usage(): MemoryStoreUsage;
@@ -211,6 +225,74 @@ function bound(value: number | undefined, name: string, fallback: number): numbe
   return value;
 }
 
+/** One ordering entity: its highest completed version (kept until `until`) and its lock. */
+interface EntityRecord {
+  version: string | undefined;
+  until: number;
+  lockToken: string | undefined;
+  lockUntil: number;
+}
+
+/**
+ * The ordering entities, at most `max` of them. At the bound it forgets an entity with nothing
+ * live first (its version expired and no lock), then the entity recorded longest ago (its version
+ * forgotten early, as the bound forgets completed ids: documented), but never one whose lock
+ * holds. A `Map` keeps insertion order, and a recorded entity is moved to its end.
+ */
+class Entities {
+  readonly map = new Map<string, EntityRecord>();
+  constructor(readonly max: number) {}
+
+  /** The entity's record with expired parts cleared, or undefined. */
+  get(entity: string, time: number): EntityRecord | undefined {
+    const record = this.map.get(entity);
+    if (record === undefined) return undefined;
+    if (record.version !== undefined && record.until <= time) record.version = undefined;
+    if (record.lockToken !== undefined && record.lockUntil <= time) record.lockToken = undefined;
+    return record;
+  }
+
+  /** The entity's record, made (room found) when absent; `undefined` when every entity is locked. */
+  make(entity: string, time: number): EntityRecord | undefined {
+    const record = this.get(entity, time);
+    if (record !== undefined) return record;
+    if (this.map.size >= this.max && !this.#makeRoom(time)) return undefined;
+    const made: EntityRecord = { version: undefined, until: 0, lockToken: undefined, lockUntil: 0 };
+    this.map.set(entity, made);
+    return made;
+  }
+
+  /** Moves a record to the back of the order (the most recently recorded). */
+  touch(entity: string, record: EntityRecord): void {
+    this.map.delete(entity);
+    this.map.set(entity, record);
+  }
+
+  /** Drops the record when nothing in it is live. */
+  tidy(entity: string, record: EntityRecord): void {
+    if (record.version === undefined && record.lockToken === undefined) this.map.delete(entity);
+  }
+
+  #makeRoom(time: number): boolean {
+    let oldestUnlocked: string | undefined;
+    for (const [entity, record] of this.map) {
+      const locked = record.lockToken !== undefined && record.lockUntil > time;
+      if (!locked && (record.version === undefined || record.until <= time)) {
+        this.map.delete(entity);
+        return true;
+      }
+      if (!locked && oldestUnlocked === undefined) {
+        oldestUnlocked = entity;
+        // The oldest unlocked entity is known; an empty one further on would cost a whole pass.
+        break;
+      }
+    }
+    if (oldestUnlocked === undefined) return false;
+    this.map.delete(oldestUnlocked);
+    return true;
+  }
+}
+
 /**
  * An in-process idempotency store: bounded, with expiring entries. It deduplicates within one
  * process only: an app on several machines (or several processes) needs a shared store such as
@@ -247,6 +329,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const signed = new Space(max);
   const unsigned = new Space(unsignedMax);
   const spaceOf = (key: string): Space => (isUnsignedKey(key) ? unsigned : signed);
+  const entities = new Entities(max);
 
   /** The key's live claim, when `token` holds it. */
   const held = (space: Space, key: string, token: string, time: number): Entry | undefined => {
@@ -269,12 +352,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         if (lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
         // Expired: taken over below (hold() sets the key again).
       } else if (!space.makeRoom(time)) {
-        if (space === unsigned) throw unsignedLimitError('memory', space.max, `all ${space.max} unsigned entries are live claims`);
-        throw new StoreError(
-          'memory',
-          'full',
-          `memory store: all ${space.max} signed entries are live claims, so a new claim was refused rather than evict one (raise max, or use a shared store)`,
-        );
+        throw full(space);
       }
       const token = newToken();
       space.hold(key, { token, until: time + lockMs });
@@ -311,6 +389,103 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
   };
 
+  /** Why a space cannot admit another claim: every entry is a live claim. */
+  const full = (space: Space): Error =>
+    space === unsigned
+      ? unsignedLimitError('memory', space.max, `all ${space.max} unsigned entries are live claims`)
+      : new StoreError('memory', 'full', `memory store: all ${space.max} signed entries are live claims, so a new claim was refused rather than evict one (raise max, or use a shared store)`);
+
+  // Ordering (issue 26): the id and its entity are checked and set in one synchronous step.
+  const ordered = {
+    claim(key: string, lockMs: number, ttlMs: number, order: EntityOrder): OrderedClaimResult {
+      checkClaimOrdered(key, lockMs, ttlMs, order);
+      const space = spaceOf(key);
+      const time = now();
+      const done = space.done.get(key);
+      if (done !== undefined) {
+        if (done.until > time) return { status: 'completed' };
+        space.done.delete(key);
+      }
+      const lock = space.claims.get(key);
+      if (lock !== undefined && lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
+      const entity = entities.get(order.entity, time);
+      if (entity?.version !== undefined && entity.version > order.version) {
+        // Stale: recorded as done, so its retries are duplicates.
+        if (lock !== undefined) space.claims.delete(key);
+        else if (!space.makeRoom(time)) throw full(space);
+        space.remember({ key, token: newToken(), until: time + ttlMs });
+        return { status: 'stale' };
+      }
+      if (order.exclusive && entity?.lockToken !== undefined) return { status: 'busy', retryAfterMs: entity.lockUntil - time };
+      if (lock === undefined && !space.makeRoom(time)) throw full(space);
+      const token = newToken();
+      if (order.exclusive) {
+        const record = entity ?? entities.make(order.entity, time);
+        if (record === undefined) {
+          throw new StoreError('memory', 'full', `memory store: all ${entities.max} ordering entities are locked by running handlers, so a new one was refused (raise max, or use a shared store)`);
+        }
+        record.lockToken = token;
+        record.lockUntil = time + lockMs;
+      }
+      space.hold(key, { token, until: time + lockMs });
+      return { status: 'acquired', token };
+    },
+    complete(key: string, token: string, ttlMs: number, order: EntityOrder): boolean {
+      checkComplete(key, token, ttlMs);
+      checkOrder(order);
+      const space = spaceOf(key);
+      const time = now();
+      if (held(space, key, token, time) === undefined) {
+        const done = space.done.get(key);
+        return done !== undefined && done.token === token && done.until > time;
+      }
+      space.claims.delete(key);
+      space.remember({ key, token, until: time + ttlMs });
+      const record = entities.make(order.entity, time);
+      // Every entity locked and none to forget: the version cannot be kept (the id is done).
+      if (record === undefined) return true;
+      if (record.version === undefined || record.version < order.version) record.version = order.version;
+      record.until = Math.max(record.until, time + ttlMs);
+      if (record.lockToken === token) record.lockToken = undefined;
+      entities.touch(order.entity, record);
+      return true;
+    },
+    release(key: string, token: string, order: EntityOrder): boolean {
+      checkRelease(key, token);
+      checkOrder(order);
+      const time = now();
+      const record = entities.get(order.entity, time);
+      if (record !== undefined && record.lockToken === token) {
+        record.lockToken = undefined;
+        entities.tidy(order.entity, record);
+      }
+      const space = spaceOf(key);
+      if (held(space, key, token, time) === undefined) return false;
+      space.claims.delete(key);
+      return true;
+    },
+    extend(key: string, token: string, lockMs: number, order: EntityOrder): boolean {
+      checkExtend(key, token, lockMs);
+      checkOrder(order);
+      const time = now();
+      const space = spaceOf(key);
+      const lock = held(space, key, token, time);
+      if (lock === undefined) return false;
+      const record = order.exclusive ? entities.get(order.entity, time) : undefined;
+      if (order.exclusive && record?.lockToken !== token) return false;
+      space.renew(lock, time + lockMs);
+      if (record !== undefined) record.lockUntil = time + lockMs;
+      return true;
+    },
+    forget(entity: string): void {
+      checkEntity(entity);
+      const record = entities.get(entity, now());
+      if (record === undefined) return;
+      record.version = undefined;
+      entities.tidy(entity, record);
+    },
+  };
+
   // The receiver calls `operations` directly; everyone else gets promises, and a bad argument
   // rejects rather than throws, as with every other store.
   const store: MemoryStore = {
@@ -326,6 +501,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     async extend(key, token, lockMs) {
       return operations.extend(key, token, lockMs);
+    },
+    async claimOrdered(key, lockMs, ttlMs, order) {
+      return ordered.claim(key, lockMs, ttlMs, order);
+    },
+    async completeOrdered(key, token, ttlMs, order) {
+      return ordered.complete(key, token, ttlMs, order);
+    },
+    async releaseOrdered(key, token, order) {
+      return ordered.release(key, token, order);
+    },
+    async extendOrdered(key, token, lockMs, order) {
+      return ordered.extend(key, token, lockMs, order);
+    },
+    async forgetVersion(entity) {
+      ordered.forget(entity);
     },
     usage() {
       const of = (space: Space) => ({ claims: space.claims.size, completed: space.done.size, max: space.max });

@@ -23,8 +23,27 @@
  * @module webhook-receiver/postgres
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, checkUnsignedMax, describeValue, fnv1a, isUnsignedKey, newToken, noteCompletingInStore, timeoutError, unsignedBuckets, unsignedLimitError, withTimeout } from './internal.ts';
-import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore } from './types.ts';
+import {
+  checkClaim,
+  checkClaimOrdered,
+  checkComplete,
+  checkEntity,
+  checkExtend,
+  checkOrder,
+  checkRelease,
+  checkTimeoutOption,
+  checkUnsignedMax,
+  describeValue,
+  fnv1a,
+  isUnsignedKey,
+  newToken,
+  noteCompletingInStore,
+  timeoutError,
+  unsignedBuckets,
+  unsignedLimitError,
+  withTimeout,
+} from './internal.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
 export { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type StoreErrorReason } from './types.ts';
 
@@ -245,7 +264,7 @@ export interface PostgresStoreOptions<C extends PostgresClientLike = PostgresCli
  * await store.setup();
  * ```
  */
-export interface PostgresStore<Tx = unknown> extends IdempotencyStore {
+export interface PostgresStore<Tx = unknown> extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
   /** Creates the tables (claims, unsigned slots) and the index when missing (`CREATE … IF NOT EXISTS`): safe to run at every start. */
   setup(): Promise<void>;
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
@@ -381,11 +400,17 @@ export function setupSql(table: string = DEFAULT_POSTGRES_TABLE): string[] {
   const { qualified, indexName, unsigned } = tableNames(table);
   return [
     `CREATE TABLE IF NOT EXISTS ${qualified} (
-  key        text        PRIMARY KEY,
-  token      text        NOT NULL,
-  completed  boolean     NOT NULL DEFAULT false,
-  expires_at timestamptz NOT NULL
+  key          text        PRIMARY KEY,
+  token        text        NOT NULL,
+  completed    boolean     NOT NULL DEFAULT false,
+  expires_at   timestamptz NOT NULL,
+  version      text        COLLATE "C",
+  locked_until timestamptz
 )`,
+    // Ordering (an entity's row: its highest version and its lock). Added to a table made before
+    // ordering existed; nothing else reads these columns. Versions compare byte by byte ("C").
+    `ALTER TABLE ${qualified} ADD COLUMN IF NOT EXISTS version text COLLATE "C", ADD COLUMN IF NOT EXISTS locked_until timestamptz`,
+
     // Clean-up reads expired rows oldest first through this index: bounded range scans, never a
     // full one.
     `CREATE INDEX IF NOT EXISTS ${indexName} ON ${qualified} (expires_at)`,
@@ -441,6 +466,8 @@ interface KeyStatements {
 interface Statements {
   signed: KeyStatements;
   unsigned: KeyStatements;
+  /** Ordering: signed ids and their entities' rows, in the claims table. */
+  ordered: Record<keyof ReturnType<typeof orderedTexts>, Statement>;
   cleanup: Statement;
 }
 
@@ -461,7 +488,12 @@ function named<K extends string>(texts: Record<K, string>, suffix = ''): Record<
 function statements(table: string, unsignedMax: number): Statements {
   const { qualified, unsigned } = tableNames(table);
   const { cleanup, ...signed } = signedTexts(qualified);
-  return { signed: named(signed), unsigned: named(unsignedTexts(unsigned, unsignedMax), '_unsigned'), cleanup: named({ cleanup }).cleanup };
+  return {
+    signed: named(signed),
+    unsigned: named(unsignedTexts(unsigned, unsignedMax), '_unsigned'),
+    ordered: named(orderedTexts(qualified)),
+    cleanup: named({ cleanup }).cleanup,
+  };
 }
 
 // `clock_timestamp()`, not `now()`: inside an application's transaction `now()` is the time the
@@ -571,6 +603,108 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
     SELECT key FROM ${t} WHERE expires_at < (SELECT clock_timestamp()) ORDER BY expires_at LIMIT $1::int FOR UPDATE SKIP LOCKED)
   RETURNING 1
 ) SELECT count(*)::int AS deleted FROM gone`,
+  };
+}
+
+/**
+ * Ordering (issue 26): each operation one statement over a signed id's row and its entity's row,
+ * both in the claims table.
+ */
+function orderedTexts(t: string) {
+  // Ordering: an entity's row (key `${namespace}:o:${entity}`) holds its highest completed
+  // version (`version`, kept until `expires_at`) and its lock (`token`, `locked_until`). Its
+  // `expires_at` is never before its lock's end, so clean-up never drops a live lock.
+  // Completing: the id as `complete` does; in the same statement, only when the id was this
+  // token's, the entity's version is raised (never lowered), kept ttlMs from now at least, and
+  // the lock this token holds is freed.
+  const completeOrdered = (inTransaction: boolean) => `WITH done AS (
+  UPDATE ${t} SET completed = true, expires_at = ${inTransaction ? ms('$3') : `CASE WHEN completed THEN expires_at ELSE ${ms('$3')} END`}
+  WHERE key = $1 AND token = $2 AND ${inTransaction ? 'NOT completed AND ' : ''}expires_at > clock_timestamp()
+  RETURNING 1
+), recorded AS (
+  INSERT INTO ${t} AS c (key, token, completed, expires_at, version)
+  SELECT $4, '', true, ${ms('$3')}, $5 WHERE EXISTS (SELECT 1 FROM done)
+  ON CONFLICT (key) DO UPDATE SET
+    version = CASE WHEN c.version IS NULL OR c.expires_at <= clock_timestamp() OR c.version < excluded.version COLLATE "C" THEN excluded.version ELSE c.version END,
+    expires_at = greatest(c.expires_at, excluded.expires_at),
+    token = CASE WHEN c.token = $2 THEN '' ELSE c.token END,
+    locked_until = CASE WHEN c.token = $2 THEN NULL ELSE c.locked_until END
+  RETURNING 1
+)
+SELECT 1 AS done FROM done`;
+  return {
+    // One statement (issue 26, "versions compared where the claim is"): the id as `claim` looks
+    // at it, then, from the same snapshot, the entity's version: an older delivery is stale (its
+    // id is inserted as completed for ttlMs). Exclusive, the entity's lock is taken by an upsert
+    // whose WHERE is evaluated on the row as it is once locked, so two deliveries of one entity
+    // cannot both take it, and a version recorded meanwhile is seen; only then is the id
+    // inserted. A stale verdict from the snapshot is final (versions never go down); a version
+    // recorded after the snapshot makes the upsert fail, answered `busy` (the retry sees it).
+    claimOrdered: `WITH seen AS (
+  SELECT completed, expires_at FROM ${t} WHERE key = $1
+), free AS (
+  SELECT 1 FROM ${t} WHERE key = $1 FOR UPDATE SKIP LOCKED
+), open AS (
+  SELECT 1 WHERE NOT EXISTS (SELECT 1 FROM seen) OR (EXISTS (SELECT 1 FROM free) AND (SELECT expires_at FROM seen) <= clock_timestamp())
+), ent AS (
+  SELECT version, locked_until FROM ${t} WHERE key = $5 AND expires_at > clock_timestamp()
+), stale AS (
+  SELECT 1 FROM ent WHERE version > $6::text COLLATE "C"
+), locked AS (
+  INSERT INTO ${t} AS c (key, token, completed, expires_at, locked_until)
+  SELECT $5, $2, true, ${ms('$3')}, ${ms('$3')}
+  WHERE $7::boolean AND EXISTS (SELECT 1 FROM open) AND NOT EXISTS (SELECT 1 FROM stale)
+  ON CONFLICT (key) DO UPDATE SET token = excluded.token, locked_until = excluded.locked_until,
+    version = CASE WHEN c.expires_at <= clock_timestamp() THEN NULL ELSE c.version END,
+    expires_at = greatest(c.expires_at, excluded.expires_at)
+  WHERE (c.locked_until IS NULL OR c.locked_until <= clock_timestamp())
+    AND (c.version IS NULL OR c.expires_at <= clock_timestamp() OR c.version <= $6::text COLLATE "C")
+  RETURNING 1
+), claimed AS (
+  INSERT INTO ${t} AS c (key, token, completed, expires_at)
+  SELECT $1, $2, EXISTS (SELECT 1 FROM stale), CASE WHEN EXISTS (SELECT 1 FROM stale) THEN ${ms('$4')} ELSE ${ms('$3')} END
+  WHERE EXISTS (SELECT 1 FROM open) AND (EXISTS (SELECT 1 FROM stale) OR NOT $7::boolean OR EXISTS (SELECT 1 FROM locked))
+  ON CONFLICT (key) DO UPDATE SET token = excluded.token, completed = excluded.completed, expires_at = excluded.expires_at
+  WHERE c.expires_at <= clock_timestamp()
+  RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
+  EXISTS (SELECT 1 FROM stale) AS stale,
+  (SELECT completed FROM seen) AS completed,
+  (SELECT ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::float8 FROM seen) AS left_ms,
+  (SELECT ceil(extract(epoch FROM locked_until - clock_timestamp()) * 1000)::float8 FROM ent WHERE locked_until > clock_timestamp()) AS busy_ms`,
+    completeOrdered: completeOrdered(false),
+    completeOrderedInTransaction: completeOrdered(true),
+    releaseOrdered: `WITH unlocked AS (
+  UPDATE ${t} SET token = '', locked_until = NULL WHERE key = $3 AND token = $2 RETURNING 1
+), released AS (
+  DELETE FROM ${t} WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp() RETURNING 1
+)
+SELECT 1 AS released FROM released`,
+    // Both the id and (exclusive) the entity's lock, or neither.
+    extendOrdered: `WITH ent AS (
+  SELECT 1 FROM ${t} WHERE key = $4 AND token = $2 AND locked_until > clock_timestamp()
+), id AS (
+  UPDATE ${t} SET expires_at = ${ms('$3')}
+  WHERE key = $1 AND token = $2 AND NOT completed AND expires_at > clock_timestamp() AND (NOT $5::boolean OR EXISTS (SELECT 1 FROM ent))
+  RETURNING 1
+), lock AS (
+  UPDATE ${t} SET locked_until = ${ms('$3')}, expires_at = greatest(expires_at, ${ms('$3')})
+  WHERE $5::boolean AND key = $4 AND token = $2 AND EXISTS (SELECT 1 FROM id)
+  RETURNING 1
+)
+SELECT 1 AS owned FROM id`,
+    forgetVersion: `UPDATE ${t} SET version = NULL WHERE key = $1`,
+    // One statement (issue 13): look (snapshot), lock without waiting, then insert or take over
+    // an expired row. `free` locks the row with SKIP LOCKED, so a row that another transaction
+    // holds (an application transaction between its completion and its COMMIT, or a crashed
+    // client's not yet rolled back) answers `processing` at once instead of waiting for it;
+    // INSERT … ON CONFLICT DO UPDATE would lock, and so wait, even when its WHERE fails. `sweep`
+    // (LIMIT 0 on most claims) deletes a few expired rows of other keys through the expires_at
+    // index. Its bound is `(SELECT clock_timestamp())`, computed once: a volatile function
+    // compared directly cannot bound an index scan, so `expires_at < clock_timestamp()` read the
+    // whole index, every row a live one, on every sweep (3.9 ms at 50 000 rows, growing with the
+    // table), where the sub-select's value bounds the scan.
   };
 }
 
@@ -892,7 +1026,13 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
           // The receiver gave up on this delivery (for example its lease was lost): never commit.
           signal?.throwIfAborted();
           if (claim !== undefined) {
-            const rows = await run(of(claim.key).completeInTransaction, [claim.key, claim.token, claim.ttlMs], 'transaction (complete)');
+            // An ordered claim records its entity's version in the same statement, so the version
+            // commits (or rolls back) with the side effect too.
+            const order = claim.order;
+            const rows =
+              order === undefined
+                ? await run(of(claim.key).completeInTransaction, [claim.key, claim.token, claim.ttlMs], 'transaction (complete)')
+                : await run(sql.ordered.completeOrderedInTransaction, [claim.key, claim.token, claim.ttlMs, order.entity, order.version], 'transaction (complete)');
             if (rows.length !== 1) throw new ClaimLostError(claim.key);
             // The row is completed in this transaction and locked by it: from here the receiver
             // stops renewing the claim (a renewal would wait for the commit, then find the row
@@ -921,6 +1061,51 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
         if (count < batch) break;
       }
       return deleted;
+    },
+    async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
+      checkClaimOrdered(key, lockMs, ttlMs, order);
+      checkText(key);
+      checkText(order.entity);
+      const token = newToken();
+      const row = (await send('claim', sql.ordered.claimOrdered, [key, token, lockMs, ttlMs, order.entity, order.version, order.exclusive]))[0];
+      const stale = flag(row, 'stale', 'claim') === true;
+      if (flag(row, 'acquired', 'claim') === true) return stale ? { status: 'stale' } : { status: 'acquired', token };
+      const completed = flag(row, 'completed', 'claim');
+      const left = row?.left_ms;
+      const busy = row?.busy_ms;
+      if (left !== null && typeof left !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected left_ms in the reply to claim: ${describeValue(left)}`);
+      if (busy !== null && typeof busy !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected busy_ms in the reply to claim: ${describeValue(busy)}`);
+      if (left !== null && left > 0) return completed === true ? { status: 'completed' } : { status: 'processing', retryAfterMs: left };
+      // Not taken, and the id is not live in the snapshot: another delivery of the id got there
+      // first (processing), or the entity's lock is held (busy).
+      if (stale || !order.exclusive || (left !== null && left <= 0)) return { status: 'processing' };
+      return busy !== null && busy > 0 ? { status: 'busy', retryAfterMs: busy } : { status: 'busy' };
+    },
+    async completeOrdered(key, token, ttlMs, order) {
+      checkComplete(key, token, ttlMs);
+      checkOrder(order);
+      checkText(key);
+      checkText(order.entity);
+      return (await send('complete', sql.ordered.completeOrdered, [key, token, ttlMs, order.entity, order.version])).length === 1;
+    },
+    async releaseOrdered(key, token, order) {
+      checkRelease(key, token);
+      checkOrder(order);
+      checkText(key);
+      checkText(order.entity);
+      return (await send('release', sql.ordered.releaseOrdered, [key, token, order.entity])).length === 1;
+    },
+    async extendOrdered(key, token, lockMs, order) {
+      checkExtend(key, token, lockMs);
+      checkOrder(order);
+      checkText(key);
+      checkText(order.entity);
+      return (await send('extend', sql.ordered.extendOrdered, [key, token, lockMs, order.entity, order.exclusive])).length === 1;
+    },
+    async forgetVersion(entity) {
+      checkEntity(entity);
+      checkText(entity);
+      await send('forgetVersion', sql.ordered.forgetVersion, [entity]);
     },
     async ping() {
       const rows = await send('ping', 'SELECT 1 AS ok', []);

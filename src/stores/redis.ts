@@ -22,8 +22,27 @@
  * @module webhook-receiver/redis
  */
 
-import { checkClaim, checkComplete, checkExtend, checkRelease, checkTimeoutOption, checkUnsignedMax, describeValue, isUnsignedKey, newToken, toHex, unsignedBucket, unsignedBuckets, unsignedLimitError, wholeMs, withTimeout } from './internal.ts';
-import { StoreError, type ClaimResult, type IdempotencyStore } from './types.ts';
+import {
+  checkClaim,
+  checkClaimOrdered,
+  checkComplete,
+  checkEntity,
+  checkExtend,
+  checkOrder,
+  checkRelease,
+  checkTimeoutOption,
+  checkUnsignedMax,
+  describeValue,
+  isUnsignedKey,
+  newToken,
+  toHex,
+  unsignedBucket,
+  unsignedBuckets,
+  unsignedLimitError,
+  wholeMs,
+  withTimeout,
+} from './internal.ts';
+import { StoreError, type ClaimResult, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
 export { DEFAULT_UNSIGNED_MAX, StoreError, type StoreErrorReason } from './types.ts';
 
@@ -155,7 +174,7 @@ export interface RedisStoreOptions {
  * await store.ping();
  * ```
  */
-export interface RedisStore extends IdempotencyStore {
+export interface RedisStore extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
   ping(): Promise<void>;
 }
@@ -270,6 +289,66 @@ if not owned('lock') then return 0 end
 hold('lock', tonumber(ARGV[3]))
 return 1`;
 
+// Ordering (issue 26). KEYS: the id, the entity's version, the entity's lock. Versions are
+// fixed-width strings of ASCII digits after one letter, so Lua's string comparison orders them as
+// their values, whatever the server's collation; they are never read as numbers (a double would
+// round a bigint past 2^53).
+//
+// Claim: ARGV token, lockMs, ttlMs, version, exclusive ('1' or '0'). Replies {kind, ms}: 0
+// acquired, 1 completed, 2 processing for ms (0: unknown), 3 stale (the id is now done for
+// ttlMs), 4 busy for ms (the entity's lock).
+const CLAIM_ORDERED = `local value = redis.call('GET', KEYS[1])
+if value then
+  if string.sub(value, 1, 4) == 'done' then return {1, 0} end
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then return {2, left} end
+  return {2, 0}
+end
+local recorded = redis.call('GET', KEYS[2])
+if recorded and recorded > ARGV[4] then
+  redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[3])
+  return {3, 0}
+end
+if ARGV[5] == '1' then
+  if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    local left = redis.call('PTTL', KEYS[3])
+    if left > 0 then return {4, left} end
+    return {4, 0}
+  end
+end
+redis.call('SET', KEYS[1], 'lock:' .. ARGV[1], 'PX', ARGV[2])
+return {0, 0}`;
+
+// Complete: ARGV token, ttlMs, version. As COMPLETE, and in the same step the entity's version
+// is raised (never lowered), kept at least ttlMs, and the lock this token holds is freed.
+const COMPLETE_ORDERED = `local value = redis.call('GET', KEYS[1])
+if value == 'done:' .. ARGV[1] then return 1 end
+if value ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[2])
+local recorded = redis.call('GET', KEYS[2])
+if not recorded or recorded < ARGV[3] then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+elseif redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
+return 1`;
+
+// Release: ARGV token. The entity's lock this token holds is freed; the version is untouched.
+const RELEASE_ORDERED = `if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
+if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+return 1`;
+
+// Extend: ARGV token, lockMs, exclusive. Both the id and (exclusive) the entity's lock, or neither.
+const EXTEND_ORDERED = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
+if ARGV[3] == '1' then
+  if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`;
+
 interface Script {
   readonly source: string;
   /** Its SHA-1, computed on first use. */
@@ -288,6 +367,12 @@ interface Scripts {
 
 const SIGNED: Scripts = { claim: script(CLAIM), complete: script(COMPLETE), release: script(RELEASE), extend: script(EXTEND) };
 const UNSIGNED: Scripts = { claim: script(UNSIGNED_CLAIM), complete: script(UNSIGNED_COMPLETE), release: script(UNSIGNED_RELEASE), extend: script(UNSIGNED_EXTEND) };
+const CLAIM_ORDERED_SCRIPT = script(CLAIM_ORDERED);
+const COMPLETE_ORDERED_SCRIPT = script(COMPLETE_ORDERED);
+const RELEASE_ORDERED_SCRIPT = script(RELEASE_ORDERED);
+const EXTEND_ORDERED_SCRIPT = script(EXTEND_ORDERED);
+const FORGET_VERSION_SCRIPT = script(`redis.call('DEL', KEYS[1])
+return 1`);
 
 /** The SHA-1 that EVALSHA names a script by, via WebCrypto (every supported runtime has it). */
 async function sha1Hex(source: string): Promise<string> {
@@ -303,8 +388,8 @@ function isNoScript(error: unknown): boolean {
 
 /** One client library, seen through the two commands the store sends and its connection state. */
 interface ScriptClient {
-  evalsha(sha: string, key: string, args: string[]): Promise<unknown>;
-  eval(source: string, key: string, args: string[]): Promise<unknown>;
+  evalsha(sha: string, keys: string[], args: string[]): Promise<unknown>;
+  eval(source: string, keys: string[], args: string[]): Promise<unknown>;
   /** `true` connected, `false` not, `undefined` the client does not say. */
   connected(): boolean | undefined;
   ping(): Promise<unknown>;
@@ -312,8 +397,8 @@ interface ScriptClient {
 
 function ioredisScripts(client: IORedisClientLike): ScriptClient {
   return {
-    evalsha: (sha, key, args) => client.evalsha(sha, 1, key, ...args),
-    eval: (source, key, args) => client.eval(source, 1, key, ...args),
+    evalsha: (sha, keys, args) => client.evalsha(sha, keys.length, ...keys, ...args),
+    eval: (source, keys, args) => client.eval(source, keys.length, ...keys, ...args),
     connected: () => (typeof client.status === 'string' ? client.status === 'ready' : undefined),
     ping: () => (typeof client.ping === 'function' ? client.ping() : client.eval('return 1', 0)),
   };
@@ -321,8 +406,8 @@ function ioredisScripts(client: IORedisClientLike): ScriptClient {
 
 function nodeRedisScripts(client: NodeRedisClientLike): ScriptClient {
   return {
-    evalsha: (sha, key, args) => client.evalSha(sha, { keys: [key], arguments: args }),
-    eval: (source, key, args) => client.eval(source, { keys: [key], arguments: args }),
+    evalsha: (sha, keys, args) => client.evalSha(sha, { keys, arguments: args }),
+    eval: (source, keys, args) => client.eval(source, { keys, arguments: args }),
     connected: () => (typeof client.isReady === 'boolean' ? client.isReady : undefined),
     ping: () => (typeof client.ping === 'function' ? client.ping() : client.eval('return 1', { keys: [], arguments: [] })),
   };
@@ -330,8 +415,8 @@ function nodeRedisScripts(client: NodeRedisClientLike): ScriptClient {
 
 function upstashScripts(client: UpstashRedisClientLike): ScriptClient {
   return {
-    evalsha: (sha, key, args) => client.evalsha(sha, [key], args),
-    eval: (source, key, args) => client.eval(source, [key], args),
+    evalsha: (sha, keys, args) => client.evalsha(sha, keys, args),
+    eval: (source, keys, args) => client.eval(source, keys, args),
     // Over HTTP there is no connection to lose: every command is a request, bounded by timeoutMs.
     connected: () => undefined,
     ping: () => (typeof client.ping === 'function' ? client.ping() : client.eval('return 1', [], [])),
@@ -354,15 +439,15 @@ function scriptClientFor(client: RedisClientLike): ScriptClient {
 }
 
 /** Runs a script by its SHA: one round trip, or two the first time a server sees it. */
-async function runScript(client: ScriptClient, s: Script, key: string, args: string[]): Promise<unknown> {
+async function runScript(client: ScriptClient, s: Script, keys: string[], args: string[]): Promise<unknown> {
   const sha = (s.sha ??= await sha1Hex(s.source));
   try {
-    return await client.evalsha(sha, key, args);
+    return await client.evalsha(sha, keys, args);
   } catch (error) {
     if (!isNoScript(error)) throw error;
     // First use on this server, or its script cache was emptied (restart, SCRIPT FLUSH,
     // failover): EVAL runs the script and caches it, so the next EVALSHA finds it.
-    return client.eval(s.source, key, args);
+    return client.eval(s.source, keys, args);
   }
 }
 
@@ -461,10 +546,21 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
   const send = (operation: keyof Scripts, key: string, args: string[]): Promise<unknown> => {
     ready(operation);
     const sent = isUnsignedKey(key)
-      ? runScript(scripts, UNSIGNED[operation], `${prefix}:u:${unsignedBucket(key, buckets)}`, [key, ...args])
-      : runScript(scripts, SIGNED[operation], prefix + key, args);
+      ? runScript(scripts, UNSIGNED[operation], [`${prefix}:u:${unsignedBucket(key, buckets)}`], [key, ...args])
+      : runScript(scripts, SIGNED[operation], [prefix + key], args);
     return withTimeout(sent, timeoutMs, 'redis', operation);
   };
+  // Ordering: the id's key, the entity's version and the entity's lock share the entity's hash
+  // tag, so one script touches keys of one slot (Redis Cluster keeps working). An ordered id's
+  // key is therefore not the plain one: `${prefix}{${entity}}${key}`. A '{' or '}' inside the
+  // entity changes which text is the tag, never that the three keys share it: all three begin
+  // with the same `${prefix}{${entity}}`.
+  const sendOrdered = (operation: string, s: Script, key: string, entity: string, args: string[]): Promise<unknown> => {
+    ready(operation);
+    const tagged = `${prefix}{${entity}}`;
+    return withTimeout(runScript(scripts, s, [tagged + key, tagged, `${tagged}:lock`], args), timeoutMs, 'redis', operation);
+  };
+
 
   return {
     name: 'redis',
@@ -492,6 +588,41 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     async extend(key, token, lockMs) {
       checkExtend(key, token, lockMs);
       return integerReply(await send('extend', key, [token, String(wholeMs(lockMs))]), 'extend') === 1;
+    },
+    async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
+      checkClaimOrdered(key, lockMs, ttlMs, order);
+      const token = newToken();
+      const args = [token, String(wholeMs(lockMs)), String(wholeMs(ttlMs)), order.version, order.exclusive ? '1' : '0'];
+      const reply = await sendOrdered('claim', CLAIM_ORDERED_SCRIPT, key, order.entity, args);
+      const [kind, ms] = Array.isArray(reply) && reply.length === 2 ? [integerReply(reply[0], 'claim'), integerReply(reply[1], 'claim')] : [Number.NaN, 0];
+      if (kind === 0) return { status: 'acquired', token };
+      if (kind === 1) return { status: 'completed' };
+      if (kind === 2) return ms > 0 ? { status: 'processing', retryAfterMs: ms } : { status: 'processing' };
+      if (kind === 3) return { status: 'stale' };
+      if (kind === 4) return ms > 0 ? { status: 'busy', retryAfterMs: ms } : { status: 'busy' };
+      throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${describeValue(reply)}`);
+    },
+    async completeOrdered(key, token, ttlMs, order) {
+      checkComplete(key, token, ttlMs);
+      checkOrder(order);
+      const reply = await sendOrdered('complete', COMPLETE_ORDERED_SCRIPT, key, order.entity, [token, String(wholeMs(ttlMs)), order.version]);
+      return integerReply(reply, 'complete') === 1;
+    },
+    async releaseOrdered(key, token, order) {
+      checkRelease(key, token);
+      checkOrder(order);
+      return integerReply(await sendOrdered('release', RELEASE_ORDERED_SCRIPT, key, order.entity, [token]), 'release') === 1;
+    },
+    async extendOrdered(key, token, lockMs, order) {
+      checkExtend(key, token, lockMs);
+      checkOrder(order);
+      const reply = await sendOrdered('extend', EXTEND_ORDERED_SCRIPT, key, order.entity, [token, String(wholeMs(lockMs)), order.exclusive ? '1' : '0']);
+      return integerReply(reply, 'extend') === 1;
+    },
+    async forgetVersion(entity) {
+      checkEntity(entity);
+      ready('forgetVersion');
+      await withTimeout(runScript(scripts, FORGET_VERSION_SCRIPT, [`${prefix}{${entity}}`], []), timeoutMs, 'redis', 'forgetVersion');
     },
     async ping() {
       ready('ping');

@@ -85,7 +85,86 @@ export interface IdempotencyStore {
   ping?(): Promise<void>;
   /** A short name for telemetry (`webhook.store`): `memory`, `redis`, … Default `custom`. */
   readonly name?: string;
+  /**
+   * Ordering (optional, all five or none; see {@link OrderingOperations}): claims the id and
+   * checks its entity in one atomic step.
+   */
+  claimOrdered?(key: string, lockMs: number, ttlMs: number, order: EntityOrder): Promise<OrderedClaimResult>;
+  /** Ordering: completes the id and records the entity's version in one atomic step. */
+  completeOrdered?(key: string, token: string, ttlMs: number, order: EntityOrder): Promise<boolean>;
+  /** Ordering: releases the id and the entity's lock this token holds. */
+  releaseOrdered?(key: string, token: string, order: EntityOrder): Promise<boolean>;
+  /** Ordering: renews the id's claim and, when exclusive, the entity's lock. */
+  extendOrdered?(key: string, token: string, lockMs: number, order: EntityOrder): Promise<boolean>;
+  /** Ordering: forgets the entity's recorded version (`receiver.forgetVersion`). */
+  forgetVersion?(entity: string): Promise<void>;
 }
+
+/**
+ * Where an ordered delivery stands, as a store receives it with each ordering operation.
+ *
+ * @example
+ * ```ts
+ * import { encodeVersion, type EntityOrder } from 'webhook-receiver';
+ * const order: EntityOrder = { entity: 'default:o:sub_1', version: encodeVersion('2026-03-01T10:00:10.344522Z'), exclusive: true };
+ * ```
+ */
+export interface EntityOrder {
+  /** The entity's key, `${namespace}:o:${entity}` (opaque to the store). */
+  readonly entity: string;
+  /**
+   * The delivery's version, fixed-width and order-preserving (`encodeVersion`): compare two of
+   * them as strings, byte by byte (SQL `COLLATE "C"`, Lua's `<`, JavaScript's `<`), never as
+   * numbers.
+   */
+  readonly version: string;
+  /** Hold the entity's lock while the handler runs: another delivery of the entity is `busy`. */
+  readonly exclusive: boolean;
+}
+
+/**
+ * The answer to `claimOrdered`: a {@link ClaimResult}, or `stale` (an older version than the
+ * entity's recorded one: the id is now recorded as done, the handler must not run) or `busy`
+ * (exclusive, and another delivery of the entity holds its lock).
+ *
+ * @example
+ * ```ts
+ * const result: OrderedClaimResult = await store.claimOrdered!('default:s:msg_1', 30_000, 86_400_000, order);
+ * if (result.status === 'stale') console.log('an older event; its handler does not run');
+ * ```
+ */
+export type OrderedClaimResult =
+  | ClaimResult
+  | { status: 'stale' }
+  | { status: 'busy'; /** How long the entity's lock still holds, when the store knows. */ retryAfterMs?: number };
+
+/**
+ * The ordering operations of an {@link IdempotencyStore}, all present or all absent: a receiver
+ * built with `ordering` refuses a store without them. The rules (checked by `checkStore`):
+ *
+ * - `claimOrdered(key, lockMs, ttlMs, order)` is `claim` plus, in the same atomic step: when the
+ *   entity's recorded version (still kept) is higher than `order.version`, answer `stale` and
+ *   record the id as done for `ttlMs` (its retries are duplicates); when `order.exclusive` and
+ *   another token holds the entity's live lock, answer `busy` and take nothing; else acquire the
+ *   id and, when exclusive, the entity's lock, both for `lockMs` with one token. An id already
+ *   completed or held answers `completed` / `processing` first. An equal version is not stale.
+ * - `completeOrdered(key, token, ttlMs, order)` is `complete` plus, in the same atomic step and
+ *   only when the token still held the id: record `order.version` when it is higher than the
+ *   recorded one (the recorded version never goes down), keep it at least `ttlMs` from now, and
+ *   free the entity's lock this token holds.
+ * - `releaseOrdered` is `release`, also freeing the entity's lock this token holds; the version
+ *   is untouched (a failed newer delivery does not make an older one stale).
+ * - `extendOrdered` is `extend` of both the id and (exclusive) the entity's lock; `false` when the
+ *   token holds either no longer.
+ * - `forgetVersion(entity)` deletes the recorded version, leaving a live lock alone.
+ *
+ * @example
+ * ```ts
+ * import type { OrderingOperations } from 'webhook-receiver';
+ * const hasOrdering = (store: Partial<OrderingOperations>): boolean => typeof store.claimOrdered === 'function';
+ * ```
+ */
+export type OrderingOperations = Required<Pick<IdempotencyStore, 'claimOrdered' | 'completeOrdered' | 'releaseOrdered' | 'extendOrdered' | 'forgetVersion'>>;
 
 /**
  * The claim a running handler holds, as stores see it: `context.claim` in a handler. Opaque to
@@ -112,6 +191,8 @@ export interface ClaimHandle {
   readonly ttlMs: number;
   /** The lock the claim was taken (and is renewed) for, in milliseconds. */
   readonly lockMs: number;
+  /** With ordering: the delivery's entity and version, which the completion records. */
+  readonly order?: EntityOrder;
 }
 
 /**

@@ -12,6 +12,7 @@ import { randomBytes } from '../crypto.ts';
 import { toHex } from '../stores/internal.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
 import { Run, RuleFailure, contextOf, describeError, type Settings } from './check-store/harness.ts';
+import { ORDERING_METHODS, ORDERING_RULES } from './check-store/ordering-rules.ts';
 import { RULES } from './check-store/rules.ts';
 import type { CheckStoreOptions, StoreConformanceReport, StoreFactory, StoreRule, StoreRuleOutcome } from './check-store/types.ts';
 
@@ -53,7 +54,8 @@ export class StoreConformanceError extends Error {
  * release, completion idempotent for its own token, token fencing on complete, release and extend,
  * unknown keys, independent keys and key classes, argument checks, atomic concurrent claims and
  * takeovers, lock expiry, completed-id expiry, lease renewal, and (when asked) a shared backend and
- * an unreachable one. Resolves with a report, or rejects with a {@link StoreConformanceError}
+ * an unreachable one; on a store with the ordering operations, the ordering rules too (stale
+ * versions, exact comparison, the entity's lock, versions that never go down, fencing, forgetting). Resolves with a report, or rejects with a {@link StoreConformanceError}
  * listing each rule the store broke, in words.
  *
  * No test runner is needed: await it in a test of any runner. With the default real clock it
@@ -85,9 +87,18 @@ export async function checkStore(makeStore: StoreFactory, options: CheckStoreOpt
   settings.extend = options.extend ?? typeof probe?.extend === 'function';
   settings.ping = typeof probe?.ping === 'function';
   const outcomes: StoreRuleOutcome[] = [];
-  for (const [rule, title, check] of RULES) {
+  // Ordering: all five operations or none; some but not all is a broken contract (the receiver
+  // refuses such a store), reported as the first ordering rule's failure.
+  const orderingMethods = ORDERING_METHODS.filter((method) => typeof probe?.[method] === 'function');
+  const ordering = orderingMethods.length === ORDERING_METHODS.length ? 'all' : orderingMethods.length === 0 ? 'none' : 'some';
+  for (const [rule, title, check] of [...RULES, ...ORDERING_RULES]) {
     const ruleStarted = Date.now();
-    const skipped = skipReason(rule, settings, options.extend);
+    if (rule.startsWith('ordering-') && ordering === 'some' && rule === ORDERING_RULES[0]![0]) {
+      const missing = ORDERING_METHODS.filter((method) => !orderingMethods.includes(method));
+      outcomes.push({ rule, title, outcome: 'failed', message: `the store has ${orderingMethods.join(', ')} but not ${missing.join(', ')}: the ordering operations come all together or not at all`, ms: 0 });
+      continue;
+    }
+    const skipped = rule.startsWith('ordering-') && ordering !== 'all' ? 'the store has no ordering operations' : skipReason(rule, settings, options.extend);
     if (skipped !== undefined) {
       outcomes.push({ rule, title, outcome: 'skipped', message: skipped, ms: 0 });
       continue;

@@ -184,7 +184,7 @@ describe('npm run bench -- --quick', () => {
         'bare createHmac',
       ]);
       // Every section says how long it took and what the machine's load was meanwhile.
-      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(13);
+      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(14);
       const forged = tableAfter(report, '## 8. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
       if (storesPresent) {
@@ -221,6 +221,8 @@ describe('npm run bench -- --quick', () => {
       const flood = tableAfter(report, '### A flood of random tenant names');
       expect(flood.map((row) => row[0])).toEqual(['10,000 at once, a 5 ms loader']);
       expect(flood[0]![1]).toBe('16');
+      // Section 14: claim + complete with and without ordering, memory and (with a Redis) Redis.
+      expect(tableAfter(report, '## 14. Ordering: claim + complete with and without').map((row) => row[0])).toEqual(redisPresent ? ['memory', 'Redis (ioredis)'] : ['memory']);
     },
     TIME_LIMIT_MS + 10_000,
   );
@@ -230,7 +232,7 @@ describe('npm run bench -- --quick', () => {
       const result = await runBench([flag, 'nonsense']);
       expect(result.code).toBe(1);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, keys, curves; got "nonsense"');
+      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, keys, curves, ordering; got "nonsense"');
     }
   }, 60_000);
 

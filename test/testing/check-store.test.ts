@@ -137,12 +137,17 @@ const withFault = (fault?: Fault): StoreFactory => {
   return ({ now }) => faultyStore(now, fault, shared);
 };
 
+/** The ordering rules, in the order they run, skipped on a store without the ordering operations. */
+const ORDERING_RULES = ['ordering-stale', 'ordering-compare', 'ordering-exclusive', 'ordering-failed-newer', 'ordering-never-down', 'ordering-fencing', 'ordering-concurrent', 'ordering-lock-expiry', 'ordering-forget'];
+
 describe('checkStore', () => {
   it('passes the correct reference store and the memory store, with a report of every rule', async () => {
     const report = await checkStore(({ now }) => faultyStore(now), { clock: 'manual' });
-    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 2 });
+    // The reference store has no ordering operations: their 9 rules are skipped.
+    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 11 });
     expect(report.rules.find((rule) => rule.rule === 'unreachable')).toMatchObject({ outcome: 'skipped', message: 'no unreachable backend was given' });
-    expect((await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual' })).failed).toBe(0);
+    expect(report.rules.find((rule) => rule.rule === 'ordering-stale')).toMatchObject({ outcome: 'skipped', message: 'the store has no ordering operations' });
+    expect(await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual' })).toMatchObject({ passed: 24, failed: 0 });
   });
 
   it('catches a claim that checks, awaits, then sets: not atomic', async () => {
@@ -215,7 +220,7 @@ describe('checkStore', () => {
 
   it('passes a store that refuses every bad argument with a TypeError, recommending RangeError for durations (issue 22)', async () => {
     const report = await checkStore(withFault('type-errors-only'), { clock: 'manual' });
-    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 2 });
+    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 11 });
     const rule = report.rules.find((r) => r.rule === 'arguments')!;
     expect(rule.outcome).toBe('passed');
     expect(rule.recommendation).toMatch(
@@ -273,8 +278,36 @@ describe('checkStore', () => {
       ['extend', 'the store has no extend'],
       ['shared', 'the stores do not share a backend (shared: false)'],
       ['unreachable', 'no unreachable backend was given'],
+      ...ORDERING_RULES.map((rule) => [rule, 'the store has no ordering operations']),
     ]);
     expect(report.failed).toBe(0);
+  });
+
+  it('runs the ordering rules on a store that has the ordering operations, and catches one that breaks them (issue 26)', async () => {
+    // Versions ignored: every ordered claim is a plain claim, so nothing is ever stale.
+    const noVersions: StoreFactory = ({ now }) => {
+      const store = memoryStore({ now });
+      return {
+        ...store,
+        claimOrdered: (key, lockMs) => store.claim(key, lockMs),
+        completeOrdered: (key, token, ttlMs) => store.complete(key, token, ttlMs),
+        releaseOrdered: (key, token) => store.release(key, token),
+        extendOrdered: (key, token, lockMs) => store.extend(key, token, lockMs),
+        forgetVersion: async () => {},
+      };
+    };
+    const found = await failures(noVersions, { clock: 'manual' });
+    expect(found.get('ordering-stale')).toBe('version 4 after version 5 was completed answered acquired instead of stale');
+    expect(found.get('ordering-compare')).toMatch(/^version 2\^53 after 2\^53 \+ 1 answered acquired instead of stale/);
+    expect(found.get('ordering-exclusive')).toBe('a second delivery of a locked entity answered acquired instead of busy');
+    expect(found.get('ordering-concurrent')).toMatch(/^50 concurrent claims of one entity acquired 50 times instead of once$/);
+    // Some but not all: a broken contract, reported once.
+    const partial: StoreFactory = ({ now }) => {
+      const { forgetVersion: _dropped, ...store } = memoryStore({ now });
+      return store;
+    };
+    const some = await failures(partial, { clock: 'manual' });
+    expect([...some]).toEqual([['ordering-stale', 'the store has claimOrdered, completeOrdered, releaseOrdered, extendOrdered but not forgetVersion: the ordering operations come all together or not at all']]);
   });
 
   it('refuses bad options with TypeError or RangeError', async () => {

@@ -30,7 +30,16 @@ export type StoreRule =
   | 'extend'
   | 'shared'
   | 'ping'
-  | 'unreachable';
+  | 'unreachable'
+  | 'ordering-stale'
+  | 'ordering-compare'
+  | 'ordering-exclusive'
+  | 'ordering-failed-newer'
+  | 'ordering-never-down'
+  | 'ordering-fencing'
+  | 'ordering-concurrent'
+  | 'ordering-lock-expiry'
+  | 'ordering-forget';
 
 /**
  * What {@link checkStore} hands the store factory.
