@@ -5,8 +5,13 @@
  * handlers; 404/503 answers in the envelope, 503 with Retry-After.
  */
 
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Router from '@koa/router';
+import { Controller, HttpCode, Inject, Post, UseInterceptors } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
@@ -18,6 +23,7 @@ import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
 import { webhooks as koaWebhooks } from '../../adapters/koa.ts';
 import { webhookHandler as lambdaHandler } from '../../adapters/lambda.ts';
+import { Webhook, WebhookInterceptor, WebhookReceiverModule } from '../../adapters/nestjs.ts';
 import { tenantKeys, type TenantKeys, type TenantKeysLoaded } from '../../src/keys.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
@@ -61,6 +67,36 @@ function endpointAt(port: number, close: () => Promise<void>): Endpoint {
 }
 
 type Make = (keys: TenantKeys, record: (webhook: VerifiedWebhook) => void) => Promise<Endpoint>;
+
+const RECORD = 'RECORD';
+
+@Controller()
+class TenantHookController {
+  // An explicit token: injection does not rely on decorator metadata.
+  constructor(@Inject(RECORD) private readonly record: (webhook: VerifiedWebhook) => void) {}
+
+  @Post('webhooks/:tenant')
+  @UseInterceptors(WebhookInterceptor)
+  @HttpCode(204)
+  hook(@Webhook() webhook: VerifiedWebhook): void {
+    this.record(webhook);
+  }
+}
+
+/** A Nest app on either platform, the route's `:tenant` reaching the tenant function as `params`. */
+function nest(platform: 'express' | 'fastify'): Make {
+  return async (keys, record) => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [WebhookReceiverModule.forRoot({ keys, onRejected: () => {} })],
+      controllers: [TenantHookController],
+      providers: [{ provide: RECORD, useValue: record }],
+    }).compile();
+    const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), { rawBody: true, logger: false });
+    await app.listen(0, '127.0.0.1');
+    const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
+    return endpointAt(port, () => app.close());
+  };
+}
 
 const adapters: [string, Make][] = [
   [
@@ -111,6 +147,8 @@ const adapters: [string, Make][] = [
       return http(createServer(new Koa().use(router.routes()).callback()));
     },
   ],
+  ['nestjs (platform-express)', nest('express')],
+  ['nestjs (platform-fastify)', nest('fastify')],
   [
     'fetch (tenant from the path)',
     async (keys, record) => {
@@ -214,5 +252,22 @@ describe('tenant keys in the receiver', () => {
     expect(refused.statusCode).toBe(503);
     expect(refused.headers?.['retry-after']).toBe('5');
     expect(JSON.parse(refused.body ?? '')).toMatchObject({ error: 'KEYS_UNAVAILABLE' });
+  });
+});
+
+describe.each(['express', 'fastify'] as const)('tenant keys on NestJS (platform-%s)', (platform) => {
+  it("gives the tenant function the route's parameters (params.tenant, not the path)", async () => {
+    const secret = generateSecret();
+    const seen: unknown[] = [];
+    const keys = tenantKeys({
+      tenant: (request) => (seen.push({ params: { ...request.params }, path: request.path, method: request.method }), request.params.tenant),
+      load: async (tenant) => (tenant === 'acme' ? [secret] : undefined),
+    });
+    const runs: string[] = [];
+    const endpoint = await nest(platform)(keys, (webhook) => runs.push(`${webhook.tenant}:${webhook.id}`));
+    const { headers, body } = await signedFor(secret, 'msg_p', 'acme');
+    expect((await endpoint.post('/webhooks/acme?x=1', headers, body)).status).toBe(204);
+    expect(runs).toEqual(['acme:msg_p']);
+    expect(seen).toEqual([{ params: { tenant: 'acme' }, path: '/webhooks/acme', method: 'POST' }]);
   });
 });
