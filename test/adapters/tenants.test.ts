@@ -2,7 +2,7 @@
  * Tenant keys through the receiver and the adapters (issue 25), over real HTTP on 127.0.0.1: two
  * tenants on one route, each with its own secret; each tenant's delivery accepted only with its
  * own secret; a rotation seen after `forget`; the same webhook-id from both tenants runs both
- * handlers; 404/503 answers in the envelope, 503 with Retry-After.
+ * handlers; 404/503 answers in the envelope, 503 with Retry-After; a rotation seen after the TTL.
  */
 
 import { createServer, type Server } from 'node:http';
@@ -269,5 +269,50 @@ describe.each(['express', 'fastify'] as const)('tenant keys on NestJS (platform-
     expect((await endpoint.post('/webhooks/acme?x=1', headers, body)).status).toBe(204);
     expect(runs).toEqual(['acme:msg_p']);
     expect(seen).toEqual([{ params: { tenant: 'acme' }, path: '/webhooks/acme', method: 'POST' }]);
+  });
+});
+
+describe('rotation by TTL, over real HTTP (Express)', () => {
+  it('a rotated key is accepted once the cached keys are older than ttlSeconds, without forget', async () => {
+    const TTL_SECONDS = 1;
+    const secret = generateSecret();
+    let current: string[] = [secret];
+    const loads: number[] = [];
+    const keys = tenantKeys({
+      tenant: (request) => request.params.tenant,
+      load: async () => (loads.push(Date.now()), current),
+      ttlSeconds: TTL_SECONDS,
+    });
+    const runs: string[] = [];
+    const endpoint = await adapters.find(([name]) => name === 'express')![1](keys, (webhook) => runs.push(webhook.id));
+    const post = async (key: string, id: string) => {
+      const { headers, body } = await signedFor(key, id, 'acme');
+      return (await endpoint.post('/webhooks/acme', headers, body)).status;
+    };
+
+    expect(await post(secret, 'msg_t0')).toBe(204);
+    expect(loads).toHaveLength(1);
+    const rotated = generateSecret();
+    current = [rotated, secret];
+    const first = await post(rotated, 'msg_t1');
+    // Within the TTL the cached keys answer (401); a machine slow enough to pass the TTL already
+    // reloaded, which the polling below accepts too.
+    if (Date.now() < loads[0]! + TTL_SECONDS * 1000) expect(first).toBe(401);
+
+    // Poll, bounded: each attempt a fresh id, a short pause between attempts.
+    const deadline = Date.now() + 15_000;
+    let attempt = 0;
+    let status = first;
+    while (status !== 204 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      status = await post(rotated, `msg_t2_${attempt++}`);
+    }
+    expect(status).toBe(204);
+    expect(loads.length).toBe(2);
+    // Two clocks (lru-cache reads performance.now): a few ms of slack.
+    expect(loads[1]! - loads[0]!).toBeGreaterThanOrEqual(TTL_SECONDS * 1000 - 5);
+    // The earlier key still verifies during the overlap.
+    expect(await post(secret, 'msg_t3')).toBe(204);
+    expect(runs.at(-1)).toBe('msg_t3');
   });
 });
