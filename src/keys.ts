@@ -14,7 +14,7 @@ import { LRUCache } from 'lru-cache';
 import { defaultBackend, type CryptoBackend } from './crypto.ts';
 import { rejection, WebhookError } from './errors.ts';
 import { headerValues } from './headers.ts';
-import { pathAsSent } from './rejection.ts';
+import { pathAsSent, withTenant } from './rejection.ts';
 import { decodeSecretList, type KeyMaterial, type SecretInput } from './secrets.ts';
 import {
   createTenantVerifier,
@@ -384,7 +384,14 @@ class TenantKeysImpl implements TenantKeys {
     const name = this.#name(request);
     const entry = this.#known.get(name);
     if (entry !== undefined) return entry.profile === profile ? entry.verifier! : this.#verifierOf(entry, profile, name);
-    return this.#uncached(name, profile);
+    // Off the cached path: every refusal from here on concerns this tenant (for the log).
+    let found: Verifier | Promise<Verifier>;
+    try {
+      found = this.#uncached(name, profile);
+    } catch (error) {
+      throw withTenant(error, name);
+    }
+    return found instanceof Promise ? found.catch((error: unknown) => Promise.reject(withTenant(error, name))) : found;
   }
 
   #name(request: TenantRequest): string {

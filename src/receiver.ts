@@ -20,7 +20,7 @@ import { memoryStore } from './stores/memory.ts';
 import { syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type ClaimResult, type IdempotencyStore } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
-import { ClaimKeeper, DONE, Held, checkedClaim, type Report } from './receiver/claims.ts';
+import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from './receiver/claims.ts';
 import { Context } from './receiver/context.ts';
 import { checkReplayWindow, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
 import {
@@ -45,6 +45,7 @@ export * from './receiver/types.ts';
 const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
 const noop = (): Promise<void> => DONE;
 const nothingPending = (): undefined => undefined;
+const subjectOf = (webhook: VerifiedWebhook): Subject => ({ webhookId: webhook.id, tenant: webhook.tenant });
 
 /** Each receiver's observer, for the adapters' shared flow (`observerOf`). */
 const observers = new WeakMap<Receiver, Observer>();
@@ -140,7 +141,7 @@ class ReceiverImpl implements Receiver {
     if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
     this.#processOnStoreError = onStoreError === 'process';
     if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
-    const report: Report = (error, stage, webhookId, willRetry) => this.#report(error, stage, webhookId, willRetry);
+    const report: Report = (error, stage, subject, willRetry) => this.#report(error, stage, subject, willRetry);
     this.#claims = new ClaimKeeper({ sync: this.#sync, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, renews, report });
   }
 
@@ -195,10 +196,10 @@ class ReceiverImpl implements Receiver {
       // be broken in a way that lets every duplicate through.
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
       if (this.#processOnStoreError && !contractBroken) {
-        this.#report(error, 'claim', webhook.id, false);
+        this.#report(error, 'claim', subjectOf(webhook), false);
         return this.#unclaimedRun(webhook, trace);
       }
-      if (contractBroken) this.#report(error, 'claim', webhook.id, false);
+      if (contractBroken) this.#report(error, 'claim', subjectOf(webhook), false);
       throw new WebhookError(
         'STORE_UNAVAILABLE',
         'the idempotency store is unreachable, so this delivery cannot be deduplicated safely; retry later',
@@ -211,7 +212,7 @@ class ReceiverImpl implements Receiver {
       return { ...this.#early('in_progress', webhook), retryAfterSeconds };
     }
 
-    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, this.#now(), deadline);
+    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, webhook.tenant, this.#now(), deadline);
     held.trace = trace;
     this.#claims.hold(held);
     let settled: Promise<void> | undefined;
@@ -286,15 +287,15 @@ class ReceiverImpl implements Receiver {
     try {
       namespace = tenant(webhook);
     } catch (error) {
-      this.#namespaceFailed(error, webhook.id);
+      this.#namespaceFailed(error, webhook);
     }
     const problem = namespaceProblem(namespace);
-    if (problem !== undefined) this.#namespaceFailed(new TypeError(`the idempotency namespace function's result ${problem}`), webhook.id);
+    if (problem !== undefined) this.#namespaceFailed(new TypeError(`the idempotency namespace function's result ${problem}`), webhook);
     return `${namespace as string}:${webhook.signed ? 's' : 'u'}:${webhook.id}`;
   }
 
-  #namespaceFailed(error: unknown, webhookId: string): never {
-    this.#report(error, 'namespace', webhookId, false);
+  #namespaceFailed(error: unknown, webhook: VerifiedWebhook): never {
+    this.#report(error, 'namespace', subjectOf(webhook), false);
     throw new WebhookError('INVALID_NAMESPACE', 'the receiver could not tell which idempotency namespace this webhook belongs to; nothing was claimed', {
       cause: error,
     });
@@ -317,9 +318,9 @@ class ReceiverImpl implements Receiver {
     return { outcome: 'acquired', webhook, context, complete: () => finish(true), release: () => finish(false), pending: nothingPending };
   }
 
-  #report(error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string, willRetry: boolean): void {
+  #report(error: unknown, stage: ReceiverErrorContext['stage'], { webhookId, tenant }: Subject, willRetry: boolean): void {
     try {
-      this.#onError(error, { stage, webhookId, willRetry });
+      this.#onError(error, tenant === undefined ? { stage, webhookId, willRetry } : { stage, webhookId, willRetry, tenant });
     } catch {
       // A throwing logger must not turn a processed webhook into a failure.
     }

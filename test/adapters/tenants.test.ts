@@ -16,7 +16,7 @@ import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhooks as fastifyWebhooks, webhookOf as fastifyWebhookOf } from '../../adapters/fastify.ts';
 import { webhookHandler } from '../../adapters/fetch.ts';
@@ -25,7 +25,8 @@ import { webhooks as koaWebhooks } from '../../adapters/koa.ts';
 import { webhookHandler as lambdaHandler } from '../../adapters/lambda.ts';
 import { Webhook, WebhookInterceptor, WebhookReceiverModule } from '../../adapters/nestjs.ts';
 import { tenantKeys, type TenantKeys, type TenantKeysLoaded } from '../../src/keys.ts';
-import { createReceiver } from '../../src/receiver.ts';
+import type { RejectionContext } from '../../src/http.ts';
+import { createReceiver, type ReceiverErrorContext } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { listen, servedFetch } from './node-http.ts';
@@ -314,5 +315,76 @@ describe('rotation by TTL, over real HTTP (Express)', () => {
     // The earlier key still verifies during the overlap.
     expect(await post(secret, 'msg_t3')).toBe(204);
     expect(runs.at(-1)).toBe('msg_t3');
+  });
+});
+
+describe('the tenant in rejection logs and in onError (Express, over real HTTP)', () => {
+  async function expressWith(options: Omit<Parameters<typeof expressWebhooks>[0], 'keys' | 'secrets'>, keys: TenantKeys): Promise<Endpoint> {
+    const app = express();
+    app.post('/webhooks/:tenant', expressWebhooks({ keys, ...options }), (_req, res) => {
+      res.sendStatus(204);
+    });
+    return http(createServer(app));
+  }
+
+  it('the default log line names the tenant, escaped; onRejected and a structured logger get it as a field', async () => {
+    const { keys, secret } = fixture();
+    const lines: string[] = [];
+    const warn = vi.spyOn(console, 'warn').mockImplementation((line: unknown) => void lines.push(String(line)));
+    try {
+      const endpoint = await expressWith({}, keys);
+      const forged = await signedFor(secret('globex'), 'msg_f', 'acme');
+      expect((await endpoint.post('/webhooks/acme', forged.headers, forged.body)).status).toBe(401);
+      // U+009B (a terminal's CSI) in the tenant named by the route: Express decodes the parameter.
+      expect((await endpoint.post('/webhooks/%C2%9Bx', forged.headers, forged.body)).status).toBe(404);
+    } finally {
+      warn.mockRestore();
+    }
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^\[webhook-receiver\] rejected POST \/webhooks\/acme \(tenant "acme"\): SIGNATURE_MISMATCH /);
+    expect(lines[1]).toMatch(/^\[webhook-receiver\] rejected POST \/webhooks\/%C2%9Bx \(tenant "\\x9bx"\): UNKNOWN_TENANT tenant "\\x9bx" is unknown$/);
+    expect(lines.join('\n')).not.toContain('\u009b');
+
+    const seen: { context: RejectionContext; code: string }[] = [];
+    const onRejected = await expressWith({ onRejected: (error, context) => seen.push({ context, code: error.code }) }, keys);
+    const forged = await signedFor(secret('globex'), 'msg_g', 'acme');
+    await onRejected.post('/webhooks/acme', forged.headers, forged.body);
+    await onRejected.post('/webhooks/initech', forged.headers, forged.body);
+    expect(seen).toEqual([
+      { code: 'SIGNATURE_MISMATCH', context: { method: 'POST', path: '/webhooks/acme', webhookId: 'msg_g', tenant: 'acme' } },
+      { code: 'UNKNOWN_TENANT', context: { method: 'POST', path: '/webhooks/initech', webhookId: 'msg_g', tenant: 'initech' } },
+    ]);
+
+    const fields: object[] = [];
+    const logger = { warn: (entry: object) => void fields.push(entry), error: () => {} };
+    const structured = await expressWith({ logger }, keys);
+    await structured.post('/webhooks/acme', forged.headers, forged.body);
+    expect(fields).toEqual([{ code: 'SIGNATURE_MISMATCH', status: 401, webhookId: 'msg_g', method: 'POST', path: '/webhooks/acme', tenant: 'acme' }]);
+  });
+
+  it('onError gets the tenant of the delivery, and the default error log names it', async () => {
+    const { keys, secret } = fixture();
+    const store = {
+      claim: async (): Promise<never> => {
+        throw new Error('store down');
+      },
+      complete: async () => true,
+      release: async () => true,
+    };
+    const contexts: ReceiverErrorContext[] = [];
+    const endpoint = await expressWith({ idempotency: { store, onStoreError: 'process' }, onError: (_error, context) => contexts.push(context) }, keys);
+    const signed = await signedFor(secret('acme'), 'msg_e', 'acme');
+    expect((await endpoint.post('/webhooks/acme', signed.headers, signed.body)).status).toBe(204);
+    expect(contexts).toEqual([{ stage: 'claim', webhookId: 'msg_e', willRetry: false, tenant: 'acme' }]);
+
+    const lines: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((line: unknown) => void lines.push(String(line)));
+    try {
+      const logged = await expressWith({ idempotency: { store, onStoreError: 'process' } }, keys);
+      expect((await logged.post('/webhooks/acme', signed.headers, signed.body)).status).toBe(204);
+    } finally {
+      error.mockRestore();
+    }
+    expect(lines).toEqual(['[webhook-receiver] idempotency store failed while claiming for webhook "msg_e" of tenant "acme": Error: store down']);
   });
 });
