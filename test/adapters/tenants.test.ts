@@ -362,6 +362,33 @@ describe('the tenant in rejection logs and in onError (Express, over real HTTP)'
     expect(fields).toEqual([{ code: 'SIGNATURE_MISMATCH', status: 401, webhookId: 'msg_g', method: 'POST', path: '/webhooks/acme', tenant: 'acme' }]);
   });
 
+  it('INVALID_TENANT_KEYS: the answer says only that the server is misconfigured; which key and why is logged (the hint)', async () => {
+    const good = generateSecret();
+    const short = `whsec_${Buffer.from('0123456789').toString('base64')}`;
+    const keys = tenantKeys({ tenant: (request) => request.params.tenant, load: async () => [good, { key: short, keyId: 'key-acme-2' }] });
+    const lines: string[] = [];
+    const warn = vi.spyOn(console, 'warn').mockImplementation((line: unknown) => void lines.push(String(line)));
+    let answer: { status: number; body: string };
+    try {
+      const endpoint = await expressWith({}, keys);
+      const { headers, body } = await signedFor(good, 'msg_k', 'acme');
+      answer = await endpoint.post('/webhooks/acme', headers, body);
+    } finally {
+      warn.mockRestore();
+    }
+    expect(answer.status).toBe(500);
+    expect(JSON.parse(answer.body)).toEqual({
+      error: 'INVALID_TENANT_KEYS',
+      message: "the receiving server's keys for this endpoint are misconfigured; the delivery itself was not judged",
+    });
+    expect(lines).toEqual([
+      "[webhook-receiver] rejected POST /webhooks/acme (tenant \"acme\"): INVALID_TENANT_KEYS the receiving server's keys for this endpoint are misconfigured; the delivery itself was not judged " +
+        `(the keys loaded for tenant "acme" do not decode: keys[1] (keyId "key-acme-2") decodes to 10 bytes; Standard Webhooks secrets are 24 to 64 random bytes (at least 16 accepted). ` +
+        "Pass the 'whsec_…' value the sender gave you, or make one with generateSecret())",
+    ]);
+    expect(lines[0]).not.toContain(short.slice('whsec_'.length));
+  });
+
   it('onError gets the tenant of the delivery, and the default error log names it', async () => {
     const { keys, secret } = fixture();
     const store = {
