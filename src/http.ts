@@ -9,7 +9,7 @@ import { isWebhookError, type WebhookError } from './errors.ts';
 import { TENANT_KEYS_DEFAULTS } from './keys.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
-import { rejectionContext, type RejectionContext } from './rejection.ts';
+import { rejectionContext, tenantOfError, type RejectionContext } from './rejection.ts';
 import { createReceiver, observerOf, type AcceptResult, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
 import { noteAnswer, traceOf, type Observer } from './telemetry.ts';
 
@@ -135,8 +135,9 @@ export function settleClaim(claim: Pick<Claim, 'complete' | 'release'>, status: 
 export interface AdapterOptions extends ReceiverOptions {
   /**
    * Called for every rejected request, for logging or counting. Default: a warning through
-   * `logger` (structured fields: code, status, webhookId, method, path) or one `console.warn`
-   * line (messages never contain secrets). Pass `() => {}` to silence it.
+   * `logger` (structured fields: code, status, webhookId, method, path, and with tenant keys
+   * tenant) or one `console.warn` line (messages never contain secrets). Pass `() => {}` to
+   * silence it.
    */
   onRejected?: (error: WebhookError, context: RejectionContext) => void;
 }
@@ -212,6 +213,8 @@ export class Delivery {
   refuse(error: unknown, method: string, url: string, headers: HeadersInput, logger?: WebhookLogger): WebhookResponse {
     if (!isWebhookError(error)) throw error;
     const context = rejectionContext(method, url, headers);
+    const tenant = tenantOfError(error);
+    if (tenant !== undefined) context.tenant = tenant;
     this.#observer?.refused(error, context.webhookId);
     this.#report(error, context, logger);
     return errorResponse(error);

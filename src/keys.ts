@@ -14,7 +14,7 @@ import { LRUCache } from 'lru-cache';
 import { defaultBackend, type CryptoBackend } from './crypto.ts';
 import { rejection, WebhookError } from './errors.ts';
 import { headerValues } from './headers.ts';
-import { pathAsSent } from './rejection.ts';
+import { pathAsSent, withTenant } from './rejection.ts';
 import { decodeSecretList, type KeyMaterial, type SecretInput } from './secrets.ts';
 import {
   createTenantVerifier,
@@ -133,7 +133,8 @@ export interface TenantKeysOptions {
    * Loads a tenant's keys. `signal` aborts when the load timed out (`loadTimeoutMs`): pass it to
    * the database or HTTP client so a hung query is cancelled. A throw or a timeout is
    * `503 KEYS_UNAVAILABLE` (earlier keys keep serving for `graceSeconds`); a key that does not
-   * decode is `500 INVALID_TENANT_KEYS`, and is not cached.
+   * decode is `500 INVALID_TENANT_KEYS`, and is not cached (which key and why is in the error's
+   * `hint`, logged, never answered).
    */
   load: (tenant: string, context: { signal: AbortSignal }) => TenantKeysLoaded | Promise<TenantKeysLoaded>;
   /** How long loaded keys are used before they are loaded again. Default 60. */
@@ -282,6 +283,9 @@ function checkCount(value: number | undefined, name: string, fallback: number, {
 
 const unknownTenant = (message: string): WebhookError => rejection('UNKNOWN_TENANT', message);
 
+/** What the caller is answered for keys that do not decode: no tenant, no key, no decoder detail. */
+const INVALID_TENANT_KEYS_MESSAGE = "the receiving server's keys for this endpoint are misconfigured; the delivery itself was not judged";
+
 /** A verifier over tenant keys with one set of verifier settings. */
 class TenantVerifier implements Verifier {
   readonly #keys: TenantKeysImpl;
@@ -384,7 +388,14 @@ class TenantKeysImpl implements TenantKeys {
     const name = this.#name(request);
     const entry = this.#known.get(name);
     if (entry !== undefined) return entry.profile === profile ? entry.verifier! : this.#verifierOf(entry, profile, name);
-    return this.#uncached(name, profile);
+    // Off the cached path: every refusal from here on concerns this tenant (for the log).
+    let found: Verifier | Promise<Verifier>;
+    try {
+      found = this.#uncached(name, profile);
+    } catch (error) {
+      throw withTenant(error, name);
+    }
+    return found instanceof Promise ? found.catch((error: unknown) => Promise.reject(withTenant(error, name))) : found;
   }
 
   #name(request: TenantRequest): string {
@@ -513,8 +524,13 @@ class TenantKeysImpl implements TenantKeys {
       keys = decodeSecretList(secrets, 'verify', 'keys');
     } catch (error) {
       if (current) this.#known.delete(name);
-      // The decoder's message names the key by its position (and keyId), never its value.
-      throw new WebhookError('INVALID_TENANT_KEYS', `the keys loaded for tenant ${shown(name)} do not decode: ${(error as Error).message}`, { cause: error });
+      // The decoder's message names the key by its position and keyId, never its value, but it may
+      // still describe the key (its length, its prefix): for the operator's log (the hint), never
+      // for the answer, whose message says only that the fault is the server's.
+      throw new WebhookError('INVALID_TENANT_KEYS', INVALID_TENANT_KEYS_MESSAGE, {
+        cause: error,
+        hint: `the keys loaded for tenant ${shown(name)} do not decode: ${(error as Error).message}`,
+      });
     }
     const entry: Entry = { keys, loadedAt: this.#now(), retryAt: 0, profile: undefined, verifier: undefined, others: undefined };
     if (current) {
@@ -538,7 +554,8 @@ export function tenantKeysWith(options: TenantKeysOptions, backend: CryptoBacken
  * Answers: no tenant named, or one the loader does not know, `404 UNKNOWN_TENANT` (no key was
  * tried); the loader throws or times out, or too many loads are in flight, `503 KEYS_UNAVAILABLE`
  * (earlier keys of the tenant serve instead, within the grace period); a key that does not decode,
- * `500 INVALID_TENANT_KEYS` (naming the tenant and the key's position, never the key).
+ * `500 INVALID_TENANT_KEYS` (its `hint`, logged and never answered, names the tenant and the key's
+ * position, never the key).
  *
  * @example
  * ```ts

@@ -22,9 +22,9 @@ import type { RejectionContext } from './rejection.ts';
  * ```
  */
 export interface WebhookLogger {
-  /** A rejected request: `code`, `status`, `webhookId`, `method`, `path`. */
+  /** A rejected request: `code`, `status`, `webhookId`, `method`, `path` (and `tenant`, with tenant keys). */
   warn(fields: object, message: string): void;
-  /** A store failure: `stage`, `webhookId`, `willRetry`, `err`. */
+  /** A store failure: `stage`, `webhookId`, `willRetry`, `err` (and `tenant`, with tenant keys). */
   error(fields: object, message: string): void;
 }
 
@@ -71,17 +71,26 @@ export function logRejection(logger: WebhookLogger | undefined, error: WebhookEr
   const hint = fix === undefined ? '' : ` (${fix})`;
   if (isConsole(logger)) {
     // Request values are escaped, so a client cannot break the line or send terminal escapes (issue 12).
-    console.warn(escapeControlCharacters(`[webhook-receiver] rejected ${request.method} ${request.path}: ${error.code} ${error.message}${hint}`));
+    const tenant = request.tenant === undefined ? '' : ` (tenant ${JSON.stringify(request.tenant)})`;
+    console.warn(escapeControlCharacters(`[webhook-receiver] rejected ${request.method} ${request.path}${tenant}: ${error.code} ${error.message}${hint}`));
     return;
   }
   const fields: RejectionLogFields = { code: error.code, status: error.status, webhookId: request.webhookId, method: request.method, path: request.path };
+  if (request.tenant !== undefined) fields.tenant = request.tenant;
   logger!.warn(fields, `webhook rejected: ${error.message}${hint}`);
 }
 
 /** One failure outside a request's own outcome (a store failure), logged as an error. */
-export function logFailure(logger: WebhookLogger | undefined, fields: { stage: string; webhookId: string; willRetry: boolean }, message: string, error: unknown): void {
+export function logFailure(
+  logger: WebhookLogger | undefined,
+  fields: { stage: string; webhookId: string; willRetry: boolean; tenant?: string },
+  message: string,
+  error: unknown,
+): void {
   if (isConsole(logger)) {
-    console.error(`[webhook-receiver] ${message} for webhook ${JSON.stringify(fields.webhookId)}: ${errorText(error)}`);
+    // The tenant came from the request (route, host, header): escaped like the other request values.
+    const tenant = fields.tenant === undefined ? '' : ` of tenant ${escapeControlCharacters(JSON.stringify(fields.tenant))}`;
+    console.error(`[webhook-receiver] ${message} for webhook ${JSON.stringify(fields.webhookId)}${tenant}: ${errorText(error)}`);
     return;
   }
   // pino serialises `err` with its stack and cause.

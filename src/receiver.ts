@@ -21,7 +21,7 @@ import { memoryStore } from './stores/memory.ts';
 import { checkEntity, ORDERING_OPERATIONS, syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
-import { ClaimKeeper, DONE, Held, checkedClaim, type Report } from './receiver/claims.ts';
+import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from './receiver/claims.ts';
 import { Context } from './receiver/context.ts';
 import { checkReplayWindow, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
 import { acceptClaimed, InboxGate, type ClaimedDelivery } from './inbox/accept.ts';
@@ -50,6 +50,7 @@ export * from './receiver/types.ts';
 const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
 const noop = (): Promise<void> => DONE;
 const nothingPending = (): undefined => undefined;
+const subjectOf = (webhook: VerifiedWebhook): Subject => ({ webhookId: webhook.id, tenant: webhook.tenant });
 
 /** Each receiver's observer, for the adapters' shared flow (`observerOf`). */
 const observers = new WeakMap<Receiver, Observer>();
@@ -169,7 +170,7 @@ class ReceiverImpl implements Receiver {
     this.#fixedNamespace = typeof namespace === 'function' ? undefined : namespace;
     this.#ordering = checkOrderingOptions(options.ordering);
     if (this.#ordering !== undefined) checkOrderingStore(store);
-    const report: Report = (error, stage, webhookId, willRetry) => this.#report(error, stage, webhookId, willRetry);
+    const report: Report = (error, stage, subject, willRetry) => this.#report(error, stage, subject, willRetry);
     this.#claims = new ClaimKeeper({ sync: this.#sync, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, renews, report });
   }
 
@@ -237,10 +238,10 @@ class ReceiverImpl implements Receiver {
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
       // Nor for an ordered delivery: run unprotected, a stale event would overwrite newer state.
       if (this.#processOnStoreError && !contractBroken && order === undefined) {
-        this.#report(error, 'claim', webhook.id, false);
+        this.#report(error, 'claim', subjectOf(webhook), false);
         return this.#unclaimedRun(webhook, trace);
       }
-      if (contractBroken) this.#report(error, 'claim', webhook.id, false);
+      if (contractBroken) this.#report(error, 'claim', subjectOf(webhook), false);
       throw new WebhookError(
         'STORE_UNAVAILABLE',
         'the idempotency store is unreachable, so this delivery cannot be deduplicated safely; retry later',
@@ -258,7 +259,7 @@ class ReceiverImpl implements Receiver {
       throw rejection('ENTITY_BUSY', `another delivery of this event's entity is being processed; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
     }
 
-    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, this.#now(), deadline, order);
+    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, webhook.tenant, this.#now(), deadline, order);
     held.trace = trace;
     this.#claims.hold(held);
     let settled: Promise<void> | undefined;
@@ -346,10 +347,10 @@ class ReceiverImpl implements Receiver {
     try {
       namespace = tenant(webhook);
     } catch (error) {
-      this.#namespaceFailed(error, webhook.id);
+      this.#namespaceFailed(error, webhook);
     }
     const problem = namespaceProblem(namespace);
-    if (problem !== undefined) this.#namespaceFailed(new TypeError(`the idempotency namespace function's result ${problem}`), webhook.id);
+    if (problem !== undefined) this.#namespaceFailed(new TypeError(`the idempotency namespace function's result ${problem}`), webhook);
     return namespace as string;
   }
 
@@ -371,8 +372,8 @@ class ReceiverImpl implements Receiver {
     }
   }
 
-  #namespaceFailed(error: unknown, webhookId: string): never {
-    this.#report(error, 'namespace', webhookId, false);
+  #namespaceFailed(error: unknown, webhook: VerifiedWebhook): never {
+    this.#report(error, 'namespace', subjectOf(webhook), false);
     throw new WebhookError('INVALID_NAMESPACE', 'the receiver could not tell which idempotency namespace this webhook belongs to; nothing was claimed', {
       cause: error,
     });
@@ -395,9 +396,9 @@ class ReceiverImpl implements Receiver {
     return { outcome: 'acquired', webhook, context, complete: () => finish(true), release: () => finish(false), pending: nothingPending };
   }
 
-  #report(error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string, willRetry: boolean): void {
+  #report(error: unknown, stage: ReceiverErrorContext['stage'], { webhookId, tenant }: Subject, willRetry: boolean): void {
     try {
-      this.#onError(error, { stage, webhookId, willRetry });
+      this.#onError(error, tenant === undefined ? { stage, webhookId, willRetry } : { stage, webhookId, willRetry, tenant });
     } catch {
       // A throwing logger must not turn a processed webhook into a failure.
     }

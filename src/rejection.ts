@@ -23,6 +23,13 @@ export interface RejectionContext {
   path: string;
   /** The `webhook-id` the request claimed, as sent, when it had one. Unverified: do not trust it. */
   webhookId: string | undefined;
+  /**
+   * With tenant keys, the tenant the request named (by its route, host or header), when it named
+   * one the refusal concerns; absent otherwise. Unverified, like the path: escape it before
+   * writing it into a text log (the default log line does), and keep it off metric attributes
+   * (anyone can make up tenant names).
+   */
+  tenant?: string;
 }
 
 /**
@@ -40,6 +47,23 @@ export interface RejectionContext {
  */
 export function rejectionContext(method: string, url: string, headers: HeadersInput): RejectionContext {
   return { method, path: pathAsSent(url), webhookId: claimedWebhookId(headers) };
+}
+
+/** The tenant each refusal concerned, kept beside the error rather than on it. */
+const TENANT_OF_ERROR = new WeakMap<object, string>();
+
+/**
+ * Notes the tenant a refusal concerns (tenant keys), for the rejection context; returns `error`.
+ * Internal: tenant keys and their verifiers call it where they refuse.
+ */
+export function withTenant<E>(error: E, tenant: string | undefined): E {
+  if (tenant !== undefined && typeof error === 'object' && error !== null) TENANT_OF_ERROR.set(error, tenant);
+  return error;
+}
+
+/** The tenant noted with {@link withTenant}, if any. Internal. */
+export function tenantOfError(error: unknown): string | undefined {
+  return typeof error === 'object' && error !== null ? TENANT_OF_ERROR.get(error) : undefined;
 }
 
 /**

@@ -13,6 +13,7 @@ import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKe
 import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes, utf8Decoder } from './encoding.ts';
 import { bodyUnavailable, rejection, WebhookError } from './errors.ts';
 import { webhookHeaders, type HeadersInput } from './headers.ts';
+import { withTenant } from './rejection.ts';
 import { decodeSecretList, type KeyMaterial, type SecretInput } from './secrets.ts';
 import { DEFAULT_TOLERANCE_SECONDS, MAX_ID_LENGTH, MAX_V1A_ENTRIES } from './verify/limits.ts';
 import { joined, parseSignatureHeader, parseTimestamp, plural, single, type ParsedSignatures } from './verify/wire.ts';
@@ -327,10 +328,10 @@ class VerifierImpl implements Verifier {
       if (body.byteLength > this.#maxBodyBytes) throw payloadTooLarge(this.#maxBodyBytes, body.byteLength);
       outcome = this.#authenticate(inspected, body);
     } catch (error) {
-      return rejectLater(error);
+      return rejectLater(withTenant(error, this.#tenant));
     }
     if (outcome instanceof Webhook) return Promise.resolve(outcome);
-    if (outcome instanceof Error) return rejectLater(outcome);
+    if (outcome instanceof Error) return rejectLater(withTenant(outcome, this.#tenant));
     // The search's (or WebCrypto's) own promise, handed back as it is: an async function would
     // adopt it through more promise turns (64 in flight, issue 17).
     return outcome;
@@ -345,13 +346,18 @@ class VerifierImpl implements Verifier {
       // Not rejectLater: a promise returned from an async function is adopted a turn later, after
       // it rejected unwatched. One turn here, then the throw, has the caller's handler in place.
       await SETTLED;
-      throw error;
+      throw withTenant(error, this.#tenant);
     }
-    const body = await readRequestBody(request, this.#maxBodyBytes);
+    let body: Uint8Array;
+    try {
+      body = await readRequestBody(request, this.#maxBodyBytes);
+    } catch (error) {
+      throw withTenant(error, this.#tenant);
+    }
     // Past an await: the caller's handler is attached, so a rejection may happen at once.
     const outcome = this.#authenticate(inspected, body);
     if (outcome instanceof Webhook) return outcome;
-    if (outcome instanceof Error) throw outcome;
+    if (outcome instanceof Error) throw withTenant(outcome, this.#tenant);
     return await outcome;
   }
 
@@ -450,14 +456,14 @@ class VerifierImpl implements Verifier {
           body,
           (mac, candidates) => {
             if (anyMatches(mac, candidates)) return this.#hmacWebhook(id, timestamp, body, first);
-            throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+            throw this.#mismatch(signatures);
           },
           signatures.v1,
         );
       }
       const matched = this.#hmacMatches(first, prefix, body, signatures.v1);
       if (matched === true) return this.#hmacWebhook(id, timestamp, body, first);
-      if (decisive && matched === false) return rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+      if (decisive && matched === false) return this.#mismatch(signatures);
       tried = matched;
     }
     return this.#search(id, timestamp, body, prefix, signatures, first, tried);
@@ -513,7 +519,12 @@ class VerifierImpl implements Verifier {
       }
     }
 
-    throw rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures));
+    throw this.#mismatch(signatures);
+  }
+
+  /** No key matched: the refusal, noting this verifier's tenant (tenant keys) for the log. */
+  #mismatch(signatures: ParsedSignatures): WebhookError {
+    return withTenant(rejection('SIGNATURE_MISMATCH', this.#mismatchMessage(signatures)), this.#tenant);
   }
 
   /** The webhook signed by the HMAC key in `slot`, which is tried first from now on. */

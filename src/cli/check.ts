@@ -8,7 +8,8 @@ import { SECRET_HELP, UsageError, asUsage, bodyFrom, io, isLoopback, parse, prin
 
 export const CHECK_HELP = `Usage: webhook-receiver check URL [--secret S]... [--json] [--tolerance S] [--unsigned accept]
                              [--body-file FILE] [--print-curl] [--only CASES] [--skip CASES]
-                             [--timeout S] [--concurrency N] [--yes]
+                             [--timeout S] [--concurrency N] [--unknown-tenant-url URL]
+                             [--tenant URL=VARIABLE]... [--yes]
 
 Sends a battery of deliveries to a live endpoint (valid, rotated, forged, stale, replayed) and
 prints, for each case, what a conforming receiver answers, what came back, and a verdict.
@@ -27,6 +28,14 @@ ${SECRET_HELP.replace('a trusted secret', "the endpoint's signing secret").repla
   --skip CASES        leave these cases out, comma-separated
   --timeout S         seconds each request may take (default 10)
   --concurrency N     copies sent at once by the concurrent case (default 5)
+  --unknown-tenant-url URL
+                      for an endpoint with a tenant per URL: a URL of it naming a tenant it
+                      does not know; a correctly signed delivery there must get 404
+  --tenant URL=VARIABLE
+                      another tenant of the endpoint: its URL, and the environment variable
+                      holding its secrets (comma-separated); repeat it for several. A delivery
+                      signed for URL is sent to the first one's URL and must be refused, and the
+                      report warns when one secret is given for several tenants
   --yes               allow a target that is not this machine (the valid deliveries run its handler)
   --help              show this help
 
@@ -38,6 +47,21 @@ reached, 2 misuse.`;
 /** `--only a,b --only c`: case ids, checked by checkEndpoint (which never repeats a value). */
 function caseIds(values: string[] | undefined): CheckCaseId[] | undefined {
   return values?.flatMap((value) => value.split(',')).map((id) => id.trim()).filter((id) => id !== '') as CheckCaseId[] | undefined;
+}
+
+/**
+ * `--tenant URL=VARIABLE`: the tenant's secrets come from the environment, never from the command
+ * line (shell history, process lists). Split at the last '=': a variable's name has none.
+ */
+function tenantFrom(value: string, index: number): { url: string; secrets: string[] } {
+  const at = value.lastIndexOf('=');
+  const name = at < 0 ? '' : value.slice(at + 1);
+  // The value is not repeated: it may be a secret pasted where the variable's name belongs.
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new UsageError(`--tenant ${index + 1}: give URL=VARIABLE, the name of an environment variable holding that tenant's secrets`);
+  const secrets = (process.env[name] ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  // Nor is the name: a secret pasted there (whsec_abc…) looks like one.
+  if (secrets.length === 0) throw new UsageError(`--tenant ${index + 1}: the environment variable it names is not set (it holds that tenant's secrets, comma-separated)`);
+  return { url: value.slice(0, at), secrets };
 }
 
 /** Exit codes: 0 every security case passed, 1 a security case failed or the endpoint was not reached. */
@@ -56,6 +80,8 @@ export async function checkCommand(args: string[]): Promise<number> {
       skip: { type: 'string', multiple: true },
       timeout: { type: 'string' },
       concurrency: { type: 'string' },
+      'unknown-tenant-url': { type: 'string' },
+      tenant: { type: 'string', multiple: true },
       yes: { type: 'boolean' },
     },
     true,
@@ -65,10 +91,14 @@ export async function checkCommand(args: string[]): Promise<number> {
   if (positionals.length === 0) throw new UsageError('no URL: pass the endpoint to check, e.g. webhook-receiver check http://127.0.0.1:3000/webhooks');
   if (positionals.length > 1) throw new UsageError('one URL only: options start with --, values follow their option');
   const target = positionals[0]!;
+  const tenants = (values.tenant ?? []).map(tenantFrom);
+  const unknownTenantUrl = values['unknown-tenant-url'];
   // The scheme, credentials and case ids are checkEndpoint's to refuse; only this machine is the CLI's.
-  const host = URL.canParse(target) ? new URL(target) : undefined;
-  if (host !== undefined && !isLoopback(host.hostname) && !values.yes) {
-    throw new UsageError(`${host.host} is not this machine: the valid deliveries run its real handler (ids msg_check_…). Pass --yes to check it anyway`);
+  for (const url of [target, unknownTenantUrl, ...tenants.map((t) => t.url)]) {
+    const host = url !== undefined && URL.canParse(url) ? new URL(url) : undefined;
+    if (host !== undefined && !isLoopback(host.hostname) && !values.yes) {
+      throw new UsageError(`${host.host} is not this machine: the valid deliveries run its real handler (ids msg_check_…). Pass --yes to check it anyway`);
+    }
   }
   const secrets = secretsFrom(values.secret);
   if (values.unsigned !== undefined && values.unsigned !== 'accept' && values.unsigned !== 'reject') {
@@ -88,6 +118,8 @@ export async function checkCommand(args: string[]): Promise<number> {
       skip: caseIds(values.skip),
       timeoutMs: timeoutSeconds === undefined ? undefined : timeoutSeconds * 1000,
       concurrency,
+      unknownTenantUrl,
+      tenants,
     }),
   );
   const curl = values['print-curl'] === true;

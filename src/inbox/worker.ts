@@ -101,7 +101,7 @@ export class JobRunner {
       now: Date.now,
       lockMs: this.#lockMs,
       renews,
-      report: (error, stage, webhookId) => this.report(error, stage === 'namespace' ? 'claim' : stage, webhookId),
+      report: (error, stage, subject) => this.report(error, stage === 'namespace' ? 'claim' : stage, subject.webhookId),
     });
     this.#handler = handler;
     this.#maxAttempts = maxAttempts;
@@ -139,7 +139,7 @@ export class JobRunner {
       return this.#outcome({ kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, delivery.attempt, started);
     }
 
-    const held = new Held(this.#store, key, result.token, this.#ttlMs, this.#lockMs, job.id, Date.now(), undefined, undefined, {
+    const held = new Held(this.#store, key, result.token, this.#ttlMs, this.#lockMs, job.id, job.tenant ?? undefined, Date.now(), undefined, undefined, {
       attempt: delivery.attempt,
       maxAttempts: this.#maxAttempts,
       acceptedAt: job.acceptedAt,

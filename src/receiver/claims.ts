@@ -66,6 +66,8 @@ export class Held implements ClaimHandle {
     readonly ttlMs: number,
     readonly lockMs: number,
     readonly webhookId: string,
+    /** The tenant whose keys verified it (tenant keys), for `onError`. */
+    readonly tenant: string | undefined,
     time: number,
     /** {@link ClaimOptions.deadline}: renewals never reach past it. */
     readonly deadline: number | undefined,
@@ -80,8 +82,14 @@ export class Held implements ClaimHandle {
   }
 }
 
+/** The delivery a failure concerns: its id and, with tenant keys, its tenant. */
+export interface Subject {
+  readonly webhookId: string;
+  readonly tenant: string | undefined;
+}
+
 /** How the keeper reports a store failure: the receiver's `onError`, guarded. */
-export type Report = (error: unknown, stage: ReceiverErrorContext['stage'], webhookId: string, willRetry: boolean) => void;
+export type Report = (error: unknown, stage: ReceiverErrorContext['stage'], subject: Subject, willRetry: boolean) => void;
 
 /** The acquired claims of one receiver: their renewal, settlement and completion retries. */
 export class ClaimKeeper {
@@ -193,7 +201,7 @@ export class ClaimKeeper {
     } catch (error) {
       if (held.over) return;
       // Tried again at the next beat, while the lock lasts; the beat that finds it run out aborts.
-      this.#report(error, 'renew', held.webhookId, true);
+      this.#report(error, 'renew', held, true);
     } finally {
       held.renewing = false;
     }
@@ -202,7 +210,7 @@ export class ClaimKeeper {
   #lost(held: Held, error: Error): void {
     held.over = true;
     this.#held.delete(held);
-    this.#report(error, 'renew', held.webhookId, false);
+    this.#report(error, 'renew', held, false);
     held.context.abort(error);
   }
 
@@ -222,7 +230,7 @@ export class ClaimKeeper {
     try {
       // A closure only when traced: the untraced memory-store path allocates nothing here.
       const owned = trace === undefined ? settleSync(sync, stage, held) : this.#observer.store(trace, stage, () => settleSync(sync, stage, held));
-      if (!owned) this.#reportExpired(stage, held.webhookId);
+      if (!owned) this.#reportExpired(stage, held);
     } catch (error) {
       this.#settleFailed(error, stage, held);
     }
@@ -238,10 +246,10 @@ export class ClaimKeeper {
       const owned: unknown =
         trace === undefined ? await settleAsync(stage, held) : await this.#observer.store(trace, stage, () => settleAsync(stage, held));
       if (typeof owned !== 'boolean') {
-        this.#report(badReply(stage, owned), stage, held.webhookId, false);
+        this.#report(badReply(stage, owned), stage, held, false);
         return;
       }
-      if (!owned) this.#reportExpired(stage, held.webhookId);
+      if (!owned) this.#reportExpired(stage, held);
     } catch (error) {
       this.#settleFailed(error, stage, held);
     } finally {
@@ -254,7 +262,7 @@ export class ClaimKeeper {
     // A failed completion does: until it lands, the id looks in flight and, once the lock
     // expires, a duplicate would run the handler a second time.
     const retry = stage === 'complete' && this.#now() + COMPLETE_RETRY_FIRST_MS < held.lockEnds;
-    this.#report(error, stage, held.webhookId, retry);
+    this.#report(error, stage, held, retry);
     if (!retry) return;
     const pending = this.#retryCompletion(held);
     held.pending = pending;
@@ -269,26 +277,26 @@ export class ClaimKeeper {
       try {
         // Timed like the first attempt: retries during an outage belong in the store's latency.
         const owned: unknown = await this.#observer.store(held.trace, 'complete', () => settleAsync('complete', held));
-        if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held.webhookId, false);
+        if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held, false);
         // The store's contract makes a completion idempotent for its own token, so a first attempt
         // that timed out but landed late answers true here, not "taken over".
-        else if (!owned) this.#reportExpired('complete', held.webhookId);
+        else if (!owned) this.#reportExpired('complete', held);
         return;
       } catch (error) {
         delay = Math.min(delay * 2, COMPLETE_RETRY_MAX_MS);
         if (this.#closed || this.#now() + delay >= held.lockEnds) {
-          this.#report(new Error(`gave up completing after ${attempts + 1} attempts: ${errorText(error)}`, { cause: error }), 'complete', held.webhookId, false);
+          this.#report(new Error(`gave up completing after ${attempts + 1} attempts: ${errorText(error)}`, { cause: error }), 'complete', held, false);
           return;
         }
       }
     }
   }
 
-  #reportExpired(stage: 'complete' | 'release', webhookId: string): void {
+  #reportExpired(stage: 'complete' | 'release', held: Subject): void {
     const why = this.#renews
       ? 'its renewal failed for longer than the lock'
       : `the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s, and the store cannot renew claims`;
-    this.#report(new Error(`the claim expired before ${stage} (${why}) and may have been taken over`), stage, webhookId, false);
+    this.#report(new Error(`the claim expired before ${stage} (${why}) and may have been taken over`), stage, held, false);
   }
 }
 

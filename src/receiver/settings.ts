@@ -77,7 +77,8 @@ export function defaultOnError(logger: WebhookLogger | undefined, error: unknown
         : context.stage === 'renew'
           ? `could not renew the claim of a running handler${context.willRetry ? ' (retrying)' : ''}`
           : `could not ${context.stage} the idempotency claim${context.willRetry ? ' (retrying)' : ''}`;
-  logFailure(logger, { stage: context.stage, webhookId: context.webhookId, willRetry: context.willRetry }, what, error);
+  const fields = { stage: context.stage, webhookId: context.webhookId, willRetry: context.willRetry };
+  logFailure(logger, context.tenant === undefined ? fields : { ...fields, tenant: context.tenant }, what, error);
 }
 
 /**

@@ -84,6 +84,12 @@ export interface ReceiverErrorContext {
   stage: 'claim' | 'complete' | 'release' | 'renew' | 'namespace';
   webhookId: string;
   /**
+   * With tenant keys, the tenant whose keys verified the delivery; absent otherwise. Named by the
+   * request's route, host or header: escape it before writing it into a text log (the default
+   * log does).
+   */
+  tenant?: string;
+  /**
    * `true` when the receiver keeps trying: a failed `complete` is retried in the background (with
    * backoff) while the claim's lock lasts, so a short store outage does not let a later duplicate
    * run the handler again; a failed renewal is tried again at the next beat. A last report with

@@ -12,16 +12,27 @@
  * `check/judge.ts` the verdicts, `check/report.ts` the printed report and the assertion.
  */
 
-import { utf8Encoder } from '../encoding.ts';
-import { decodeSecretList, eachSecret, secretList } from '../secrets.ts';
+import { base64Encode, utf8Encoder } from '../encoding.ts';
+import { decodeSecretList, eachSecret, secretList, type KeyMaterial } from '../secrets.ts';
 import { createSigner, generateKeyPair, generateMessageId, generateSecret } from '../sign.ts';
 import { CASES, DEFAULT_BODY, isJsonText, preview } from './check/cases.ts';
 import { Redactor, describeAnswer, type CaseContext, type Judgement } from './check/judge.ts';
 import { curlOf, handlerSender, urlSender, type Send } from './check/send.ts';
-import { CASE_IDS, type CheckCaseId, type CheckEndpointOptions, type CheckReport, type CheckRow, type FetchHandler } from './check/table.ts';
+import { CASE_IDS, type CheckCaseId, type CheckEndpointOptions, type CheckReport, type CheckRow, type CheckTenant, type FetchHandler } from './check/table.ts';
 import { bodyText } from './recorded.ts';
 
-export { CHECK_CASES, type CheckCaseId, type CheckEndpointOptions, type CheckGroup, type CheckReport, type CheckRow, type CheckSent, type CheckVerdict, type FetchHandler } from './check/table.ts';
+export {
+  CHECK_CASES,
+  type CheckCaseId,
+  type CheckEndpointOptions,
+  type CheckGroup,
+  type CheckReport,
+  type CheckRow,
+  type CheckSent,
+  type CheckTenant,
+  type CheckVerdict,
+  type FetchHandler,
+} from './check/table.ts';
 export { EndpointCheckError, assertEndpointConforms, formatCheckReport } from './check/report.ts';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
@@ -58,6 +69,50 @@ function httpUrl(value: string | URL, name: string): URL {
   return parsed;
 }
 
+/** The URL as the report names it: without its query, which may carry a token. */
+function urlLabel(url: URL): string {
+  return `${url.protocol}//${url.host}${url.pathname}`;
+}
+
+/** A key's identity, to compare keys given for different tenants; kept in memory, never printed. */
+function fingerprint(key: KeyMaterial): string {
+  return key.kind === 'ed25519-secret' ? `v1a:${base64Encode(key.seed)}` : `${key.kind}:${base64Encode(key.raw)}`;
+}
+
+/**
+ * The other tenants, checked (URLs as the target's, secrets decoded as signing does, messages
+ * naming the position, never the value), and a warning for every secret given to several of them.
+ */
+function tenantsOf(list: readonly CheckTenant[] | undefined, own: readonly KeyMaterial[], ownLabel: string, warnings: string[]): { url: string; shared: boolean }[] {
+  if (list === undefined) return [];
+  if (!Array.isArray(list)) throw new TypeError('tenants must be an array of { url, secrets }');
+  const holders = new Map<string, Set<string>>();
+  const hold = (keys: readonly KeyMaterial[], label: string) => {
+    for (const key of keys) {
+      const id = fingerprint(key);
+      const set = holders.get(id) ?? new Set<string>();
+      set.add(label);
+      holders.set(id, set);
+    }
+  };
+  hold(own, ownLabel);
+  const ownIds = new Set(own.map(fingerprint));
+  const tenants = list.map((tenant: CheckTenant, index) => {
+    if (typeof tenant !== 'object' || tenant === null) throw new TypeError(`tenants[${index}] must be { url, secrets }`);
+    const url = httpUrl(tenant.url, `tenants[${index}].url`);
+    const keys = decodeSecretList(tenant.secrets, 'sign', `tenants[${index}].secrets`);
+    hold(keys, urlLabel(url));
+    return { url: url.href, shared: keys.some((key) => ownIds.has(fingerprint(key))) };
+  });
+  for (const labels of holders.values()) {
+    if (labels.size < 2) continue;
+    warnings.push(
+      `one secret is given for several tenants (${[...labels].join(', ')}): the URL is not signed, so a delivery for one verifies at the others' URLs too; give every tenant its own secret`,
+    );
+  }
+  return tenants;
+}
+
 /**
  * Runs the conformance battery against a live endpoint (a URL) or a Fetch handler, and resolves
  * with one row per case. It never throws for what the endpoint does: failures are rows. It throws
@@ -66,7 +121,10 @@ function httpUrl(value: string | URL, name: string): URL {
  *
  * Each case is signed just before it is sent, so a slow endpoint never receives a timestamp that
  * aged while earlier cases ran. Every delivery carries a `webhook-id` starting `msg_check_`, and
- * the valid ones run the endpoint's real handler. The run is bounded: a fixed number of requests
+ * the valid ones run the endpoint's real handler. For an endpoint with tenant keys,
+ * `unknownTenantUrl` adds a case that expects `404` for a tenant it does not know, and `tenants`
+ * one that sends a delivery to another tenant's URL (and a warning when a secret is given for
+ * several tenants). The run is bounded: a fixed number of requests
  * (about 30, plus `concurrency`), each within `timeoutMs`. Nothing it returns contains a secret.
  *
  * @example
@@ -113,16 +171,25 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
   let url: string;
   let send: Send;
   let targetLabel: string;
+  let ownLabel: string;
   if (typeof target === 'function') {
-    url = httpUrl(options.url ?? 'http://localhost/webhooks', 'url').href;
+    const parsed = httpUrl(options.url ?? 'http://localhost/webhooks', 'url');
+    url = parsed.href;
     send = handlerSender(target, url, timeoutMs);
     targetLabel = `fetch handler (${url})`;
+    ownLabel = urlLabel(parsed);
   } else {
     const parsed = httpUrl(target, 'the target');
     url = parsed.href;
     send = urlSender(url, timeoutMs);
-    targetLabel = `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+    targetLabel = urlLabel(parsed);
+    ownLabel = targetLabel;
   }
+  const unknownTenantUrl = options.unknownTenantUrl === undefined ? undefined : httpUrl(options.unknownTenantUrl, 'unknownTenantUrl').href;
+  const warnings: string[] = [];
+  const tenants = tenantsOf(options.tenants, keys, ownLabel, warnings);
+  // The tenant cases run when they have their URLs, or when asked for by name (to say what is missing).
+  const configured: Partial<Record<CheckCaseId, boolean>> = { 'unknown-tenant': unknownTenantUrl !== undefined, 'cross-tenant': tenants.length > 0 };
 
   const unknownKey = keys[0]!.kind === 'ed25519-secret' ? (await generateKeyPair()).secretKey : generateSecret();
   const current = createSigner(secrets[0]!);
@@ -149,8 +216,10 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
       const message = await signer.sign({ body: text, id, timestamp });
       return { id, timestamp, signature: message.signature, headers: { 'content-type': type, ...message.headers }, body: text };
     },
+    unknownTenantUrl,
+    tenants,
     rows,
-    warnings: [],
+    warnings,
   };
   const { redactor } = context;
 
@@ -169,6 +238,7 @@ export async function checkEndpoint(target: string | URL | FetchHandler, options
 
   for (const c of CASES) {
     if (c.id !== 'valid' && ((only !== undefined && !only.has(c.id)) || skip?.has(c.id))) continue;
+    if (configured[c.id] === false && !only?.has(c.id)) continue;
     const built = await c.build(context);
     const security = built.security ?? c.security;
     const first = built.requests[0];

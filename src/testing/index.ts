@@ -38,6 +38,7 @@ export {
   type CheckReport,
   type CheckRow,
   type CheckSent,
+  type CheckTenant,
   type CheckVerdict,
   type FetchHandler,
 } from './check.ts';

@@ -2,24 +2,31 @@
  * Tenant keys through the receiver and the adapters (issue 25), over real HTTP on 127.0.0.1: two
  * tenants on one route, each with its own secret; each tenant's delivery accepted only with its
  * own secret; a rotation seen after `forget`; the same webhook-id from both tenants runs both
- * handlers; 404/503 answers in the envelope, 503 with Retry-After.
+ * handlers; 404/503 answers in the envelope, 503 with Retry-After; a rotation seen after the TTL.
  */
 
-import { createServer } from 'node:http';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Router from '@koa/router';
+import { Controller, HttpCode, Inject, Post, UseInterceptors } from '@nestjs/common';
+import { ExpressAdapter } from '@nestjs/platform-express';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Test } from '@nestjs/testing';
 import express from 'express';
 import Fastify from 'fastify';
 import { Hono } from 'hono';
 import Koa from 'koa';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhooks as fastifyWebhooks, webhookOf as fastifyWebhookOf } from '../../adapters/fastify.ts';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
 import { webhooks as koaWebhooks } from '../../adapters/koa.ts';
 import { webhookHandler as lambdaHandler } from '../../adapters/lambda.ts';
+import { Webhook, WebhookInterceptor, WebhookReceiverModule } from '../../adapters/nestjs.ts';
 import { tenantKeys, type TenantKeys, type TenantKeysLoaded } from '../../src/keys.ts';
-import { createReceiver } from '../../src/receiver.ts';
+import type { RejectionContext } from '../../src/http.ts';
+import { createReceiver, type ReceiverErrorContext } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { listen, servedFetch } from './node-http.ts';
@@ -61,6 +68,36 @@ function endpointAt(port: number, close: () => Promise<void>): Endpoint {
 }
 
 type Make = (keys: TenantKeys, record: (webhook: VerifiedWebhook) => void) => Promise<Endpoint>;
+
+const RECORD = 'RECORD';
+
+@Controller()
+class TenantHookController {
+  // An explicit token: injection does not rely on decorator metadata.
+  constructor(@Inject(RECORD) private readonly record: (webhook: VerifiedWebhook) => void) {}
+
+  @Post('webhooks/:tenant')
+  @UseInterceptors(WebhookInterceptor)
+  @HttpCode(204)
+  hook(@Webhook() webhook: VerifiedWebhook): void {
+    this.record(webhook);
+  }
+}
+
+/** A Nest app on either platform, the route's `:tenant` reaching the tenant function as `params`. */
+function nest(platform: 'express' | 'fastify'): Make {
+  return async (keys, record) => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [WebhookReceiverModule.forRoot({ keys, onRejected: () => {} })],
+      controllers: [TenantHookController],
+      providers: [{ provide: RECORD, useValue: record }],
+    }).compile();
+    const app = moduleRef.createNestApplication(platform === 'express' ? new ExpressAdapter() : new FastifyAdapter(), { rawBody: true, logger: false });
+    await app.listen(0, '127.0.0.1');
+    const { port } = (app.getHttpServer() as Server).address() as AddressInfo;
+    return endpointAt(port, () => app.close());
+  };
+}
 
 const adapters: [string, Make][] = [
   [
@@ -111,6 +148,8 @@ const adapters: [string, Make][] = [
       return http(createServer(new Koa().use(router.routes()).callback()));
     },
   ],
+  ['nestjs (platform-express)', nest('express')],
+  ['nestjs (platform-fastify)', nest('fastify')],
   [
     'fetch (tenant from the path)',
     async (keys, record) => {
@@ -214,5 +253,165 @@ describe('tenant keys in the receiver', () => {
     expect(refused.statusCode).toBe(503);
     expect(refused.headers?.['retry-after']).toBe('5');
     expect(JSON.parse(refused.body ?? '')).toMatchObject({ error: 'KEYS_UNAVAILABLE' });
+  });
+});
+
+describe.each(['express', 'fastify'] as const)('tenant keys on NestJS (platform-%s)', (platform) => {
+  it("gives the tenant function the route's parameters (params.tenant, not the path)", async () => {
+    const secret = generateSecret();
+    const seen: unknown[] = [];
+    const keys = tenantKeys({
+      tenant: (request) => (seen.push({ params: { ...request.params }, path: request.path, method: request.method }), request.params.tenant),
+      load: async (tenant) => (tenant === 'acme' ? [secret] : undefined),
+    });
+    const runs: string[] = [];
+    const endpoint = await nest(platform)(keys, (webhook) => runs.push(`${webhook.tenant}:${webhook.id}`));
+    const { headers, body } = await signedFor(secret, 'msg_p', 'acme');
+    expect((await endpoint.post('/webhooks/acme?x=1', headers, body)).status).toBe(204);
+    expect(runs).toEqual(['acme:msg_p']);
+    expect(seen).toEqual([{ params: { tenant: 'acme' }, path: '/webhooks/acme', method: 'POST' }]);
+  });
+});
+
+describe('rotation by TTL, over real HTTP (Express)', () => {
+  it('a rotated key is accepted once the cached keys are older than ttlSeconds, without forget', async () => {
+    const TTL_SECONDS = 1;
+    const secret = generateSecret();
+    let current: string[] = [secret];
+    const loads: number[] = [];
+    const keys = tenantKeys({
+      tenant: (request) => request.params.tenant,
+      load: async () => (loads.push(Date.now()), current),
+      ttlSeconds: TTL_SECONDS,
+    });
+    const runs: string[] = [];
+    const endpoint = await adapters.find(([name]) => name === 'express')![1](keys, (webhook) => runs.push(webhook.id));
+    const post = async (key: string, id: string) => {
+      const { headers, body } = await signedFor(key, id, 'acme');
+      return (await endpoint.post('/webhooks/acme', headers, body)).status;
+    };
+
+    expect(await post(secret, 'msg_t0')).toBe(204);
+    expect(loads).toHaveLength(1);
+    const rotated = generateSecret();
+    current = [rotated, secret];
+    const first = await post(rotated, 'msg_t1');
+    // Within the TTL the cached keys answer (401); a machine slow enough to pass the TTL already
+    // reloaded, which the polling below accepts too.
+    if (Date.now() < loads[0]! + TTL_SECONDS * 1000) expect(first).toBe(401);
+
+    // Poll, bounded: each attempt a fresh id, a short pause between attempts.
+    const deadline = Date.now() + 15_000;
+    let attempt = 0;
+    let status = first;
+    while (status !== 204 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      status = await post(rotated, `msg_t2_${attempt++}`);
+    }
+    expect(status).toBe(204);
+    expect(loads.length).toBe(2);
+    // Two clocks (lru-cache reads performance.now): a few ms of slack.
+    expect(loads[1]! - loads[0]!).toBeGreaterThanOrEqual(TTL_SECONDS * 1000 - 5);
+    // The earlier key still verifies during the overlap.
+    expect(await post(secret, 'msg_t3')).toBe(204);
+    expect(runs.at(-1)).toBe('msg_t3');
+  });
+});
+
+describe('the tenant in rejection logs and in onError (Express, over real HTTP)', () => {
+  async function expressWith(options: Omit<Parameters<typeof expressWebhooks>[0], 'keys' | 'secrets'>, keys: TenantKeys): Promise<Endpoint> {
+    const app = express();
+    app.post('/webhooks/:tenant', expressWebhooks({ keys, ...options }), (_req, res) => {
+      res.sendStatus(204);
+    });
+    return http(createServer(app));
+  }
+
+  it('the default log line names the tenant, escaped; onRejected and a structured logger get it as a field', async () => {
+    const { keys, secret } = fixture();
+    const lines: string[] = [];
+    const warn = vi.spyOn(console, 'warn').mockImplementation((line: unknown) => void lines.push(String(line)));
+    try {
+      const endpoint = await expressWith({}, keys);
+      const forged = await signedFor(secret('globex'), 'msg_f', 'acme');
+      expect((await endpoint.post('/webhooks/acme', forged.headers, forged.body)).status).toBe(401);
+      // U+009B (a terminal's CSI) in the tenant named by the route: Express decodes the parameter.
+      expect((await endpoint.post('/webhooks/%C2%9Bx', forged.headers, forged.body)).status).toBe(404);
+    } finally {
+      warn.mockRestore();
+    }
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(/^\[webhook-receiver\] rejected POST \/webhooks\/acme \(tenant "acme"\): SIGNATURE_MISMATCH /);
+    expect(lines[1]).toMatch(/^\[webhook-receiver\] rejected POST \/webhooks\/%C2%9Bx \(tenant "\\x9bx"\): UNKNOWN_TENANT tenant "\\x9bx" is unknown$/);
+    expect(lines.join('\n')).not.toContain('\u009b');
+
+    const seen: { context: RejectionContext; code: string }[] = [];
+    const onRejected = await expressWith({ onRejected: (error, context) => seen.push({ context, code: error.code }) }, keys);
+    const forged = await signedFor(secret('globex'), 'msg_g', 'acme');
+    await onRejected.post('/webhooks/acme', forged.headers, forged.body);
+    await onRejected.post('/webhooks/initech', forged.headers, forged.body);
+    expect(seen).toEqual([
+      { code: 'SIGNATURE_MISMATCH', context: { method: 'POST', path: '/webhooks/acme', webhookId: 'msg_g', tenant: 'acme' } },
+      { code: 'UNKNOWN_TENANT', context: { method: 'POST', path: '/webhooks/initech', webhookId: 'msg_g', tenant: 'initech' } },
+    ]);
+
+    const fields: object[] = [];
+    const logger = { warn: (entry: object) => void fields.push(entry), error: () => {} };
+    const structured = await expressWith({ logger }, keys);
+    await structured.post('/webhooks/acme', forged.headers, forged.body);
+    expect(fields).toEqual([{ code: 'SIGNATURE_MISMATCH', status: 401, webhookId: 'msg_g', method: 'POST', path: '/webhooks/acme', tenant: 'acme' }]);
+  });
+
+  it('INVALID_TENANT_KEYS: the answer says only that the server is misconfigured; which key and why is logged (the hint)', async () => {
+    const good = generateSecret();
+    const short = `whsec_${Buffer.from('0123456789').toString('base64')}`;
+    const keys = tenantKeys({ tenant: (request) => request.params.tenant, load: async () => [good, { key: short, keyId: 'key-acme-2' }] });
+    const lines: string[] = [];
+    const warn = vi.spyOn(console, 'warn').mockImplementation((line: unknown) => void lines.push(String(line)));
+    let answer: { status: number; body: string };
+    try {
+      const endpoint = await expressWith({}, keys);
+      const { headers, body } = await signedFor(good, 'msg_k', 'acme');
+      answer = await endpoint.post('/webhooks/acme', headers, body);
+    } finally {
+      warn.mockRestore();
+    }
+    expect(answer.status).toBe(500);
+    expect(JSON.parse(answer.body)).toEqual({
+      error: 'INVALID_TENANT_KEYS',
+      message: "the receiving server's keys for this endpoint are misconfigured; the delivery itself was not judged",
+    });
+    expect(lines).toEqual([
+      "[webhook-receiver] rejected POST /webhooks/acme (tenant \"acme\"): INVALID_TENANT_KEYS the receiving server's keys for this endpoint are misconfigured; the delivery itself was not judged " +
+        `(the keys loaded for tenant "acme" do not decode: keys[1] (keyId "key-acme-2") decodes to 10 bytes; Standard Webhooks secrets are 24 to 64 random bytes (at least 16 accepted). ` +
+        "Pass the 'whsec_…' value the sender gave you, or make one with generateSecret())",
+    ]);
+    expect(lines[0]).not.toContain(short.slice('whsec_'.length));
+  });
+
+  it('onError gets the tenant of the delivery, and the default error log names it', async () => {
+    const { keys, secret } = fixture();
+    const store = {
+      claim: async (): Promise<never> => {
+        throw new Error('store down');
+      },
+      complete: async () => true,
+      release: async () => true,
+    };
+    const contexts: ReceiverErrorContext[] = [];
+    const endpoint = await expressWith({ idempotency: { store, onStoreError: 'process' }, onError: (_error, context) => contexts.push(context) }, keys);
+    const signed = await signedFor(secret('acme'), 'msg_e', 'acme');
+    expect((await endpoint.post('/webhooks/acme', signed.headers, signed.body)).status).toBe(204);
+    expect(contexts).toEqual([{ stage: 'claim', webhookId: 'msg_e', willRetry: false, tenant: 'acme' }]);
+
+    const lines: string[] = [];
+    const error = vi.spyOn(console, 'error').mockImplementation((line: unknown) => void lines.push(String(line)));
+    try {
+      const logged = await expressWith({ idempotency: { store, onStoreError: 'process' } }, keys);
+      expect((await logged.post('/webhooks/acme', signed.headers, signed.body)).status).toBe(204);
+    } finally {
+      error.mockRestore();
+    }
+    expect(lines).toEqual(['[webhook-receiver] idempotency store failed while claiming for webhook "msg_e" of tenant "acme": Error: store down']);
   });
 });

@@ -6,14 +6,18 @@
 
 import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { Server } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createAdaptorServer } from '@hono/node-server';
+import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhookHandler } from '../../adapters/fetch.ts';
+import { tenantKeys } from '../../src/keys.ts';
+import { generateSecret } from '../../src/sign.ts';
 import type { CheckReport } from '../../src/testing/check.ts';
 import { createVerifier } from '../../src/verify.ts';
 import { OTHER_SECRET, SECRET } from '../testing/support.ts';
@@ -33,7 +37,9 @@ function run(args: string[], env: Record<string, string> = {}): Promise<Result> 
 // Receivers on 127.0.0.1
 
 const servers: Server[] = [];
-const urls: Record<'good' | 'firstEntryOnly' | 'validating', string> = { good: '', firstEntryOnly: '', validating: '' };
+const urls: Record<'good' | 'firstEntryOnly' | 'validating' | 'tenants', string> = { good: '', firstEntryOnly: '', validating: '', tenants: '' };
+/** Globex's secret (acme has SECRET and OTHER_SECRET), in the environment as a user keeps it. */
+const GLOBEX_SECRET = generateSecret();
 
 async function serve(fetch: (request: Request) => Promise<Response>): Promise<string> {
   const server = createAdaptorServer({ fetch }) as Server;
@@ -47,6 +53,18 @@ const APP_EVENT = '{"type":"invoice.paid","data":{"id":"in_1","amount":900}}';
 beforeAll(async () => {
   const quiet = { onRejected: () => {} };
   urls.good = await serve(webhookHandler({ secrets: SECRETS, ...quiet }, () => new Response(null, { status: 204 })));
+
+  // Express with tenant keys: /webhooks/:tenant, acme and globex each with their own secrets.
+  const table: Record<string, string[]> = { acme: SECRETS, globex: [GLOBEX_SECRET] };
+  const app = express();
+  const keys = tenantKeys({ tenant: (request) => request.params.tenant, load: async (tenant) => table[tenant] });
+  app.post('/webhooks/:tenant', expressWebhooks({ keys, ...quiet }), (_req, res) => {
+    res.sendStatus(204);
+  });
+  const tenantServer = createServer(app);
+  servers.push(tenantServer);
+  await new Promise<void>((done) => tenantServer.listen(0, '127.0.0.1', () => done()));
+  urls.tenants = `http://127.0.0.1:${(tenantServer.address() as AddressInfo).port}/webhooks`;
 
   // Verifies, but against the first signature entry only: a rotation fails.
   const verifier = createVerifier({ secrets: SECRETS });
@@ -221,6 +239,57 @@ describe('webhook-receiver check', { timeout: 90_000 }, () => {
       noSecrets(result);
       expect(result.stderr).not.toContain(SECRET.slice(0, 20));
     }
+  });
+
+  it('--unknown-tenant-url and --tenant check an Express endpoint with tenant keys: 404 UNKNOWN_TENANT, cross-tenant refused', async () => {
+    const result = await run(
+      [`${urls.tenants}/acme`, '--unknown-tenant-url', `${urls.tenants}/initech`, '--tenant', `${urls.tenants}/globex=GLOBEX_SECRETS`],
+      { WEBHOOK_SECRET: SECRETS.join(','), GLOBEX_SECRETS: GLOBEX_SECRET },
+    );
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^ {2}pass {11}unknown-tenant {10}404 UNKNOWN_TENANT {4}404 UNKNOWN_TENANT/m);
+    expect(result.stdout).toMatch(/^ {2}pass {11}cross-tenant {12}4xx {19}401 SIGNATURE_MISMATCH/m);
+    expect(result.stdout).toMatch(/^CONFORMS: 18 security cases passed$/m);
+    expect(result.stdout).not.toContain('warning:');
+    noSecrets(result);
+    expect(result.stdout).not.toContain(GLOBEX_SECRET.slice('whsec_'.length));
+  });
+
+  it('warns when one secret is given for several tenants (exit 0: a warning, not a failure)', async () => {
+    const result = await run([`${urls.tenants}/acme`, '--tenant', `${urls.tenants}/globex=SHARED`, '--json', '--only', 'cross-tenant'], {
+      WEBHOOK_SECRET: SECRET,
+      SHARED: `${GLOBEX_SECRET},${SECRET}`,
+    });
+    expect(result.code).toBe(0);
+    const report = JSON.parse(result.stdout) as CheckReport;
+    expect(report.warnings).toEqual([
+      `one secret is given for several tenants (${urls.tenants}/acme, ${urls.tenants}/globex): the URL is not signed, so a delivery for one verifies at the others' URLs too; give every tenant its own secret`,
+    ]);
+    expect(report.rows.map((row) => [row.id, row.verdict])).toEqual([
+      ['valid', 'pass'],
+      ['cross-tenant', 'not_observable'],
+    ]);
+    noSecrets(result);
+    const text = await run([`${urls.tenants}/acme`, '--tenant', `${urls.tenants}/globex=SHARED`, '--only', 'cross-tenant'], { WEBHOOK_SECRET: SECRET, SHARED: SECRET });
+    expect(text.code).toBe(0);
+    expect(text.stdout).toMatch(/^warning: one secret is given for several tenants \(/m);
+  });
+
+  it('--tenant takes URL=VARIABLE, never a secret, and echoes neither', async () => {
+    for (const [value, message] of [
+      [`${urls.tenants}/globex`, '--tenant 1: give URL=VARIABLE, the name of an environment variable holding'],
+      [`${urls.tenants}/globex=${SECRET}`, '--tenant 1: the environment variable it names is not set'],
+      ['http://hooks.example.com/webhooks/globex=GLOBEX', 'hooks.example.com is not this machine'],
+    ]) {
+      const result = await run([`${urls.tenants}/acme`, '--secret', OTHER_SECRET, '--tenant', value!], { GLOBEX: GLOBEX_SECRET });
+      expect(result.code, value).toBe(2);
+      expect(result.stderr.startsWith(`webhook-receiver check: ${message}`), result.stderr).toBe(true);
+      noSecrets(result);
+    }
+    const remote = await run([`${urls.tenants}/acme`, '--secret', OTHER_SECRET, '--unknown-tenant-url', 'http://hooks.example.com/webhooks/x']);
+    expect(remote.code).toBe(2);
+    expect(remote.stderr).toMatch(/^webhook-receiver check: hooks\.example\.com is not this machine/);
   });
 
   it('--help documents the cases and exit codes; --yes lets a remote host through', async () => {

@@ -10,6 +10,7 @@ import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, Periodic
 import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { webhookHandler } from '../../adapters/fetch.ts';
+import { tenantKeys } from '../../src/keys.ts';
 import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
@@ -256,6 +257,37 @@ describe('OpenTelemetry through the real SDK', () => {
         .reduce((total, point) => total + (point.value as { count: number }).count, 0);
     expect(extendCount(await collect()) - extendCount(before)).toBeGreaterThanOrEqual(1);
     await receiver.close({ timeoutMs: 0 });
+  });
+
+  it('tenant keys: spans carry webhook.tenant; no metric attribute carries a tenant, whatever the outcome', async () => {
+    // Names no other test uses, so any attribute holding them can only come from here.
+    const table: Record<string, string> = { 'tenant-acme-7q': generateSecret(), 'tenant-globex-7q': generateSecret() };
+    const keys = tenantKeys({ tenant: (request) => request.path.split('/')[2], load: async (tenant) => table[tenant] });
+    const handler = webhookHandler({ keys, telemetry: { api }, onRejected: () => {} }, () => new Response(null, { status: 204 }));
+    const to = async (tenant: string, secret: string, id: string) => {
+      const body = '{"type":"invoice.paid"}';
+      const signed = await signWebhook({ secret, body, id });
+      return (await handler(new Request(`http://127.0.0.1/webhooks/${tenant}`, { method: 'POST', headers: signed.headers, body }))).status;
+    };
+    const before = await collect();
+    expect(await to('tenant-acme-7q', table['tenant-acme-7q']!, 'msg_tn_1')).toBe(204);
+    expect(await to('tenant-acme-7q', table['tenant-acme-7q']!, 'msg_tn_1')).toBe(200);
+    expect(await to('tenant-globex-7q', table['tenant-globex-7q']!, 'msg_tn_1')).toBe(204);
+    expect(await to('tenant-globex-7q', table['tenant-acme-7q']!, 'msg_tn_2')).toBe(401);
+    expect(await to('tenant-initech-7q', table['tenant-acme-7q']!, 'msg_tn_3')).toBe(404);
+
+    // The spans name the tenant: the telemetry did see it.
+    expect(spansNamed('webhook.receive').map((span) => span.attributes['webhook.tenant'])).toEqual(['tenant-acme-7q', 'tenant-acme-7q', 'tenant-globex-7q', undefined, undefined]);
+    const metrics = await collect();
+    const all = (metrics?.scopeMetrics ?? []).flatMap((scope) => scope.metrics).flatMap((metric) => metric.dataPoints.map((point) => point.attributes as Record<string, unknown>));
+    // What these five deliveries added, per outcome: they were counted, only without a tenant.
+    const added = (attributes: Record<string, unknown>) => sum(metrics, 'webhook.deliveries', attributes) - sum(before, 'webhook.deliveries', attributes);
+    expect([added({ 'webhook.outcome': 'processed' }), added({ 'webhook.outcome': 'duplicate' }), added({ 'webhook.outcome': 'rejected' })]).toEqual([2, 1, 2]);
+    expect(added({ 'webhook.outcome': 'rejected', 'webhook.error.code': 'UNKNOWN_TENANT' })).toBe(1);
+    for (const attributes of all) {
+      expect(Object.keys(attributes).filter((key) => key.includes('tenant'))).toEqual([]);
+      expect(Object.values(attributes).filter((value) => typeof value === 'string' && value.includes('-7q'))).toEqual([]);
+    }
   });
 
   it('with a sampler that drops the delivery: no spans, no child spans, the store still timed', async () => {

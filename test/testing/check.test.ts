@@ -20,6 +20,7 @@ import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
 import { webhooks as koaWebhooks, type WebhookState } from '../../adapters/koa.ts';
 import type { AdapterOptions } from '../../src/http.ts';
+import { tenantKeys } from '../../src/keys.ts';
 import { generateKeyPair, generateSecret } from '../../src/sign.ts';
 import { createVerifier } from '../../src/verify.ts';
 import {
@@ -57,6 +58,8 @@ const SECURITY: CheckCaseId[] = [
   'reserialised-body',
   'many-entries',
 ];
+/** Cases that run only for an endpoint with tenant keys (their URLs given). */
+const TENANT_CASES: readonly CheckCaseId[] = ['unknown-tenant', 'cross-tenant'];
 
 function verdicts(report: CheckReport): Record<string, string> {
   return Object.fromEntries(report.rows.map((row) => [row.id, row.verdict]));
@@ -74,7 +77,8 @@ function expectConforming(report: CheckReport): void {
   for (const id of SECURITY) expect(v[id], id).toBe('pass');
   // The package's duplicate convention makes the idempotency rows exact.
   expect([v.duplicate, v.retry, v.concurrent]).toEqual(['pass', 'pass', 'pass']);
-  expect(report.rows.map((row) => row.id)).toEqual(CHECK_CASES.map((c) => c.id));
+  const notTenant = (id: CheckCaseId) => !TENANT_CASES.includes(id);
+  expect(report.rows.map((row) => row.id).filter(notTenant)).toEqual(CHECK_CASES.map((c) => c.id).filter(notTenant));
   expect(report.rows.find((row) => row.id === 'oversized')).toMatchObject({ status: 413, verdict: 'reported' });
   expect(report.requests).toBe(report.rows.reduce((sum, row) => sum + row.statuses.length, 0));
   for (const row of report.rows.filter((r) => r.group !== 'timing')) expect(row.sent.headers['webhook-id'] ?? row.sent.headers['svix-id']).toMatch(/^msg_check_/);
@@ -422,7 +426,7 @@ describe('checkEndpoint', () => {
     expect(report.requests).toBe(4);
     const skipped = await checkEndpoint(fetchApp(), { secrets: SECRETS, skip: ['oversized', 'concurrent', 'timing'] });
     expect(skipped.rows.map((row) => row.id)).not.toContain('oversized');
-    expect(skipped.rows).toHaveLength(CHECK_CASES.length - 3);
+    expect(skipped.rows).toHaveLength(CHECK_CASES.length - TENANT_CASES.length - 3);
   });
 
   it('one secret: the second-key rotation case is not observable, and the rest still run', async () => {
@@ -493,6 +497,10 @@ describe('checkEndpoint', () => {
     await expect(checkEndpoint(fetchApp(), { secrets: A, skip: ['valid'] })).rejects.toThrow(RangeError);
     await expect(checkEndpoint(fetchApp(), { secrets: A, timeoutMs: 0 })).rejects.toThrow(RangeError);
     await expect(checkEndpoint(fetchApp(), { secrets: A, concurrency: 1000 })).rejects.toThrow(RangeError);
+    await expect(checkEndpoint(fetchApp(), { secrets: A, unknownTenantUrl: withToken })).rejects.toThrow(/^unknownTenantUrl carries credentials/);
+    const badTenant = checkEndpoint(fetchApp(), { secrets: A, tenants: [{ url: 'http://localhost/webhooks/b', secrets: 'whsec_n0t-base64!' }] });
+    await expect(badTenant).rejects.toThrow(/^tenants\[0\]\.secrets\[0\]/);
+    await expect(badTenant).rejects.not.toThrow(/n0t-base64/);
   });
 
   it('prints curl commands that carry the computed headers and replay as the same request', async () => {
@@ -517,5 +525,82 @@ describe('checkEndpoint', () => {
           '  - rotation-new-key-first \\(an entry from a key the endpoint does not know, then a valid one\\): expected 2xx, observed 401 SIGNATURE_MISMATCH: not accepted',
       ),
     );
+  });
+});
+
+describe('an endpoint with tenant keys (one route, a tenant per URL)', () => {
+  const ACME = generateSecret();
+  const ACME_NEXT = generateSecret();
+  const GLOBEX = generateSecret();
+  const base = 'http://localhost/webhooks';
+  const tenantApp = (keysOf: (tenant: string) => string[] | undefined): FetchHandler =>
+    webhookHandler({ keys: tenantKeys({ tenant: (request) => request.path.split('/')[2], load: async (tenant) => keysOf(tenant) }), ...quiet }, () => new Response(null, { status: 204 }));
+  const table: Record<string, string[]> = { acme: [ACME, ACME_NEXT], globex: [GLOBEX] };
+
+  it('answers 404 UNKNOWN_TENANT to a signed delivery for an unknown tenant, and refuses one sent to another tenant', async () => {
+    const report = await checkEndpoint(tenantApp((tenant) => table[tenant]), {
+      secrets: [ACME, ACME_NEXT],
+      url: `${base}/acme`,
+      unknownTenantUrl: `${base}/no-such-tenant`,
+      tenants: [{ url: `${base}/globex`, secrets: GLOBEX }],
+    });
+    expectConforming(report);
+    const rows = Object.fromEntries(report.rows.map((row) => [row.id, row]));
+    expect(rows['unknown-tenant']).toMatchObject({ verdict: 'pass', status: 404, observed: '404 UNKNOWN_TENANT', expected: '404 UNKNOWN_TENANT' });
+    expect(rows['unknown-tenant']!.curl).toContain(`'${base}/no-such-tenant'`);
+    expect(rows['cross-tenant']).toMatchObject({ verdict: 'pass', status: 401 });
+    expect(report.warnings).toEqual([]);
+    expect(report.conforms).toBe(true);
+  });
+
+  it('warns when one secret is given for several tenants, and cannot judge the cross-tenant case then', async () => {
+    const shared: Record<string, string[]> = { acme: [ACME], globex: [GLOBEX, ACME] };
+    const report = await checkEndpoint(tenantApp((tenant) => shared[tenant]), {
+      secrets: ACME,
+      url: `${base}/acme?token=t0ken`,
+      only: ['cross-tenant'],
+      tenants: [{ url: `${base}/globex`, secrets: [GLOBEX, `  ${ACME.slice('whsec_'.length)}`.trim()] }],
+    });
+    expect(report.warnings).toHaveLength(1);
+    expect(report.warnings[0]).toBe(
+      `one secret is given for several tenants (${base}/acme, ${base}/globex): the URL is not signed, so a delivery for one verifies at the others' URLs too; give every tenant its own secret`,
+    );
+    expect(report.rows.find((row) => row.id === 'cross-tenant')).toMatchObject({ verdict: 'not_observable' });
+    expect(formatCheckReport(report)).toContain(`warning: one secret is given for several tenants`);
+    expectNoSecrets(JSON.stringify(report) + formatCheckReport(report, { curl: true }), [ACME, GLOBEX]);
+  });
+
+  it('fails an endpoint that tries every tenant\'s keys whatever the URL', async () => {
+    const everyKey = [ACME, GLOBEX];
+    const report = await checkEndpoint(tenantApp(() => everyKey), {
+      secrets: ACME,
+      url: `${base}/acme`,
+      only: ['unknown-tenant', 'cross-tenant'],
+      unknownTenantUrl: `${base}/no-such-tenant`,
+      tenants: [{ url: `${base}/globex`, secrets: GLOBEX }],
+    });
+    expect(failed(report)).toEqual(['cross-tenant', 'unknown-tenant']);
+    expect(report.rows.find((row) => row.id === 'unknown-tenant')!.reason).toMatch(/^ACCEPTED/);
+  });
+
+  it('fails an unknown tenant refused with a signature answer, not 404', async () => {
+    const report = await checkEndpoint(tenantApp((tenant) => table[tenant] ?? [generateSecret()]), {
+      secrets: ACME,
+      url: `${base}/acme`,
+      only: ['unknown-tenant'],
+      unknownTenantUrl: `${base}/no-such-tenant`,
+    });
+    expect(report.rows.find((row) => row.id === 'unknown-tenant')).toMatchObject({ verdict: 'fail', status: 401 });
+    expect(report.rows.find((row) => row.id === 'unknown-tenant')!.reason).toMatch(/^refused, but with 401, not 404/);
+  });
+
+  it('leaves the tenant cases out without their URLs, and says what is missing when they are asked for', async () => {
+    const report = await checkEndpoint(fetchApp(), { secrets: SECRETS, only: ['unknown-tenant', 'cross-tenant'] });
+    expect(report.rows.map((row) => [row.id, row.verdict])).toEqual([
+      ['valid', 'pass'],
+      ['unknown-tenant', 'not_observable'],
+      ['cross-tenant', 'not_observable'],
+    ]);
+    expect(report.requests).toBe(1);
   });
 });

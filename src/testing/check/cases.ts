@@ -6,7 +6,7 @@
 import { randomBytes } from '../../crypto.ts';
 import { base64Encode } from '../../encoding.ts';
 import { shellQuote, type Outgoing } from './send.ts';
-import { concurrentJudge, notObservable, oversizedJudge, reported, single, timingJudge, twice, type Built, type CaseContext, type Judge, type SignedOutgoing } from './judge.ts';
+import { concurrentJudge, notObservable, oversizedJudge, reported, single, timingJudge, twice, unknownTenantJudge, type Built, type CaseContext, type Judge, type SignedOutgoing } from './judge.ts';
 import { CHECK_CASES, type CheckCaseId } from './table.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -164,6 +164,25 @@ const RUNNERS: Record<CheckCaseId, { build: (context: CaseContext) => Promise<Bu
   },
 
   'unknown-key': { build: async (c) => ({ requests: [await c.signed(c.body, { signer: c.signers.unknown })] }), judge: single('refuse') },
+
+  'unknown-tenant': {
+    build: async (c) => {
+      if (c.unknownTenantUrl === undefined) return notObservable('no unknown-tenant URL given (unknownTenantUrl, --unknown-tenant-url)');
+      return { requests: [{ ...(await c.signed(c.body)), url: c.unknownTenantUrl }] };
+    },
+    judge: unknownTenantJudge,
+  },
+
+  'cross-tenant': {
+    build: async (c) => {
+      const other = c.tenants[0];
+      if (other === undefined) return notObservable("no other tenant given (tenants, --tenant): there is no other tenant's URL to send to");
+      // One secret given for both: the delivery verifies there by design (the report warns).
+      if (other.shared) return notObservable("the other tenant was given one of this tenant's secrets, so it verifies there (see the warning)");
+      return { requests: [{ ...(await c.signed(c.body)), url: other.url }] };
+    },
+    judge: single('refuse'),
+  },
 
   unsigned: {
     build: async (c) => {

@@ -73,6 +73,10 @@ export interface CaseContext {
   nowSeconds: () => number;
   newId: () => string;
   signed: (text: string, options?: { signer?: Signer; id?: string; timestamp?: number; type?: string }) => Promise<SignedOutgoing>;
+  /** The `unknown-tenant` case's URL, when one was given. */
+  unknownTenantUrl: string | undefined;
+  /** The other tenants' URLs; `shared` when one of their secrets is also one of `secrets`. */
+  tenants: readonly { url: string; shared: boolean }[];
   rows: readonly CheckRow[];
   warnings: string[];
 }
@@ -123,6 +127,21 @@ function judge(answer: Answer, expect: 'accept' | 'refuse'): { verdict: CheckVer
 export const single = (expect: 'accept' | 'refuse'): Judge => async (send, [request]) => {
   const answer = await send(request!);
   return { answers: [answer], ...judge(answer, expect) };
+};
+
+/** An unknown tenant: 404, before any key is tried (a 401 would mean some key was). */
+export const unknownTenantJudge: Judge = async (send, [request]) => {
+  const answer = await send(request!);
+  const kind = kindOf(answer);
+  if (answer.status === 404) return { answers: [answer], verdict: 'pass', reason: 'refused as an unknown tenant' };
+  if (kind === 'refused' || kind === 'in_progress') {
+    return {
+      answers: [answer],
+      verdict: 'fail',
+      reason: `refused, but with ${answer.status}, not 404: a tenant the endpoint does not know has no keys to try, so a signature answer suggests it verified with keys that are not this tenant's`,
+    };
+  }
+  return { answers: [answer], ...judge(answer, 'refuse') };
 };
 
 export const reported = (accepted: string, refused: string): Judge => async (send, [request]) => {

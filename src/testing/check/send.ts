@@ -10,6 +10,8 @@ import type { FetchHandler } from './table.ts';
 const RESPONSE_READ_BYTES = 16 * 1024;
 
 export interface Outgoing {
+  /** Where this request goes, when not to the checked URL (another tenant's URL). */
+  url?: string;
   headers: Record<string, string>;
   body: string;
   /** A shell expression that writes the body, for bodies too big for a command line. */
@@ -43,7 +45,7 @@ export function shellQuote(text: string): string {
 }
 
 export function curlOf(url: string, request: Outgoing): string {
-  const lines = [`curl -sS -i -X POST ${shellQuote(url)}`];
+  const lines = [`curl -sS -i -X POST ${shellQuote(request.url ?? url)}`];
   for (const [name, value] of Object.entries(request.headers)) lines.push(`-H ${shellQuote(`${name}: ${value}`)}`);
   if (request.curlData !== undefined) return `${request.curlData} | ${lines.join(' \\\n  ')} \\\n  --data-binary @-`;
   if (request.body !== '') lines.push(`--data-binary ${shellQuote(request.body)}`);
@@ -90,7 +92,7 @@ export function urlSender(url: string, timeoutMs: number): Send {
     const started = performance.now();
     const signal = AbortSignal.timeout(timeoutMs);
     try {
-      const response = await fetch(url, { method: 'POST', headers: request.headers, body: request.body, redirect: 'manual', signal });
+      const response = await fetch(request.url ?? url, { method: 'POST', headers: request.headers, body: request.body, redirect: 'manual', signal });
       const body = await readSome(response);
       return { status: response.status, body, ms: performance.now() - started };
     } catch (error) {
@@ -114,7 +116,7 @@ export function handlerSender(handler: FetchHandler, url: string, timeoutMs: num
     try {
       const outcome = await Promise.race([
         (async () => {
-          const response = await handler(new Request(url, { method: 'POST', headers: request.headers, body: request.body, signal: controller.signal }));
+          const response = await handler(new Request(request.url ?? url, { method: 'POST', headers: request.headers, body: request.body, signal: controller.signal }));
           return { status: response.status, body: await readSome(response) };
         })(),
         timedOut,

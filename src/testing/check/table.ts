@@ -44,7 +44,8 @@ export type CheckVerdict = 'pass' | 'fail' | 'not_observable' | 'reported';
  * that gives every refusal its meaning. `security` says whether a row decides conformance and
  * `expected` what a conforming receiver answers; two options change them for one case each
  * (`unsigned: 'accept'` expects the unsigned delivery accepted; with `body` given, `non-ascii`
- * sends a made-up payload and is not judged).
+ * sends a made-up payload and is not judged). `unknown-tenant` runs only with `unknownTenantUrl`,
+ * `cross-tenant` only with `tenants` (or when named in `only`, to say what is missing).
  *
  * @example
  * ```ts
@@ -66,6 +67,8 @@ export const CHECK_CASES = [
   { id: 'tampered-id', group: 'refused', title: 'webhook-id changed after signing', security: true, expected: '4xx' },
   { id: 'tampered-timestamp', group: 'refused', title: 'webhook-timestamp changed after signing (1 s earlier)', security: true, expected: '4xx' },
   { id: 'unknown-key', group: 'refused', title: 'signed with a key the endpoint does not know', security: true, expected: '4xx' },
+  { id: 'unknown-tenant', group: 'refused', title: 'a valid delivery sent to the URL of a tenant the endpoint does not know', security: true, expected: '404 UNKNOWN_TENANT' },
+  { id: 'cross-tenant', group: 'refused', title: "signed with this tenant's secret, sent to another tenant's URL", security: true, expected: '4xx' },
   { id: 'unsigned', group: 'refused', title: 'no webhook-signature header', security: true, expected: '4xx' },
   { id: 'stale-past', group: 'refused', title: 'signed, timestamp tolerance + 60 s in the past', security: true, expected: '4xx' },
   { id: 'stale-future', group: 'refused', title: 'signed, timestamp tolerance + 60 s in the future', security: true, expected: '4xx' },
@@ -129,10 +132,36 @@ export interface CheckEndpointOptions {
    * path). Default `http://localhost/webhooks`.
    */
   url?: string;
+  /**
+   * For an endpoint with tenant keys (one route, one tenant per URL): a URL of the same endpoint
+   * naming a tenant it does not know. The `unknown-tenant` case sends it a correctly signed
+   * delivery, which must be answered `404` (`UNKNOWN_TENANT` in this package): no key was tried.
+   */
+  unknownTenantUrl?: string | URL;
+  /**
+   * Other tenants of the same endpoint, each with its URL and its own secrets. The `cross-tenant`
+   * case sends a delivery signed with `secrets` to the first one's URL, which must refuse it; and
+   * the report warns when one secret is given for several tenants: the URL is not signed, so a
+   * delivery for one of them would verify at the other's URL too.
+   */
+  tenants?: readonly CheckTenant[];
   /** The clock, in epoch milliseconds, for the timestamps sent. Default `Date.now`. */
   now?: () => number;
   /** Called with each row as soon as it is judged (for progress output). */
   onRow?: (row: CheckRow) => void;
+}
+
+/**
+ * Another tenant of the endpoint under check: its URL and its own signing secrets.
+ *
+ * @example
+ * ```ts
+ * const tenants: CheckTenant[] = [{ url: 'http://127.0.0.1:3000/webhooks/globex', secrets: process.env.GLOBEX_SECRET! }];
+ * ```
+ */
+export interface CheckTenant {
+  url: string | URL;
+  secrets: SecretInput | readonly SecretInput[];
 }
 
 /**
@@ -213,6 +242,6 @@ export interface CheckReport {
   failures: CheckRow[];
   /** Reachable, and no security row failed. */
   conforms: boolean;
-  /** Things worth a look that are not failures (slow refusals). */
+  /** Things worth a look that are not failures (slow refusals, one secret given for several tenants). */
   warnings: string[];
 }
