@@ -70,6 +70,22 @@ export class Run {
     throw new RuleFailure(message);
   }
 
+  /** Runs one store operation within the timeout; a hang or a rejection fails the rule, described. */
+  async call<T>(operation: string, args: unknown[], call: () => Promise<T>): Promise<T> {
+    const outcome = await bounded(call, this.settings.timeoutMs);
+    const shown = `${operation}(${args.map(describe).join(', ')})`;
+    if (outcome.kind === 'timeout') this.fail(`${shown} did not settle within ${this.settings.timeoutMs} ms: a store must answer or reject, never hang`);
+    if (outcome.kind === 'rejected') this.fail(`${shown} rejected: ${describeError(outcome.error)}`);
+    return outcome.value;
+  }
+
+  /** {@link Run.call} for an operation that must answer `true` or `false`. */
+  async boolean(operation: string, args: unknown[], call: () => Promise<boolean>): Promise<boolean> {
+    const result = await this.call(operation, args, call);
+    this.check(typeof result === 'boolean', `${operation} answered ${describe(result)}: it must answer true or false`);
+    return result;
+  }
+
   /** Throws the rule's failure unless `condition` holds. */
   check(condition: boolean, message: string): void {
     if (!condition) this.fail(message);
@@ -115,7 +131,7 @@ export class Store {
   }
 
   async claim(key: string, lockMs: number): Promise<ClaimResult> {
-    const result = await this.#call('claim', [key, lockMs], () => this.#store.claim(key, lockMs));
+    const result = await this.#run.call('claim', [key, lockMs], () => this.#store.claim(key, lockMs));
     const run = this.#run;
     run.check(isClaimResult(result), `claim answered ${describe(result)}, which is not a claim result ({ status: 'acquired', token } | { status: 'processing' } | { status: 'completed' })`);
     if (result.status === 'acquired') {
@@ -127,41 +143,27 @@ export class Store {
   }
 
   complete(key: string, token: string, ttlMs: number): Promise<boolean> {
-    return this.#boolean('complete', [key, token, ttlMs], () => this.#store.complete(key, token, ttlMs));
+    return this.#run.boolean('complete', [key, token, ttlMs], () => this.#store.complete(key, token, ttlMs));
   }
 
   release(key: string, token: string): Promise<boolean> {
-    return this.#boolean('release', [key, token], () => this.#store.release(key, token));
+    return this.#run.boolean('release', [key, token], () => this.#store.release(key, token));
   }
 
   extend(key: string, token: string, lockMs: number): Promise<boolean> {
     const extend = this.#store.extend;
     if (typeof extend !== 'function') this.#run.fail('the store has no extend, yet this rule needs it (pass extend: false)');
-    return this.#boolean('extend', [key, token, lockMs], () => extend.call(this.#store, key, token, lockMs));
+    return this.#run.boolean('extend', [key, token, lockMs], () => extend.call(this.#store, key, token, lockMs));
   }
 
   async ping(): Promise<void> {
     const ping = this.#store.ping;
-    if (typeof ping === 'function') await this.#call('ping', [], () => ping.call(this.#store));
+    if (typeof ping === 'function') await this.#run.call('ping', [], () => ping.call(this.#store));
   }
 
   /** The raw store, for rules that check rejections themselves. */
   get raw(): IdempotencyStore {
     return this.#store;
-  }
-
-  async #boolean(operation: string, args: unknown[], call: () => Promise<boolean>): Promise<boolean> {
-    const result = await this.#call(operation, args, call);
-    this.#run.check(typeof result === 'boolean', `${operation} answered ${describe(result)}: it must answer true or false`);
-    return result;
-  }
-
-  async #call<T>(operation: string, args: unknown[], call: () => Promise<T>): Promise<T> {
-    const outcome = await bounded(call, this.#run.settings.timeoutMs);
-    const shown = `${operation}(${args.map(describe).join(', ')})`;
-    if (outcome.kind === 'timeout') this.#run.fail(`${shown} did not settle within ${this.#run.settings.timeoutMs} ms: a store must answer or reject, never hang`);
-    if (outcome.kind === 'rejected') this.#run.fail(`${shown} rejected: ${describeError(outcome.error)}`);
-    return outcome.value;
   }
 }
 

@@ -6,7 +6,7 @@
 
 import { encodeVersion } from '../../ordering.ts';
 import type { EntityOrder, IdempotencyStore, OrderedClaimResult } from '../../stores/types.ts';
-import { LONG, TTL, bounded, describe, describeError, sleep, type Run } from './harness.ts';
+import { LONG, TTL, describe, sleep, type Run } from './harness.ts';
 import type { StoreRule } from './types.ts';
 
 type Rule = readonly [StoreRule, string, (run: Run) => Promise<void>];
@@ -30,7 +30,7 @@ class Ordered {
   }
 
   async claim(key: string, order: EntityOrder, lockMs = LONG): Promise<OrderedClaimResult> {
-    const result = await this.#call('claimOrdered', [key, lockMs, TTL, order], () => this.#store.claimOrdered!(key, lockMs, TTL, order));
+    const result = await this.#run.call('claimOrdered', [key, lockMs, TTL, order], () => this.#store.claimOrdered!(key, lockMs, TTL, order));
     const status = (result as { status?: unknown } | null)?.status;
     this.#run.check(
       ['acquired', 'processing', 'completed', 'stale', 'busy'].includes(status as string),
@@ -41,19 +41,19 @@ class Ordered {
   }
 
   complete(key: string, token: string, order: EntityOrder): Promise<boolean> {
-    return this.#boolean('completeOrdered', [key, token, TTL, order], () => this.#store.completeOrdered!(key, token, TTL, order));
+    return this.#run.boolean('completeOrdered', [key, token, TTL, order], () => this.#store.completeOrdered!(key, token, TTL, order));
   }
 
   release(key: string, token: string, order: EntityOrder): Promise<boolean> {
-    return this.#boolean('releaseOrdered', [key, token, order], () => this.#store.releaseOrdered!(key, token, order));
+    return this.#run.boolean('releaseOrdered', [key, token, order], () => this.#store.releaseOrdered!(key, token, order));
   }
 
   extend(key: string, token: string, lockMs: number, order: EntityOrder): Promise<boolean> {
-    return this.#boolean('extendOrdered', [key, token, lockMs, order], () => this.#store.extendOrdered!(key, token, lockMs, order));
+    return this.#run.boolean('extendOrdered', [key, token, lockMs, order], () => this.#store.extendOrdered!(key, token, lockMs, order));
   }
 
   async forget(entity: string): Promise<void> {
-    await this.#call('forgetVersion', [entity], () => this.#store.forgetVersion!(entity));
+    await this.#run.call('forgetVersion', [entity], () => this.#store.forgetVersion!(entity));
   }
 
   /** Claims and completes `key` at `order`: its version is then the entity's. */
@@ -61,20 +61,6 @@ class Ordered {
     const claimed = await this.claim(key, order);
     if (claimed.status !== 'acquired') this.#run.fail(`claimOrdered of a fresh id at version ${order.version} answered ${claimed.status} instead of acquired`);
     this.#run.check(await this.complete(key, claimed.token, order), 'completeOrdered by the owner of a live claim answered false');
-  }
-
-  async #boolean(operation: string, args: unknown[], call: () => Promise<boolean>): Promise<boolean> {
-    const result = await this.#call(operation, args, call);
-    this.#run.check(typeof result === 'boolean', `${operation} answered ${describe(result)}: it must answer true or false`);
-    return result;
-  }
-
-  async #call<T>(operation: string, args: unknown[], call: () => Promise<T>): Promise<T> {
-    const outcome = await bounded(call, this.#run.settings.timeoutMs);
-    const shown = `${operation}(${args.map(describe).join(', ')})`;
-    if (outcome.kind === 'timeout') this.#run.fail(`${shown} did not settle within ${this.#run.settings.timeoutMs} ms: a store must answer or reject, never hang`);
-    if (outcome.kind === 'rejected') this.#run.fail(`${shown} rejected: ${describeError(outcome.error)}`);
-    return outcome.value;
   }
 }
 
