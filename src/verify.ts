@@ -2,185 +2,31 @@
  * The verifier: header parsing, the timestamp window, the signature list, the keys tried.
  * Standard Webhooks 1.0.0; see CONTRACT.md for what a receiver checks.
  *
- * The limits a request is held to live in `verify/limits.ts`, the reading of the three headers as
- * they come on the wire in `verify/wire.ts`; this file decodes the keys once, checks the window
- * and tries the keys.
+ * Its public shapes live in `verify/types.ts`, the limits a request is held to in
+ * `verify/limits.ts`, the reading of the three headers as they come on the wire in
+ * `verify/wire.ts`, the checks on them (the id, the timestamp window) in `verify/inspect.ts`, the
+ * options checked in `verify/settings.ts` and the webhook handed back in `verify/webhook.ts`; this
+ * file decodes the keys once and tries them.
  */
 
-import { DEFAULT_MAX_BODY_BYTES, payloadTooLarge, readRequestBody } from './body.ts';
-import { usePayload, validatedPayload, type StandardSchemaV1 } from './schema.ts';
+import { payloadTooLarge, readRequestBody } from './body.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
-import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes, utf8Decoder } from './encoding.ts';
+import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes } from './encoding.ts';
 import { bodyUnavailable, rejection, WebhookError } from './errors.ts';
-import { webhookHeaders, type HeadersInput } from './headers.ts';
 import { withTenant } from './rejection.ts';
-import { decodeSecretList, type KeyMaterial, type SecretInput } from './secrets.ts';
-import { DEFAULT_TOLERANCE_SECONDS, MAX_ID_LENGTH, MAX_V1A_ENTRIES } from './verify/limits.ts';
-import { joined, parseSignatureHeader, parseTimestamp, plural, single, type ParsedSignatures } from './verify/wire.ts';
+import { decodeSecretList, type KeyMaterial } from './secrets.ts';
+import { clock, inspect, type Inspected } from './verify/inspect.ts';
+import { MAX_V1A_ENTRIES } from './verify/limits.ts';
+import { verifierSettings, type VerifierSettings } from './verify/settings.ts';
+import type { VerifiedWebhook, Verifier, VerifierOptions, WebhookInput } from './verify/types.ts';
+import { Webhook } from './verify/webhook.ts';
+import { plural, type ParsedSignatures } from './verify/wire.ts';
 
 export { DEFAULT_TOLERANCE_SECONDS, MAX_ID_LENGTH, MAX_SIGNATURE_ENTRIES, MAX_SIGNATURE_HEADER_LENGTH, MAX_V1A_ENTRIES } from './verify/limits.ts';
+export { verifierSettings, type VerifierSettings } from './verify/settings.ts';
+export type { VerifiedWebhook, Verifier, VerifierOptions, WebhookInput } from './verify/types.ts';
+export { rebuiltWebhook } from './verify/webhook.ts';
 export { parseSignatureHeader, type ParsedSignatures } from './verify/wire.ts';
-
-/** A UTF-16 surrogate without its pair (in `u` mode a paired one is a single code point). */
-const LONE_SURROGATE = /[\uD800-\uDFFF]/u;
-
-/**
- * How a verifier decides what is authentic.
- *
- * @example
- * ```ts
- * import type { VerifierOptions } from 'webhook-receiver';
- * const options: VerifierOptions = {
- *   secrets: [process.env.WEBHOOK_SECRET!, process.env.WEBHOOK_SECRET_PREVIOUS!],
- *   toleranceSeconds: 300,
- * };
- * ```
- */
-export interface VerifierOptions {
-  /** Every trusted key. All are tried, so old and new secrets both validate during a rotation. */
-  secrets: SecretInput | readonly SecretInput[];
-  /** How far `webhook-timestamp` may be from the clock, past or future. Default 300. */
-  toleranceSeconds?: number;
-  /** The clock, in epoch milliseconds. Default `Date.now`. */
-  now?: () => number;
-  /**
-   * What to do with a request that has no signature header at all. Default `'reject'`
-   * (`MISSING_SIGNATURE`). With `'accept'` it passes with `signed: false`. A signature that is
-   * present and does not match is always `SIGNATURE_MISMATCH`, never "unsigned".
-   */
-  unsigned?: 'reject' | 'accept';
-  /** The largest body accepted, wherever the package reads one. Default 1 MiB. */
-  maxBodyBytes?: number;
-}
-
-/**
- * A received request as headers and the exact bytes of its body.
- *
- * @example
- * ```ts
- * import type { WebhookInput } from 'webhook-receiver';
- * const input: WebhookInput = { headers: req.headers, body: rawBodyBuffer };
- * ```
- */
-export interface WebhookInput {
-  headers: HeadersInput;
-  /** The raw body exactly as received. A Node `Buffer` is a `Uint8Array`. */
-  body: string | Uint8Array | ArrayBuffer;
-  /**
-   * Where the request was sent, for tenant keys' `tenant` function (see `tenantKeys`); a verifier
-   * with fixed `secrets` never reads these. The method, default `'POST'`.
-   */
-  method?: string;
-  /**
-   * The request's path as sent (percent-encoding intact), or its URL (`req.url`, a full URL): the
-   * origin and anything from a `?` on are left out.
-   */
-  path?: string;
-  /** The `Host` the request was sent to. */
-  host?: string;
-  /** The route's parameters, where the framework has them (`req.params` in Express). */
-  params?: Readonly<Record<string, string | undefined>>;
-}
-
-/**
- * A webhook that passed verification (or, with `unsigned: 'accept'`, an unsigned one: check
- * `signed`).
- *
- * @example
- * ```ts
- * const webhook = await verifier.verify({ headers, body });
- * if (!webhook.signed) console.warn('unsigned event', webhook.id);
- * const event = webhook.json<{ type: string }>(); // unchecked; webhook.json(schema) validates
- * console.log(event.type, 'verified with key', webhook.keyId ?? webhook.keyIndex);
- * ```
- */
-export interface VerifiedWebhook {
-  /** `webhook-id`: the idempotency key, stable across retries. */
-  readonly id: string;
-  /** `webhook-timestamp`; for an unsigned request without one, the time it was received. */
-  readonly timestamp: Date;
-  /** Exactly the bytes that were verified. */
-  readonly body: Uint8Array;
-  /** The body decoded as UTF-8. */
-  text(): string;
-  /**
-   * The body parsed as JSON, unchecked. A body that is not JSON throws a `WebhookError`
-   * `INVALID_PAYLOAD` (400, the parser's `SyntaxError` as its `cause`): every adapter answers it
-   * 400 and releases the claim, where a plain error would be a 500 the sender retries forever.
-   */
-  json<T = unknown>(): T;
-  /**
-   * The body parsed as JSON and validated by a Standard Schema (zod, valibot, arktype, …): the
-   * typed value, or a `WebhookError` `INVALID_PAYLOAD` (400; the adapters answer it after
-   * releasing the claim, so the sender sees why). A schema that validates asynchronously is
-   * refused with a `TypeError`: use {@link VerifiedWebhook.parse}.
-   */
-  json<S extends StandardSchemaV1>(schema: S): StandardSchemaV1.InferOutput<S>;
-  /** Like `json(schema)`, for schemas that validate synchronously or asynchronously. */
-  parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>>;
-  /** False only when `unsigned: 'accept'` let an unsigned request in. */
-  readonly signed: boolean;
-  /** Which kind of signature matched. */
-  readonly scheme: 'v1' | 'v1a' | undefined;
-  /** Index in `secrets` of the key that matched. */
-  readonly keyIndex: number | undefined;
-  /** That key's `keyId`, when it was given one. */
-  readonly keyId: string | undefined;
-  /**
-   * The tenant whose keys verified it (see `tenantKeys`); `undefined` for a verifier with fixed
-   * `secrets`.
-   */
-  readonly tenant: string | undefined;
-}
-
-/**
- * A verifier with its keys decoded and imported once. Create one per endpoint, at start-up.
- *
- * @example
- * ```ts
- * import { createVerifier } from 'webhook-receiver';
- * const verifier = createVerifier({ secrets: process.env.WEBHOOK_SECRET! });
- * export default { fetch: async (request: Request) => {
- *   const webhook = await verifier.verifyRequest(request);
- *   return new Response(null, { status: 204 });
- * } };
- * ```
- */
-export interface Verifier {
-  /** Verifies headers and raw body. Rejects with a `WebhookError`. */
-  verify(input: WebhookInput): Promise<VerifiedWebhook>;
-  /** Verifies a Fetch `Request`, reading at most `maxBodyBytes` of its body. */
-  verifyRequest(request: Request): Promise<VerifiedWebhook>;
-}
-
-/** `json()` without a schema: the parsed payload as it is. */
-const asIs = (payload: unknown): unknown => payload;
-
-class Webhook implements VerifiedWebhook {
-  #text: string | undefined;
-  constructor(
-    readonly id: string,
-    readonly timestamp: Date,
-    readonly body: Uint8Array,
-    readonly signed: boolean,
-    readonly scheme: 'v1' | 'v1a' | undefined,
-    readonly keyIndex: number | undefined,
-    readonly keyId: string | undefined,
-    readonly tenant: string | undefined,
-  ) {}
-  text(): string {
-    return (this.#text ??= utf8Decoder.decode(this.body));
-  }
-  json<T = unknown>(): T;
-  json<S extends StandardSchemaV1>(schema: S): StandardSchemaV1.InferOutput<S>;
-  json(schema?: StandardSchemaV1): unknown {
-    if (schema === undefined) return usePayload(this, asIs);
-    return validatedPayload(this, schema, 'webhook.json(schema)', { sync: true });
-  }
-  parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>> {
-    return validatedPayload(this, schema, 'webhook.parse(schema)', { sync: false });
-  }
-}
 
 /**
  * The raw bytes of a body handed to `verify`. Anything but text or bytes means the bytes that were
@@ -198,13 +44,6 @@ function rawBytes(body: unknown): Uint8Array {
       'Uint8Array or ArrayBuffer (in Express, express.raw({ type: "*/*" }) on this route or the webhooks() middleware ' +
       'from webhook-receiver/express; with a Fetch Request, verifyRequest(request) before anything reads it)',
   );
-}
-
-interface Inspected {
-  id: string;
-  timestampText: string | undefined;
-  timestampSeconds: number | undefined;
-  signatures: ParsedSignatures | undefined;
 }
 
 /**
@@ -250,45 +89,12 @@ interface TrustedEd25519 {
   keyId: string | undefined;
 }
 
-/** A verifier's options other than its keys, checked. */
-export interface VerifierSettings {
-  readonly tolerance: number;
-  readonly now: () => number;
-  readonly acceptUnsigned: boolean;
-  readonly maxBodyBytes: number;
-}
-
-/**
- * Checks a verifier's options other than `secrets` (a `TypeError` or `RangeError` saying how to
- * fix one). Internal: tenant keys check them once and build each tenant's verifier from them.
- */
-export function verifierSettings(options: Omit<VerifierOptions, 'secrets'>): VerifierSettings {
-  const { toleranceSeconds, now, unsigned, maxBodyBytes } = options;
-  if (toleranceSeconds !== undefined && !(typeof toleranceSeconds === 'number' && Number.isFinite(toleranceSeconds) && toleranceSeconds > 0)) {
-    throw new RangeError('toleranceSeconds must be a positive, finite number of seconds (default 300)');
-  }
-  if (now !== undefined && typeof now !== 'function') throw new TypeError('now must be a function returning epoch milliseconds');
-  if (unsigned !== undefined && unsigned !== 'reject' && unsigned !== 'accept') {
-    throw new TypeError(`unsigned must be 'reject' or 'accept'`);
-  }
-  if (maxBodyBytes !== undefined && !(Number.isSafeInteger(maxBodyBytes) && maxBodyBytes > 0)) {
-    throw new RangeError('maxBodyBytes must be a positive whole number of bytes (default 1048576)');
-  }
-  return {
-    tolerance: toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS,
-    now: now ?? Date.now,
-    acceptUnsigned: unsigned === 'accept',
-    maxBodyBytes: maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES,
-  };
-}
-
 class VerifierImpl implements Verifier {
   readonly #backend: CryptoBackend;
   readonly #hmac: TrustedHmac[] = [];
   readonly #ed25519: TrustedEd25519[] = [];
-  readonly #tolerance: number;
-  readonly #now: () => number;
-  readonly #acceptUnsigned: boolean;
+  /** The options other than the keys, checked: the window, the clock, unsigned requests, the body's limit. */
+  readonly #settings: VerifierSettings;
   readonly #maxBodyBytes: number;
   /** The tenant whose keys these are (tenant keys), set on every webhook this verifier passes. */
   readonly #tenant: string | undefined;
@@ -301,9 +107,7 @@ class VerifierImpl implements Verifier {
 
   constructor(settings: VerifierSettings, keys: readonly KeyMaterial[], backend: CryptoBackend, tenant: string | undefined) {
     this.#backend = backend;
-    this.#tolerance = settings.tolerance;
-    this.#now = settings.now;
-    this.#acceptUnsigned = settings.acceptUnsigned;
+    this.#settings = settings;
     this.#maxBodyBytes = settings.maxBodyBytes;
     this.#tenant = tenant;
 
@@ -323,7 +127,7 @@ class VerifierImpl implements Verifier {
     }
     let outcome: Webhook | Promise<Webhook> | WebhookError;
     try {
-      const inspected = this.#inspect(input.headers);
+      const inspected = inspect(input.headers, this.#settings);
       const body = rawBytes(input.body);
       if (body.byteLength > this.#maxBodyBytes) throw payloadTooLarge(this.#maxBodyBytes, body.byteLength);
       outcome = this.#authenticate(inspected, body);
@@ -341,7 +145,7 @@ class VerifierImpl implements Verifier {
     // Headers first: a stale or unsigned request is refused before its body is read.
     let inspected: Inspected;
     try {
-      inspected = this.#inspect(request.headers);
+      inspected = inspect(request.headers, this.#settings);
     } catch (error) {
       // Not rejectLater: a promise returned from an async function is adopted a turn later, after
       // it rejected unwatched. One turn here, then the throw, has the caller's handler in place.
@@ -361,72 +165,6 @@ class VerifierImpl implements Verifier {
     return await outcome;
   }
 
-  #inspect(headers: HeadersInput): Inspected {
-    const values = webhookHeaders(headers);
-    const id = single(values.id, 'webhook-id', 'MISSING_ID');
-    if (id === undefined || id === '') {
-      throw rejection('MISSING_ID', 'webhook-id header is missing or empty (svix-id is accepted too)');
-    }
-    if (id.length > MAX_ID_LENGTH) {
-      // Ids become idempotency keys: a cap keeps unsigned traffic (with unsigned: 'accept') from
-      // filling a store with kilobyte-long keys.
-      throw rejection('MISSING_ID', `webhook-id is ${id.length} characters long; the limit is ${MAX_ID_LENGTH}`);
-    }
-    if (LONE_SURROGATE.test(id)) {
-      // The id is signed as UTF-8, where every lone surrogate becomes U+FFFD: 'a\uFFFD', 'a\uD800'
-      // and 'a\uDFFD' would share one signature yet be three idempotency keys, so a captured
-      // message could be replayed under a new key. No HTTP header carries one (header values are
-      // bytes); only a hand-built headers object can.
-      throw rejection('MISSING_ID', 'webhook-id contains a lone UTF-16 surrogate, which no HTTP header can carry');
-    }
-    const signatureHeader = joined(values.signature);
-    const timestampText = single(values.timestamp, 'webhook-timestamp', 'INVALID_TIMESTAMP');
-    let timestampSeconds: number | undefined;
-    if (timestampText === undefined || timestampText === '') {
-      if (signatureHeader !== undefined || !this.#acceptUnsigned) {
-        throw rejection('MISSING_TIMESTAMP', 'webhook-timestamp header is missing or empty (svix-timestamp is accepted too)');
-      }
-    } else {
-      timestampSeconds = parseTimestamp(timestampText);
-      this.#checkWindow(timestampSeconds);
-    }
-    if (signatureHeader === undefined) {
-      if (!this.#acceptUnsigned) {
-        throw rejection(
-          'MISSING_SIGNATURE',
-          `webhook-signature header is missing: the request is unsigned. Unsigned events are refused unless the receiver opts in with unsigned: 'accept'`,
-        );
-      }
-      return { id, timestampText, timestampSeconds, signatures: undefined };
-    }
-    return { id, timestampText, timestampSeconds, signatures: parseSignatureHeader(signatureHeader) };
-  }
-
-  /** The injected clock, checked: one returning NaN would make every window comparison false and let any timestamp through. */
-  #clock(): number {
-    const ms = this.#now();
-    if (typeof ms !== 'number' || !Number.isFinite(ms)) {
-      throw new TypeError(`now() returned ${typeof ms === 'number' ? String(ms) : `a ${typeof ms}`}; it must return epoch milliseconds (like Date.now())`);
-    }
-    return ms;
-  }
-
-  #checkWindow(timestamp: number): void {
-    const now = Math.floor(this.#clock() / 1000);
-    if (now - timestamp > this.#tolerance) {
-      throw rejection(
-        'TIMESTAMP_TOO_OLD',
-        `webhook-timestamp is ${now - timestamp} s in the past; the tolerance is ${this.#tolerance} s (a replay, a late retry with an old signature, or a slow clock)`,
-      );
-    }
-    if (timestamp - now > this.#tolerance) {
-      throw rejection(
-        'TIMESTAMP_TOO_NEW',
-        `webhook-timestamp is ${timestamp - now} s in the future; the tolerance is ${this.#tolerance} s (check the sender's and this machine's clocks)`,
-      );
-    }
-  }
-
   /**
    * The usual request in one synchronous step: one `v1` entry, signed by the key tried first, whose
    * HMAC node:crypto computes synchronously. An async function here would cost every request
@@ -437,7 +175,7 @@ class VerifierImpl implements Verifier {
    */
   #authenticate(inspected: Inspected, body: Uint8Array): Webhook | Promise<Webhook> | WebhookError {
     const { id, timestampText, timestampSeconds, signatures } = inspected;
-    const timestamp = new Date(timestampSeconds === undefined ? this.#clock() : timestampSeconds * 1000);
+    const timestamp = new Date(timestampSeconds === undefined ? clock(this.#settings) : timestampSeconds * 1000);
     if (signatures === undefined || timestampText === undefined) {
       return new Webhook(id, timestamp, body, false, undefined, undefined, undefined, this.#tenant);
     }
@@ -639,22 +377,4 @@ export async function verifyWebhook(input: WebhookInput, options: VerifierOption
     verifierCache.set(options, cached);
   }
   return cached.verifier.verify(input);
-}
-
-/**
- * A verified webhook rebuilt from what was recorded when it was verified (an inbox job): the same
- * object, with the same methods, that the synchronous mode hands a handler. Internal: the inbox's
- * worker uses it; it checks nothing, so only data this package wrote after verifying may reach it.
- */
-export function rebuiltWebhook(fields: {
-  id: string;
-  timestamp: Date;
-  body: Uint8Array;
-  signed: boolean;
-  scheme: 'v1' | 'v1a' | undefined;
-  keyIndex: number | undefined;
-  keyId: string | undefined;
-  tenant: string | undefined;
-}): VerifiedWebhook {
-  return new Webhook(fields.id, fields.timestamp, fields.body, fields.signed, fields.scheme, fields.keyIndex, fields.keyId, fields.tenant);
 }
