@@ -5,7 +5,7 @@
  * builds first).
  */
 
-import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -30,6 +30,9 @@ beforeAll(async () => {
   cpSync(join(root, 'dist'), join(copy, 'node_modules/webhook-receiver/dist'), { recursive: true });
   cpSync(join(root, 'package.json'), join(copy, 'node_modules/webhook-receiver/package.json'));
   writeFileSync(join(copy, 'package.json'), '{"name":"copy","private":true}');
+  // Its runtime dependencies, as npm would install them beside it.
+  const { dependencies = {} } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { dependencies?: Record<string, string> };
+  for (const name of Object.keys(dependencies)) symlinkSync(join(root, 'node_modules', name), join(copy, 'node_modules', name), 'dir');
   builds = {
     esm: (await import(pathToFileURL(join(root, 'dist/index.mjs')).href)) as Build,
     cjs: require(join(root, 'dist/index.cjs')) as Build,

@@ -88,14 +88,16 @@ describe('postgresStore options and types', () => {
 
   it('prints its SQL for hand migrations, with the table quoted', () => {
     expect(setupSql()).toEqual([
-      `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}" (\n  key        text        PRIMARY KEY,\n  token      text        NOT NULL,\n  completed  boolean     NOT NULL DEFAULT false,\n  expires_at timestamptz NOT NULL\n)`,
+      `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}" (\n  key          text        PRIMARY KEY,\n  token        text        NOT NULL,\n  completed    boolean     NOT NULL DEFAULT false,\n  expires_at   timestamptz NOT NULL,\n  version      text        COLLATE "C",\n  locked_until timestamptz\n)`,
+      // A table made by an earlier version gains the ordering columns (issue 26).
+      `ALTER TABLE "${DEFAULT_POSTGRES_TABLE}" ADD COLUMN IF NOT EXISTS version text COLLATE "C", ADD COLUMN IF NOT EXISTS locked_until timestamptz`,
       `CREATE INDEX IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_expires_at" ON "${DEFAULT_POSTGRES_TABLE}" (expires_at)`,
       `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_unsigned" (\n  slot       integer     PRIMARY KEY,\n  key        text        NOT NULL UNIQUE,\n  token      text        NOT NULL,\n  completed  boolean     NOT NULL DEFAULT false,\n  expires_at timestamptz NOT NULL\n)`,
     ]);
-    expect(setupSql('billing.claims')[1]).toBe('CREATE INDEX IF NOT EXISTS "claims_expires_at" ON "billing"."claims" (expires_at)');
-    expect(setupSql('billing.claims')[2]).toMatch(/^CREATE TABLE IF NOT EXISTS "billing"\."claims_unsigned" \(/);
+    expect(setupSql('billing.claims')[2]).toBe('CREATE INDEX IF NOT EXISTS "claims_expires_at" ON "billing"."claims" (expires_at)');
+    expect(setupSql('billing.claims')[3]).toMatch(/^CREATE TABLE IF NOT EXISTS "billing"\."claims_unsigned" \(/);
     // The unsigned table's name is cut to PostgreSQL's 63 characters, and may not be the table's own.
-    expect(setupSql('a'.repeat(63))[2]).toMatch(new RegExp(`^CREATE TABLE IF NOT EXISTS "${'a'.repeat(54)}_unsigned" \\(`));
+    expect(setupSql('a'.repeat(63))[3]).toMatch(new RegExp(`^CREATE TABLE IF NOT EXISTS "${'a'.repeat(54)}_unsigned" \\(`));
     expect(() => setupSql(`${'a'.repeat(54)}_unsigned`)).toThrow(TypeError);
   });
 
