@@ -73,6 +73,12 @@ await inbox.work(
     }
     log({ event: 'done', id: webhook.id, attempt: context.attempt });
   },
-  { idempotency: { store, lockSeconds: 5 }, concurrency: 8, onError: () => {} },
+  {
+    idempotency: { store, lockSeconds: 5 },
+    concurrency: 8,
+    onError: () => {},
+    // Reported once the claim's completion landed in the store: from here a redelivery is a duplicate.
+    onOutcome: (event) => event.outcome === 'processed' && log({ event: 'settled', id: event.webhookId, attempt: event.attempt }),
+  },
 );
 process.send?.({ ready: true });
