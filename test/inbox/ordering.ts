@@ -61,6 +61,11 @@ const payloadOf = (webhook: { json<T>(): T }) => webhook.json<{ data: { id: stri
 export interface OrderedInboxHarness extends InboxHarness {
   /** The store the receiver and the workers share (the engine's own backend where there is a store for it). */
   store(): Promise<IdempotencyStore>;
+  /**
+   * Why a job accepted while another job's handler runs cannot reach a worker until that handler
+   * ends, when it cannot (then the busy-entity case, which needs both at once, is skipped).
+   */
+  oneBatchAtATime?: string;
 }
 
 export function describeOrderedInbox(engine: string, harness: OrderedInboxHarness): void {
@@ -158,7 +163,7 @@ export function describeOrderedInbox(engine: string, harness: OrderedInboxHarnes
       }
     });
 
-    it('a job deferred while its entity is busy runs once the holder finishes, without spending an attempt', async () => {
+    it.skipIf(harness.oneBatchAtATime !== undefined)('a job deferred while its entity is busy runs once the holder finishes, without spending an attempt', async () => {
       const entity = fresh('busy');
       let release!: () => void;
       const gate = new Promise<void>((resolve) => {
