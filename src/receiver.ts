@@ -74,6 +74,11 @@ function contentTypeOf(input: WebhookInput | Request): string | null {
   return value === undefined ? null : Array.isArray(value) ? (value[0] ?? null) : value;
 }
 
+/** What an inbox's accept learns from its claim: the delivery's entity and version, when ordered. */
+interface Accepting {
+  order: EntityOrder | undefined;
+}
+
 class ReceiverImpl implements Receiver {
   readonly verifier: Verifier;
   readonly inbox: Inbox | undefined;
@@ -117,11 +122,6 @@ class ReceiverImpl implements Receiver {
       this.verifier = keys.verifier(options);
     } else {
       this.verifier = createVerifier(options as VerifierOptions);
-    }
-    if (options.inbox !== undefined && options.ordering !== undefined) {
-      // The worker would have to judge staleness when it processes a job (issue 26), which it does
-      // not yet: refused rather than judged at accept, where a later version may still be queued.
-      throw new TypeError('ordering with an inbox is not supported yet: use ordering with receiver.handle (the synchronous mode), or an inbox without ordering');
     }
     this.#gate = options.inbox === undefined ? undefined : new InboxGate(options.inbox);
     this.inbox = this.#gate?.inbox;
@@ -179,9 +179,14 @@ class ReceiverImpl implements Receiver {
     if (deadline !== undefined && (typeof deadline !== 'number' || !Number.isFinite(deadline))) {
       return Promise.reject(new TypeError('claim deadline must be a finite number of epoch milliseconds'));
     }
+    return this.#traced(input, deadline, undefined);
+  }
+
+  /** {@link claim}, observed; `accepting` as in {@link #claim}. */
+  #traced(input: WebhookInput | Request, deadline: number | undefined, accepting: Accepting | undefined): Promise<Claim> {
     const trace = this.#observer.start();
-    if (trace === undefined) return this.#claim(input, undefined, deadline);
-    return this.#claim(input, trace, deadline).then(
+    if (trace === undefined) return this.#claim(input, undefined, deadline, accepting);
+    return this.#claim(input, trace, deadline, accepting).then(
       (claim) => {
         attachTrace(claim, trace);
         if (claim.outcome === 'acquired') this.#observer.acquired(trace);
@@ -195,7 +200,12 @@ class ReceiverImpl implements Receiver {
     );
   }
 
-  async #claim(input: WebhookInput | Request, trace: Trace | undefined, deadline: number | undefined): Promise<Claim> {
+  /**
+   * Verifies and claims. `accepting` (an inbox's accept): the claim is unordered (an accepted job
+   * is never stale: its staleness is judged when a worker processes it, where a newer version may
+   * still be queued), and the delivery's entity and version go to `accepting.order` for the job.
+   */
+  async #claim(input: WebhookInput | Request, trace: Trace | undefined, deadline: number | undefined, accepting?: Accepting): Promise<Claim> {
     const webhook = isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input);
     if (trace !== undefined) this.#observer.verified(trace, webhook, this.#now());
     const store = this.#store;
@@ -212,7 +222,11 @@ class ReceiverImpl implements Receiver {
     // Ordering (issue 26): the entity and version of a signed delivery, read before the store is
     // touched; the store judges them in the same atomic step as the claim.
     const ordered = orderingOf(this.#ordering, webhook, namespace);
-    const order: EntityOrder | undefined = ordered === undefined ? undefined : { ...ordered, exclusive: this.#ordering!.exclusive };
+    let order: EntityOrder | undefined = ordered === undefined ? undefined : { ...ordered, exclusive: this.#ordering!.exclusive };
+    if (accepting !== undefined) {
+      accepting.order = order;
+      order = undefined;
+    }
     let result: OrderedClaimResult;
     try {
       const sync = this.#sync;
@@ -237,6 +251,7 @@ class ReceiverImpl implements Receiver {
       // be broken in a way that lets every duplicate through.
       const contractBroken = error instanceof StoreError && error.reason === 'bad_reply';
       // Nor for an ordered delivery: run unprotected, a stale event would overwrite newer state.
+      // (An inbox's accept claims unordered: its job goes on carrying the entity, judged by the worker.)
       if (this.#processOnStoreError && !contractBroken && order === undefined) {
         this.#report(error, 'claim', subjectOf(webhook), false);
         return this.#unclaimedRun(webhook, trace);
@@ -307,8 +322,10 @@ class ReceiverImpl implements Receiver {
     if (gate === undefined) {
       throw new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler');
     }
-    // No ordering with an inbox (refused above), so the claim is never stale here.
-    return acceptClaimed(gate, (await this.claim(input)) as ClaimedDelivery, contentTypeOf(input));
+    // The accepting claim is unordered (never stale): the worker judges the job's entity and version.
+    const accepting: Accepting = { order: undefined };
+    const claim = (await this.#traced(input, undefined, accepting)) as ClaimedDelivery;
+    return acceptClaimed(gate, claim, contentTypeOf(input), accepting.order);
   }
 
   async ping(): Promise<void> {

@@ -10,7 +10,7 @@
 
 import { isWebhookError, WebhookError } from '../errors.ts';
 import { withTimeout } from '../stores/internal.ts';
-import { StoreError, type ClaimHandle } from '../stores/types.ts';
+import { StoreError, type ClaimHandle, type EntityOrder } from '../stores/types.ts';
 import type { AcceptResult } from '../receiver/types.ts';
 import { noteEnqueued } from '../telemetry.ts';
 import type { VerifiedWebhook } from '../verify.ts';
@@ -102,18 +102,21 @@ export interface ClaimedDelivery {
  * Turns the receiver's claim on a verified delivery into an accepted job: enqueue, then complete
  * the claim (the engine acknowledged), or release it and rethrow (`INBOX_UNAVAILABLE`), so the
  * sender's retry enqueues it. A duplicate or an id in progress is answered without enqueueing.
+ * `order`, for an ordered delivery: its entity and version, which the job carries to the worker.
  */
-export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null): Promise<AcceptResult> {
+export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null, order?: EntityOrder): Promise<AcceptResult> {
   const { webhook } = claim;
   if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
   if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
   const handle = claim.context.claim;
-  // The namespace is the claim key's first part (`${namespace}:${class}:${id}`); without
-  // deduplication there is no claim and the job goes to the default namespace.
-  const namespace = handle === undefined ? 'default' : handle.key.slice(0, handle.key.indexOf(':'));
+  // The namespace is the claim key's first part (`${namespace}:${class}:${id}`), or the entity
+  // key's (`${namespace}:o:${entity}`) when the delivery ran unclaimed through a store outage
+  // (`onStoreError: 'process'`); without either the job goes to the default namespace.
+  const scoped = handle?.key ?? order?.entity;
+  const namespace = scoped === undefined ? 'default' : scoped.slice(0, scoped.indexOf(':'));
   let outcome: 'enqueued' | 'duplicate';
   try {
-    outcome = await gate.enqueue(jobOf(webhook, { namespace, contentType, acceptedAt: Date.now() }), handle);
+    outcome = await gate.enqueue(jobOf(webhook, { namespace, contentType, order, acceptedAt: Date.now() }), handle);
   } catch (error) {
     await claim.release();
     throw error;

@@ -224,6 +224,7 @@ async function settle(job: Job, token: string | undefined, verdict: Verdict): Pr
   switch (verdict.kind) {
     case 'processed':
     case 'duplicate':
+    case 'stale':
       return;
     case 'deferred':
       // Back to the delayed set without counting an attempt (BullMQ's skipAttempt path).

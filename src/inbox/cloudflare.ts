@@ -343,6 +343,7 @@ class CloudflareQueues implements CloudflareQueueInbox {
     switch (verdict.kind) {
       case 'processed':
       case 'duplicate':
+      case 'stale':
         message.ack();
         return;
       case 'deferred': {

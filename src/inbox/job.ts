@@ -7,6 +7,8 @@
 import { base64Decode, base64Encode, utf8Encoder } from '../encoding.ts';
 import { errorText, isWebhookError, PermanentError } from '../errors.ts';
 import { toHex } from '../stores/internal.ts';
+import { entityKey } from '../ordering.ts';
+import type { EntityOrder } from '../stores/types.ts';
 import { rebuiltWebhook, type VerifiedWebhook } from '../verify.ts';
 import { INBOX_JOB_FORMAT, type DeadLetter, type InboxJob, type JobSelector } from './types.ts';
 
@@ -58,9 +60,10 @@ export function commonSettings(factory: string, options: CommonInboxOptions): Co
 /** The job of a verified webhook accepted now. */
 export function jobOf(
   webhook: VerifiedWebhook,
-  fields: { namespace: string; contentType: string | null; tenant?: string | null; entity?: string | null; acceptedAt: number },
+  fields: { namespace: string; contentType: string | null; tenant?: string | null; order?: EntityOrder | undefined; acceptedAt: number },
 ): InboxJob {
-  return {
+  const order = fields.order;
+  const job: Mutable<InboxJob> = {
     v: INBOX_JOB_FORMAT,
     id: webhook.id,
     timestamp: Math.floor(webhook.timestamp.getTime() / 1000),
@@ -72,9 +75,30 @@ export function jobOf(
     keyId: webhook.keyId ?? null,
     namespace: fields.namespace,
     tenant: fields.tenant ?? webhook.tenant ?? null,
-    entity: fields.entity ?? null,
+    // The entity as `ordering.key` named it: its store key is rebuilt from the namespace.
+    entity: order === undefined ? null : order.entity.slice(entityKey(fields.namespace, '').length),
     acceptedAt: fields.acceptedAt,
   };
+  // Only on an ordered job: an unordered one stays as jobs were before ordering.
+  if (order !== undefined) {
+    job.version = order.version;
+    job.exclusive = order.exclusive;
+  }
+  return job;
+}
+
+type Mutable<T> = { -readonly [K in keyof T]: T[K] };
+
+/** An encoded version (`encodeVersion`): `i` and 40 digits, or `t` and 22. */
+const ENCODED_VERSION = /^(?:i\d{40}|t\d{22})$/;
+
+/**
+ * The entity and version a job is ordered by, or `undefined` for a job that is not ordered.
+ * The job must have been read by {@link readJob}.
+ */
+export function orderOf(job: InboxJob): EntityOrder | undefined {
+  if (job.entity === null) return undefined;
+  return { entity: entityKey(job.namespace, job.entity), version: job.version!, exclusive: job.exclusive! };
 }
 
 const nullableString = (value: unknown): value is string | null => value === null || typeof value === 'string';
@@ -110,7 +134,11 @@ export function readJob(data: unknown): InboxJob {
     nullableString(job.tenant) &&
     nullableString(job.entity) &&
     typeof job.acceptedAt === 'number' &&
-    Number.isFinite(job.acceptedAt);
+    Number.isFinite(job.acceptedAt) &&
+    // An ordered job (an entity) carries its encoded version and whether it is exclusive.
+    (job.entity === null
+      ? (job.version === undefined || job.version === null) && (job.exclusive === undefined || job.exclusive === null)
+      : typeof job.version === 'string' && ENCODED_VERSION.test(job.version) && typeof job.exclusive === 'boolean');
   if (!valid) throw new PermanentError('the job data does not have the fields of format 1: it was not written by webhook-receiver, or was changed');
   if (base64Decode(job.body as string) === undefined) throw new PermanentError('the job body is not base64');
   return data as InboxJob;

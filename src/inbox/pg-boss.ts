@@ -253,7 +253,7 @@ class PgBossInbox implements Inbox {
     const started = Date.now();
     for (let deferrals = 0; ; deferrals++) {
       const verdict: Verdict = await runner.run({ data: job.data, attempt: job.retryCount + 1, signal: job.signal });
-      if (verdict.kind === 'processed' || verdict.kind === 'duplicate') return { status: 'completed' };
+      if (verdict.kind === 'processed' || verdict.kind === 'duplicate' || verdict.kind === 'stale') return { status: 'completed' };
       if (verdict.kind === 'failed') return { status: verdict.final ? 'deadletter' : 'failed', output: failureOutput(verdict.error) };
       // Deferred: wait, unless the worker is closing or the job's own time is running out.
       const waited = Date.now() - started;

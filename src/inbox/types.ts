@@ -62,8 +62,18 @@ export interface InboxJob {
   readonly namespace: string;
   /** The tenant it was verified for, with tenant keys; otherwise `null`. */
   readonly tenant: string | null;
-  /** Its ordering entity, when ordering is on; otherwise `null`. */
+  /**
+   * Its ordering entity as `ordering.key` named it, for a signed delivery to a receiver with
+   * `ordering` whose key named one; otherwise `null`.
+   */
   readonly entity: string | null;
+  /**
+   * With an entity: the event's version, encoded as `encodeVersion` does (fixed width, ordered as
+   * strings). Absent (or `null`) on a job that is not ordered. Added within format 1: optional.
+   */
+  readonly version?: string | null;
+  /** With an entity: `ordering.exclusive` (one job of the entity at a time). Absent (or `null`) otherwise. */
+  readonly exclusive?: boolean | null;
   /** When the receiver accepted it, in epoch milliseconds. */
   readonly acceptedAt: number;
 }
@@ -100,8 +110,11 @@ export type InboxHandler = (webhook: VerifiedWebhook, context: JobContext) => un
  *
  * - `processed`: the handler succeeded and the claim was completed;
  * - `duplicate`: the engine delivered a job whose handler had already succeeded (skipped);
- * - `deferred`: its claim was held elsewhere (or the store was unreachable), so it was put back
- *   without spending an attempt;
+ * - `stale` (ordering): the job's version is older than one already processed for its entity, so
+ *   its handler did not run and the job was acknowledged (its id recorded as done);
+ * - `deferred`: its claim was held elsewhere, another job of its entity was being processed
+ *   (ordering, `exclusive`), or the store was unreachable, so it was put back without spending an
+ *   attempt;
  * - `retried`: the handler failed and the job will be tried again;
  * - `dead_lettered`: the handler failed for the last time, or threw `PermanentError` or a
  *   `WebhookError` below 500.
@@ -112,7 +125,7 @@ export type InboxHandler = (webhook: VerifiedWebhook, context: JobContext) => un
  * ```
  */
 export interface JobOutcomeEvent {
-  outcome: 'processed' | 'duplicate' | 'deferred' | 'retried' | 'dead_lettered';
+  outcome: 'processed' | 'duplicate' | 'stale' | 'deferred' | 'retried' | 'dead_lettered';
   webhookId: string;
   namespace: string;
   attempt: number;

@@ -10,21 +10,23 @@
  * Internal: engines use it; applications see `inbox.work`.
  */
 
-import { errorText } from '../errors.ts';
+import { errorText, PermanentError } from '../errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from '../logger.ts';
 import { checkedClaim, ClaimKeeper, Held } from '../receiver/claims.ts';
 import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../receiver/types.ts';
 import { syncOperations } from '../stores/internal.ts';
 import { memoryStore } from '../stores/memory.ts';
-import type { ClaimResult, IdempotencyStore } from '../stores/types.ts';
+import type { IdempotencyStore, OrderedClaimResult } from '../stores/types.ts';
 import { Observer } from '../telemetry.ts';
-import { isPermanent, readJob, webhookOf } from './job.ts';
+import { isPermanent, orderOf, readJob, webhookOf } from './job.ts';
 import type { InboxHandler, InboxJob, JobOutcomeEvent, WorkerErrorContext, WorkOptions } from './types.ts';
 
 /** What the engine should do with the job it delivered. */
 export type Verdict =
   | { kind: 'processed' }
   | { kind: 'duplicate' }
+  /** Ordering: an older version than one already processed for its entity; acknowledged, not run. */
+  | { kind: 'stale' }
   /** Put it back for `delayMs` without spending an attempt. */
   | { kind: 'deferred'; delayMs: number; reason: string }
   /** `final`: dead-letter it now (a permanent failure, or the last attempt). */
@@ -42,6 +44,12 @@ export interface Delivery {
 /** After the store failed to claim, the job comes back this much later (a store outage). */
 const STORE_DOWN_DELAY_MS = 5000;
 const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
+/**
+ * A job whose entity another job holds comes back after at most this long (sooner when the
+ * entity's lock runs out sooner): the holder is usually alive and quick, so waiting out its whole
+ * lock would stall the entity.
+ */
+const ENTITY_BUSY_DELAY_MS = 1000;
 
 function seconds(value: unknown, name: string, fallback: number): number {
   if (value === undefined) return fallback;
@@ -126,20 +134,41 @@ export class JobRunner {
     }
     if (this.#closing) return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, delivery.attempt, started);
     const key = `${job.namespace}:w:${job.signed ? 's' : 'u'}:${job.id}`;
-    let result: ClaimResult;
+    // Ordering: a job accepted with an entity is judged here, in the claim's atomic step.
+    const order = orderOf(job);
+    const store = this.#store;
+    if (order !== undefined && typeof store.claimOrdered !== 'function') {
+      // Run unordered, a stale event would overwrite newer state: kept as a dead letter instead,
+      // to be retried once the workers have a store that orders.
+      const error = new PermanentError(
+        "the job is ordered (its receiver has ordering) but the worker's store has no ordering operations: give work() the receiver's store (memory, Redis, Postgres or Durable Object), then retry the dead letter",
+      );
+      this.report(error, 'claim', job.id);
+      return this.#outcome({ kind: 'failed', error, final: true }, job, delivery.attempt, started);
+    }
+    let result: OrderedClaimResult;
     try {
-      result = checkedClaim(await this.#store.claim(key, this.#lockMs)) as ClaimResult; // unordered: never stale or busy
+      result =
+        order === undefined
+          ? checkedClaim(await store.claim(key, this.#lockMs))
+          : checkedClaim(await store.claimOrdered!(key, this.#lockMs, this.#ttlMs, order), true);
     } catch (error) {
       this.report(error, 'claim', job.id);
       return this.#outcome({ kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery.attempt, started);
     }
     if (result.status === 'completed') return this.#outcome({ kind: 'duplicate' }, job, delivery.attempt, started);
+    // Recorded as done by the store: a redelivery of the job is a duplicate.
+    if (result.status === 'stale') return this.#outcome({ kind: 'stale' }, job, delivery.attempt, started);
     if (result.status === 'processing') {
       const delayMs = Math.max(1000, result.retryAfterMs ?? this.#lockMs);
       return this.#outcome({ kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, delivery.attempt, started);
     }
+    if (result.status === 'busy') {
+      const delayMs = Math.max(1, Math.min(ENTITY_BUSY_DELAY_MS, result.retryAfterMs ?? ENTITY_BUSY_DELAY_MS));
+      return this.#outcome({ kind: 'deferred', delayMs, reason: "another job of its entity is being processed" }, job, delivery.attempt, started);
+    }
 
-    const held = new Held(this.#store, key, result.token, this.#ttlMs, this.#lockMs, job.id, job.tenant ?? undefined, Date.now(), undefined, undefined, {
+    const held = new Held(store, key, result.token, this.#ttlMs, this.#lockMs, job.id, job.tenant ?? undefined, Date.now(), undefined, order, {
       attempt: delivery.attempt,
       maxAttempts: this.#maxAttempts,
       acceptedAt: job.acceptedAt,

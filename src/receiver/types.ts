@@ -147,7 +147,10 @@ export interface ReceiverOptions extends Omit<VerifierOptions, 'secrets'> {
    * parsed payload, `version(event)` its version; a delivery older than the entity's highest
    * processed version is `stale` (its handler does not run; 200 `{"stale":true}`), and by default
    * one delivery of an entity runs at a time (another answers 409 `ENTITY_BUSY`). Needs a store
-   * with the ordering operations (memory, Redis, Postgres, Durable Object).
+   * with the ordering operations (memory, Redis, Postgres, Durable Object). With an `inbox`, the
+   * entity and version are read at accept and the job carries them; the workers judge staleness
+   * and hold the entity when they process it (a stale job is acknowledged with the worker outcome
+   * `stale`, a busy entity's job is deferred without spending an attempt).
    */
   ordering?: OrderingOptions;
 }

@@ -11,6 +11,8 @@ import { bullmqInbox } from '../../src/inbox/bullmq.ts';
 import { hexJobId } from '../../src/inbox/job.ts';
 import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';
 import { acceptedJob, describeInbox } from './conformance.ts';
+import { describeOrderedInbox } from './ordering.ts';
+import { redisStore } from '../../src/stores/redis.ts';
 
 const available = sharedRedisUrl !== null;
 const connections: { disconnect(): void }[] = [];
@@ -25,18 +27,29 @@ async function freshQueue(): Promise<Queue> {
   return new Queue(`inbox-${randomBytes(6).toString('hex')}`, { connection, prefix: 'test-inbox' });
 }
 
-describeInbox('bullmq', {
+/** A fresh inbox on a queue of its own, retrying without delay; cleanup removes the queue. */
+async function makeInbox({ maxAttempts }: { maxAttempts: number }) {
+  const queue = await freshQueue();
+  const inbox = bullmqInbox({ queue, maxAttempts, backoff: { delayMs: 0 }, logger: { warn: () => {}, error: () => {} } });
+  return {
+    inbox,
+    cleanup: async () => {
+      await queue.obliterate({ force: true });
+      await queue.close();
+    },
+  };
+}
+
+describeInbox('bullmq', { available, make: makeInbox });
+
+describeOrderedInbox('bullmq', {
   available,
-  async make({ maxAttempts }) {
-    const queue = await freshQueue();
-    const inbox = bullmqInbox({ queue, maxAttempts, backoff: { delayMs: 0 }, logger: { warn: () => {}, error: () => {} } });
-    return {
-      inbox,
-      cleanup: async () => {
-        await queue.obliterate({ force: true });
-        await queue.close();
-      },
-    };
+  make: makeInbox,
+  // The receiver and the workers share Redis: the ordering scripts judge the jobs.
+  async store() {
+    const client = await connectIORedis(sharedRedisUrl!);
+    connections.push(client);
+    return redisStore({ client, prefix: `test-inbox-order-${randomBytes(4).toString('hex')}` });
   },
 });
 

@@ -26,6 +26,7 @@ import type { ClaimHandle, IdempotencyStore } from '../../src/stores/types.ts';
 import { rebuiltWebhook } from '../../src/verify.ts';
 import { bundleWorker } from '../runtimes/harness.ts';
 import { acceptedJob, describeInbox, Outcomes } from './conformance.ts';
+import { describeOrderedInbox } from './ordering.ts';
 
 const secret = generateSecret();
 let script: string;
@@ -74,87 +75,99 @@ beforeAll(async () => {
   script = await bundleWorker(import.meta.dirname, 'cloudflare.worker.ts');
 }, 60_000);
 
-// The contract: each case gets a Miniflare of its own (queues are fixed when it starts). `work`
-// registers the test's handler, store and hooks, which the consumer in workerd reaches over NODE.
+/**
+ * The contract's harness: each case gets a Miniflare of its own (queues are fixed when it starts).
+ * `work` registers the test's handler, store and hooks, which the consumer in workerd reaches over NODE.
+ */
+async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
+  const workers: { handler: InboxHandler; options: WorkOptions }[] = [];
+  let turn = 0;
+  const first = () => workers[0]?.options;
+  const node: NodeService = async (request) => {
+    const path = new URL(request.url).pathname;
+    const body = (await request.json()) as Record<string, unknown>;
+    if (path === '/config') return { concurrency: first()?.concurrency ?? 1, ordered: typeof first()?.idempotency?.store?.claimOrdered === 'function' };
+    if (path === '/outcome') {
+      const event = body as unknown as JobOutcomeEvent & { error?: { name: string; message: string } };
+      first()?.onOutcome?.({ ...event, ...(event.error === undefined ? {} : { error: errorOf(event.error) }) });
+      return {};
+    }
+    if (path === '/error') {
+      first()?.onError?.(errorOf(body.error as { name: string; message: string }), body.context as never);
+      return {};
+    }
+    if (path.startsWith('/store/')) {
+      const store = first()?.idempotency?.store as IdempotencyStore;
+      const op = path.slice('/store/'.length) as 'claim' | 'complete' | 'release' | 'extend' | 'claimOrdered' | 'completeOrdered' | 'releaseOrdered' | 'extendOrdered';
+      return (store[op] as (...args: unknown[]) => Promise<unknown>)(...(body as unknown as unknown[]));
+    }
+    // /handle: the next registered worker runs the handler on the webhook as workerd rebuilt it.
+    const worker = workers[turn++ % Math.max(1, workers.length)];
+    if (worker === undefined) return { error: { name: 'Error', message: 'no worker is running' } };
+    const webhook = rebuiltWebhook({
+      id: body.id as string,
+      timestamp: new Date(body.timestamp as number),
+      body: base64Decode(body.body as string)!,
+      signed: body.signed as boolean,
+      scheme: (body.scheme as 'v1' | 'v1a' | null) ?? undefined,
+      keyIndex: (body.keyIndex as number | null) ?? undefined,
+      keyId: (body.keyId as string | null) ?? undefined,
+      tenant: (body.tenant as string | null) ?? undefined,
+    });
+    const controller = new AbortController();
+    if (body.aborted === true) controller.abort();
+    const context: JobContext = {
+      attempt: body.attempt as number,
+      maxAttempts: body.maxAttempts as number,
+      acceptedAt: new Date(body.acceptedAt as number),
+      signal: controller.signal,
+      claim: body.claimKey === null ? undefined : ({ key: body.claimKey } as ClaimHandle),
+    };
+    try {
+      await worker.handler(webhook, context);
+      return {};
+    } catch (error) {
+      return { error: { name: (error as Error).name, message: (error as Error).message, code: isWebhookError(error) ? error.code : undefined } };
+    }
+  };
+  const mf = start('bridge', maxAttempts, node);
+  await mf.ready;
+  const engine = await nodeInbox(mf, maxAttempts);
+  const inbox: Inbox = {
+    engine: engine.engine,
+    maxAttempts: engine.maxAttempts,
+    maxBacklog: engine.maxBacklog,
+    timeoutMs: engine.timeoutMs,
+    enqueue: (job, options) => engine.enqueue(job, options),
+    backlog: () => engine.backlog(),
+    deadLetters: (options) => engine.deadLetters(options),
+    retry: (webhookId, selector) => engine.retry(webhookId, selector),
+    purge: (webhookId, selector) => engine.purge(webhookId, selector),
+    async work(handler, options) {
+      const worker = { handler, options: options ?? {} };
+      workers.push(worker);
+      return {
+        close: async () => {
+          workers.splice(workers.indexOf(worker), 1);
+        },
+      };
+    },
+  };
+  return { inbox, cleanup: () => mf.dispose() };
+}
+
 describeInbox('cloudflare-queues', {
   available: true,
   noClose: "Cloudflare Queues' consumer is the Worker's queue() export: the runtime runs and ends it",
-  async make({ maxAttempts }) {
-    const workers: { handler: InboxHandler; options: WorkOptions }[] = [];
-    let turn = 0;
-    const first = () => workers[0]?.options;
-    const node: NodeService = async (request) => {
-      const path = new URL(request.url).pathname;
-      const body = (await request.json()) as Record<string, unknown>;
-      if (path === '/config') return { concurrency: first()?.concurrency ?? 1 };
-      if (path === '/outcome') {
-        const event = body as unknown as JobOutcomeEvent & { error?: { name: string; message: string } };
-        first()?.onOutcome?.({ ...event, ...(event.error === undefined ? {} : { error: errorOf(event.error) }) });
-        return {};
-      }
-      if (path === '/error') {
-        first()?.onError?.(errorOf(body.error as { name: string; message: string }), body.context as never);
-        return {};
-      }
-      if (path.startsWith('/store/')) {
-        const store = first()?.idempotency?.store as IdempotencyStore;
-        const op = path.slice('/store/'.length) as 'claim' | 'complete' | 'release' | 'extend';
-        return (store[op] as (...args: unknown[]) => Promise<unknown>)(...(body as unknown as unknown[]));
-      }
-      // /handle: the next registered worker runs the handler on the webhook as workerd rebuilt it.
-      const worker = workers[turn++ % Math.max(1, workers.length)];
-      if (worker === undefined) return { error: { name: 'Error', message: 'no worker is running' } };
-      const webhook = rebuiltWebhook({
-        id: body.id as string,
-        timestamp: new Date(body.timestamp as number),
-        body: base64Decode(body.body as string)!,
-        signed: body.signed as boolean,
-        scheme: (body.scheme as 'v1' | 'v1a' | null) ?? undefined,
-        keyIndex: (body.keyIndex as number | null) ?? undefined,
-        keyId: (body.keyId as string | null) ?? undefined,
-        tenant: (body.tenant as string | null) ?? undefined,
-      });
-      const controller = new AbortController();
-      if (body.aborted === true) controller.abort();
-      const context: JobContext = {
-        attempt: body.attempt as number,
-        maxAttempts: body.maxAttempts as number,
-        acceptedAt: new Date(body.acceptedAt as number),
-        signal: controller.signal,
-        claim: body.claimKey === null ? undefined : ({ key: body.claimKey } as ClaimHandle),
-      };
-      try {
-        await worker.handler(webhook, context);
-        return {};
-      } catch (error) {
-        return { error: { name: (error as Error).name, message: (error as Error).message, code: isWebhookError(error) ? error.code : undefined } };
-      }
-    };
-    const mf = start('bridge', maxAttempts, node);
-    await mf.ready;
-    const engine = await nodeInbox(mf, maxAttempts);
-    const inbox: Inbox = {
-      engine: engine.engine,
-      maxAttempts: engine.maxAttempts,
-      maxBacklog: engine.maxBacklog,
-      timeoutMs: engine.timeoutMs,
-      enqueue: (job, options) => engine.enqueue(job, options),
-      backlog: () => engine.backlog(),
-      deadLetters: (options) => engine.deadLetters(options),
-      retry: (webhookId, selector) => engine.retry(webhookId, selector),
-      purge: (webhookId, selector) => engine.purge(webhookId, selector),
-      async work(handler, options) {
-        const worker = { handler, options: options ?? {} };
-        workers.push(worker);
-        return {
-          close: async () => {
-            workers.splice(workers.indexOf(worker), 1);
-          },
-        };
-      },
-    };
-    return { inbox, cleanup: () => mf.dispose() };
-  },
+  make: makeBridged,
+});
+
+// The receiver in Node, the consumer in workerd, the test's store (a memory store) behind the bridge.
+describeOrderedInbox('cloudflare-queues', {
+  available: true,
+  make: makeBridged,
+  store: async () => memoryStore(),
+  oneBatchAtATime: "Miniflare delivers a queue's next batch only once the consumer returned the last one",
 });
 
 describe('cloudflareQueueInbox in workerd', () => {

@@ -24,7 +24,7 @@ import { PermanentError, WebhookError, type WebhookErrorCode } from '../../src/e
 import { cloudflareQueueInbox, type CloudflareQueueInbox, type MessageBatchLike, type QueueLike } from '../../src/inbox/cloudflare.ts';
 import type { InboxHandler, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
 import { durableObjectStore, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
-import type { ClaimResult, IdempotencyStore } from '../../src/stores/types.ts';
+import type { ClaimResult, IdempotencyStore, OrderedClaimResult } from '../../src/stores/types.ts';
 
 export { WebhookClaims };
 
@@ -143,14 +143,24 @@ function bridgedHandler(env: Env): InboxHandler {
 }
 
 /** The conformance test's store, in Node, called through the bridge. */
-function bridgedStore(env: Env): IdempotencyStore {
+function bridgedStore(env: Env, ordered: boolean): IdempotencyStore {
   const ask = async <T>(op: string, args: unknown[]): Promise<T> => (await (await tell(env, `/store/${op}`, args)).json()) as T;
-  return {
+  const store: IdempotencyStore = {
     name: 'bridged',
     claim: (key, lockMs) => ask<ClaimResult>('claim', [key, lockMs]),
     complete: (key, token, ttlMs) => ask<boolean>('complete', [key, token, ttlMs]),
     release: (key, token) => ask<boolean>('release', [key, token]),
     extend: (key, token, lockMs) => ask<boolean>('extend', [key, token, lockMs]),
+  };
+  // The ordering operations only when the test's store has them (a worker store without them is a case).
+  if (!ordered) return store;
+  return {
+    ...store,
+    claimOrdered: (key, lockMs, ttlMs, order) => ask<OrderedClaimResult>('claimOrdered', [key, lockMs, ttlMs, order]),
+    completeOrdered: (key, token, ttlMs, order) => ask<boolean>('completeOrdered', [key, token, ttlMs, order]),
+    releaseOrdered: (key, token, order) => ask<boolean>('releaseOrdered', [key, token, order]),
+    extendOrdered: (key, token, lockMs, order) => ask<boolean>('extendOrdered', [key, token, lockMs, order]),
+    forgetVersion: (entity) => ask<void>('forgetVersion', [entity]),
   };
 }
 
@@ -168,8 +178,8 @@ async function consume(batch: MessageBatchLike, env: Env): Promise<void> {
     if (batch.queue === 'webhooks-dlq') return await inboxOf(env).deadLetterConsumer({ maxRetries: 0 })(batch);
     const inbox = inboxOf(env, batch.queue === 'webhooks-short' ? env.SHORT_QUEUE : env.WEBHOOK_QUEUE);
     if (env.MODE === 'bridge') {
-      const { concurrency } = (await (await tell(env, '/config', {})).json()) as { concurrency: number };
-      return await inbox.consumer(bridgedHandler(env), { idempotency: { store: bridgedStore(env) }, concurrency, onOutcome, onError })(batch);
+      const { concurrency, ordered } = (await (await tell(env, '/config', {})).json()) as { concurrency: number; ordered: boolean };
+      return await inbox.consumer(bridgedHandler(env), { idempotency: { store: bridgedStore(env, ordered) }, concurrency, onOutcome, onError })(batch);
     }
     // A short lease: a message found busy comes back when it would have run out (3 s, not 30).
     return await inbox.consumer(appHandler(env), { concurrency: 4, idempotency: { lockSeconds: 3 }, onOutcome, onError })(batch);

@@ -13,6 +13,7 @@ import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { sharedPostgresUrl } from '../support/postgres.ts';
 import { acceptedJob, describeInbox } from './conformance.ts';
+import { describeOrderedInbox } from './ordering.ts';
 
 const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
 const supported = major > 22 || (major === 22 && minor >= 12);
@@ -47,6 +48,31 @@ describeInbox('pg-boss', {
     const queue = freshQueue();
     const inbox = pgBossInbox({ boss, queue, maxAttempts, backoff: { delayMs: 0 }, pollingIntervalSeconds: 0.5 });
     return { inbox, cleanup: async () => {} };
+  },
+});
+
+// The receiver and the workers share PostgreSQL: the store's ordering statements judge the jobs.
+let orderingPool: pg.Pool | undefined;
+const orderingTables: string[] = [];
+afterAll(async () => {
+  if (orderingPool === undefined) return;
+  for (const table of orderingTables) await orderingPool.query(`DROP TABLE IF EXISTS ${table}, ${table}_unsigned`);
+  await orderingPool.end();
+});
+
+describeOrderedInbox('pg-boss', {
+  available,
+  async make({ maxAttempts }) {
+    const inbox = pgBossInbox({ boss, queue: freshQueue(), maxAttempts, backoff: { delayMs: 0 }, pollingIntervalSeconds: 0.5 });
+    return { inbox, cleanup: async () => {} };
+  },
+  async store() {
+    orderingPool ??= new pg.Pool({ connectionString: sharedPostgresUrl! });
+    const table = `ordered_${randomBytes(4).toString('hex')}`;
+    orderingTables.push(table);
+    const store = postgresStore({ client: orderingPool, table });
+    await store.setup();
+    return store;
   },
 });
 
