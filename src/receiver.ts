@@ -9,24 +9,27 @@
  *
  * This file is the receiver's public face: it checks the options, verifies, claims and runs the
  * handler. Its parts live in `receiver/`: the public types and defaults (`types.ts`, below all the
- * others), the options' checks (`settings.ts`), the handler's context (`context.ts`) and the claim
- * protocol once a claim is acquired: renew, settle, retry the completion (`claims.ts`).
+ * others), the options' checks (`settings.ts`), the handler's context (`context.ts`), the claim
+ * protocol once a claim is acquired: renew, settle, retry the completion (`claims.ts`),
+ * ordering's store check and `forgetVersion` (`ordering.ts`), and what is read of a request before
+ * it is verified (`request.ts`).
  */
 
 import { rejection, unsignedLimit, WebhookError } from './errors.ts';
 import { checkLogger } from './logger.ts';
-import { checkOrderingOptions, entityKey, orderingOf, type Ordering } from './ordering.ts';
+import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
-import { checkEntity, ORDERING_OPERATIONS, syncOperations, type SyncOperations } from './stores/internal.ts';
+import { syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from './receiver/claims.ts';
 import { Context } from './receiver/context.ts';
-import { checkReplayWindow, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
+import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering.ts';
+import { contentTypeOf, isRequest } from './receiver/request.ts';
+import { checkReplayWindow, checkStore, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
 import { acceptClaimed, InboxGate, type ClaimedDelivery } from './inbox/accept.ts';
 import type { Inbox } from './inbox/types.ts';
-import { headerValues } from './headers.ts';
 import {
   type AcceptResult,
   DEFAULT_LOCK_SECONDS,
@@ -61,17 +64,6 @@ const observers = new WeakMap<Receiver, Observer>();
  */
 export function observerOf(receiver: Receiver): Observer | undefined {
   return observers.get(receiver);
-}
-
-function isRequest(input: WebhookInput | Request): input is Request {
-  return typeof (input as Request).arrayBuffer === 'function' && typeof (input as Request).method === 'string';
-}
-
-/** The request's `content-type`, kept with an inbox's job. */
-function contentTypeOf(input: WebhookInput | Request): string | null {
-  if (isRequest(input)) return input.headers.get('content-type');
-  const value = headerValues(input.headers, 'content-type');
-  return value === undefined ? null : Array.isArray(value) ? (value[0] ?? null) : value;
 }
 
 /** What an inbox's accept learns from its claim: the delivery's entity and version, when ordered. */
@@ -135,13 +127,7 @@ class ReceiverImpl implements Receiver {
     }
     const settings = idempotency === false ? undefined : (idempotency ?? {});
     const store = settings === undefined ? undefined : (settings.store ?? memoryStore({ now: this.#now }));
-    if (store !== undefined) {
-      if (typeof store !== 'object' || store === null) throw new TypeError('idempotency.store must be a store object');
-      for (const method of ['claim', 'complete', 'release'] as const) {
-        if (typeof store[method] !== 'function') throw new TypeError(`idempotency.store must implement ${method}()`);
-      }
-      if (store.extend !== undefined && typeof store.extend !== 'function') throw new TypeError('idempotency.store extend must be a function when present');
-    }
+    if (store !== undefined) checkStore(store);
     this.#store = store;
     this.#observer = new Observer(options, store);
     observers.set(this, this.#observer);
@@ -371,22 +357,8 @@ class ReceiverImpl implements Receiver {
     return namespace as string;
   }
 
-  async forgetVersion(entity: string | number | bigint, options: { namespace?: string } = {}): Promise<void> {
-    const store = this.#store;
-    if (this.#ordering === undefined || store === undefined) throw new TypeError('forgetVersion needs a receiver built with ordering');
-    const name = typeof entity === 'string' ? entity : typeof entity === 'bigint' || (typeof entity === 'number' && Number.isFinite(entity)) ? String(entity) : undefined;
-    if (name === undefined || name.length === 0) throw new TypeError('forgetVersion needs the entity, as ordering.key returned it (a non-empty string, a number or a bigint)');
-    const namespace = options.namespace ?? this.#fixedNamespace;
-    if (namespace === undefined) throw new TypeError('forgetVersion needs options.namespace: this receiver computes its namespace per webhook');
-    const problem = namespaceProblem(namespace);
-    if (problem !== undefined) throw new TypeError(`forgetVersion namespace ${problem}`);
-    const key = entityKey(namespace, name);
-    checkEntity(key);
-    try {
-      await store.forgetVersion!(key);
-    } catch (error) {
-      throw new WebhookError('STORE_UNAVAILABLE', 'the idempotency store did not forget the version; retry later', { cause: error });
-    }
+  forgetVersion(entity: string | number | bigint, options: { namespace?: string } = {}): Promise<void> {
+    return forgetOrderedVersion(this.#store, this.#ordering, this.#fixedNamespace, entity, options);
   }
 
   #namespaceFailed(error: unknown, webhook: VerifiedWebhook): never {
@@ -420,22 +392,6 @@ class ReceiverImpl implements Receiver {
       // A throwing logger must not turn a processed webhook into a failure.
     }
   }
-}
-
-/**
- * With `ordering`, the store must have the ordering operations, all of them: one without them
- * cannot refuse a stale event in the same step as its claim (the DynamoDB store, or a custom one).
- */
-function checkOrderingStore(store: IdempotencyStore | undefined): void {
-  if (store === undefined) throw new TypeError('ordering needs idempotency (a store that records versions): it cannot be used with idempotency: false');
-  const present = ORDERING_OPERATIONS.filter((operation) => typeof store[operation] === 'function');
-  if (present.length === ORDERING_OPERATIONS.length) return;
-  const name = typeof store.name === 'string' ? `the ${store.name} store` : 'idempotency.store';
-  throw new TypeError(
-    present.length === 0
-      ? `${name} has no ordering operations (${ORDERING_OPERATIONS.join(', ')}), so it cannot refuse a stale event in the same step as its claim: use the memory, Redis, Postgres or Durable Object store with ordering`
-      : `${name} has ${present.join(', ')} but not ${ORDERING_OPERATIONS.filter((operation) => !present.includes(operation)).join(', ')}: the ordering operations come all together`,
-  );
 }
 
 /**
