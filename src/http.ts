@@ -6,7 +6,6 @@
 
 import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
 import { isWebhookError, type WebhookError } from './errors.ts';
-import { TENANT_KEYS_DEFAULTS } from './keys.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { rejectionContext, tenantOfError, type RejectionContext } from './rejection.ts';
@@ -57,9 +56,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' } as const;
  */
 export function errorResponse(error: WebhookError): WebhookResponse {
   // Every 503 asks the sender to come back later, and says when; so does ENTITY_BUSY (its lock's time left).
-  const retryAfter =
-    error.retryAfterSeconds ??
-    (error.code === 'KEYS_UNAVAILABLE' ? TENANT_KEYS_DEFAULTS.retryAfterSeconds : error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined);
+  // An error that knows its own pause says it (ENTITY_BUSY, KEYS_UNAVAILABLE); every other 503 gets the store's.
+  const retryAfter = error.retryAfterSeconds ?? (error.status === 503 ? STORE_UNAVAILABLE_RETRY_AFTER_SECONDS : undefined);
   const headers: Record<string, string> = retryAfter === undefined ? { ...JSON_HEADERS } : { ...JSON_HEADERS, 'retry-after': String(retryAfter) };
   return { status: error.status, headers, body: JSON.stringify({ error: error.code, message: error.message }) };
 }

@@ -28,7 +28,7 @@ import {
   type VerifierSettings,
   type WebhookInput,
 } from './verify.ts';
-import { shown, TenantKeyCache, type Entry } from './keys/cache.ts';
+import { keysUnavailable, shown, TenantKeyCache, type Entry } from './keys/cache.ts';
 import { TENANT_KEYS_DEFAULTS, type TenantKeys, type TenantKeysOptions, type TenantKeysUsage, type TenantRequest } from './keys/types.ts';
 
 // The public types and defaults, from the room below the keys' parts.
@@ -208,10 +208,7 @@ class TenantKeysImpl implements TenantKeys {
       if (stale !== undefined && stale.retryAt > this.#cache.now()) return this.#verifierOf(stale, profile, name);
       if (this.#cache.loads.size >= this.#cache.maxLoads) {
         if (stale !== undefined) return this.#verifierOf(stale, profile, name);
-        throw rejection(
-          'KEYS_UNAVAILABLE',
-          `${this.#cache.maxLoads} key loads are in flight already (maxConcurrentLoads), so tenant ${shown(name)} was not loaded; retry later`,
-        );
+        throw keysUnavailable(`${this.#cache.maxLoads} key loads are in flight already (maxConcurrentLoads), so tenant ${shown(name)} was not loaded; retry later`);
       }
       loading = this.#cache.startLoad(name);
     }

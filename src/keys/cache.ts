@@ -42,6 +42,14 @@ function checkCount(value: number | undefined, name: string, fallback: number, {
 const INVALID_TENANT_KEYS_MESSAGE = "the receiving server's keys for this endpoint are misconfigured; the delivery itself was not judged";
 
 /**
+ * The `KEYS_UNAVAILABLE` refusal (503), carrying its own `Retry-After`: the pause before a failed
+ * tenant's keys are loaded again. Internal.
+ */
+export function keysUnavailable(message: string, cause?: unknown): WebhookError {
+  return rejection('KEYS_UNAVAILABLE', message, { cause, retryAfterSeconds: TENANT_KEYS_DEFAULTS.retryAfterSeconds });
+}
+
+/**
  * The caches and loads of one `TenantKeys`. Its options' functions are checked by the caller
  * (`load` a function, `now` a function or undefined); the numbers are checked here.
  */
@@ -106,7 +114,7 @@ export class TenantKeyCache {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const answered = new Promise<TenantKeysLoaded>((resolve, reject) => {
       timer = setTimeout(() => {
-        const error = rejection('KEYS_UNAVAILABLE', `the key loader did not answer for tenant ${shown(name)} within ${this.#timeoutMs} ms (loadTimeoutMs)`);
+        const error = keysUnavailable(`the key loader did not answer for tenant ${shown(name)} within ${this.#timeoutMs} ms (loadTimeoutMs)`);
         controller.abort(error);
         reject(error);
       }, this.#timeoutMs);
@@ -129,7 +137,7 @@ export class TenantKeyCache {
         const failed =
           error instanceof WebhookError && error.code === 'KEYS_UNAVAILABLE'
             ? error
-            : rejection('KEYS_UNAVAILABLE', `the key loader failed for tenant ${shown(name)}; retry later`, { cause: error });
+            : keysUnavailable(`the key loader failed for tenant ${shown(name)}; retry later`, error);
         if (current) {
           const stale = this.known.peek(name, { allowStale: true });
           if (stale !== undefined) stale.retryAt = this.now() + TENANT_KEYS_DEFAULTS.retryAfterSeconds * 1000;

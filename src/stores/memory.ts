@@ -337,21 +337,31 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     return lock !== undefined && lock.token === token && lock.until > time ? lock : undefined;
   };
 
+  /**
+   * The id's own answer at `time` (completed, or held by a live lock), else its expired lock if it
+   * has one (to be taken over); an expired completion is forgotten. Both claims start here.
+   */
+  const idState = (space: Space, key: string, time: number): ClaimResult | { lock: Entry | undefined } => {
+    const done = space.done.get(key);
+    if (done !== undefined) {
+      if (done.until > time) return { status: 'completed' };
+      space.done.delete(key);
+    }
+    const lock = space.claims.get(key);
+    if (lock !== undefined && lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
+    return { lock };
+  };
+
   const operations: SyncOperations = {
     claim(key, lockMs): ClaimResult {
       checkClaim(key, lockMs);
       const space = spaceOf(key);
       const time = now();
-      const done = space.done.get(key);
-      if (done !== undefined) {
-        if (done.until > time) return { status: 'completed' };
-        space.done.delete(key);
-      }
-      const lock = space.claims.get(key);
-      if (lock !== undefined) {
-        if (lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
-        // Expired: taken over below (hold() sets the key again).
-      } else if (!space.makeRoom(time)) {
+      const id = idState(space, key, time);
+      if ('status' in id) return id;
+      const { lock } = id;
+      // An expired lock is taken over below (hold() sets the key again).
+      if (lock === undefined && !space.makeRoom(time)) {
         throw full(space);
       }
       const token = newToken();
@@ -401,13 +411,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       checkClaimOrdered(key, lockMs, ttlMs, order);
       const space = spaceOf(key);
       const time = now();
-      const done = space.done.get(key);
-      if (done !== undefined) {
-        if (done.until > time) return { status: 'completed' };
-        space.done.delete(key);
-      }
-      const lock = space.claims.get(key);
-      if (lock !== undefined && lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
+      const id = idState(space, key, time);
+      if ('status' in id) return id;
+      const { lock } = id;
       const entity = entities.get(order.entity, time);
       if (entity?.version !== undefined && entity.version > order.version) {
         // Stale: recorded as done, so its retries are duplicates.
