@@ -3,7 +3,7 @@
  * codes, and never a secret in what it prints (except generate-secret, whose output is the point).
  */
 
-import { execFile, spawn, spawnSync, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -14,7 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { createVerifier } from '../../src/verify.ts';
 import { createTestReceiver, signWebhook } from '../../src/testing/index.ts';
 import { KEY_BYTES, OTHER_SECRET, SECRET, expectNoSecrets, hmac, nowSeconds } from '../testing/support.ts';
-import { CLI, baseEnv, noSecrets, root, run } from './support.ts';
+import { listen, noSecrets, root, run } from './support.ts';
 
 const execFileAsync = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), 'webhook-receiver-cli-'));
@@ -324,48 +324,6 @@ describe('verify', () => {
 });
 
 describe('listen', () => {
-  interface Listening {
-    child: ChildProcessWithoutNullStreams;
-    url: string;
-    output: () => string;
-    waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<string>;
-    exit: Promise<number | null>;
-  }
-
-  async function listen(args: string[], env: Record<string, string> = {}): Promise<Listening> {
-    const child = spawn(CLI[0], [...CLI.slice(1), 'listen', ...args], { cwd: root, env: { ...baseEnv, ...env } });
-    let stdout = '';
-    let stderr = '';
-    const listeners = new Set<() => void>();
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-      for (const listener of listeners) listener();
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const exit = new Promise<number | null>((resolvePromise) => child.on('close', resolvePromise));
-    // Never outlive the test file.
-    const killer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    void exit.then(() => clearTimeout(killer));
-    const waitFor = (pattern: RegExp, timeoutMs = 10_000) =>
-      new Promise<string>((resolvePromise, reject) => {
-        const check = () => {
-          const match = pattern.exec(stdout);
-          if (!match) return false;
-          listeners.delete(check);
-          clearTimeout(timer);
-          resolvePromise(match[1] ?? match[0]);
-          return true;
-        };
-        const timer = setTimeout(() => {
-          listeners.delete(check);
-          reject(new Error(`no ${pattern} within ${timeoutMs} ms; stdout:\n${stdout}\nstderr:\n${stderr}`));
-        }, timeoutMs);
-        if (!check()) listeners.add(check);
-      });
-    const url = await waitFor(/^listening on (http:\/\/127\.0\.0\.1:\d+) /m);
-    return { child, url, output: () => stdout + stderr, waitFor, exit };
-  }
-
   it('prints each delivery and its verification outcome as it arrives, then stops on SIGTERM', async () => {
     const server = await listen([], { WEBHOOK_SECRET: SECRET });
     try {

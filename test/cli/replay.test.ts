@@ -4,7 +4,6 @@
  * and read what arrived from the raw request (order and repeats of headers, body bytes).
  */
 
-import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,7 +16,7 @@ import { webhooks, webhookOf } from '../../adapters/express.ts';
 import { signWebhook } from '../../src/sign.ts';
 import type { CapturedDelivery } from '../../src/testing/replay.ts';
 import { OTHER_SECRET, SECRET, expectNoSecrets } from '../testing/support.ts';
-import { CLI, baseEnv, root, run, type Result } from './support.ts';
+import { listen as listenProcess, run, type Result } from './support.ts';
 
 /** CLI processes on a loaded two-core machine: generous, and still bounded. */
 const TIMEOUT = 60_000;
@@ -87,39 +86,8 @@ function post(url: string, headers: [string, string][], body: Uint8Array): Promi
   });
 }
 
-/** `listen` as a child process, with a way to wait for its output. */
-async function listen(args: string[], env: Record<string, string>) {
-  const child = spawn(CLI[0], [...CLI.slice(1), 'listen', ...args], { cwd: root, env: { ...baseEnv, ...env } });
-  let stdout = '';
-  let stderr = '';
-  const listeners = new Set<() => void>();
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    stdout += chunk;
-    for (const listener of listeners) listener();
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
-  const killer = setTimeout(() => child.kill('SIGKILL'), TIMEOUT);
-  void exit.then(() => clearTimeout(killer));
-  const waitFor = (pattern: RegExp) =>
-    new Promise<string>((resolve, reject) => {
-      const check = () => {
-        const match = pattern.exec(stdout);
-        if (!match) return false;
-        listeners.delete(check);
-        clearTimeout(timer);
-        resolve(match[1] ?? match[0]);
-        return true;
-      };
-      const timer = setTimeout(() => {
-        listeners.delete(check);
-        reject(new Error(`no ${pattern}; stdout:\n${stdout}\nstderr:\n${stderr}`));
-      }, TIMEOUT);
-      if (!check()) listeners.add(check);
-    });
-  const url = await waitFor(/^listening on (http:\/\/127\.0\.0\.1:\d+) /m);
-  return { child, url, waitFor, exit, output: () => stdout + stderr };
-}
+/** `listen` as a child process, with this file's patient bounds (it records every delivery to a file). */
+const listen = (args: string[], env: Record<string, string>) => listenProcess(args, env, { killAfterMs: TIMEOUT, waitMs: TIMEOUT });
 
 /** The raw header pairs the endpoint received, without the two the HTTP client owns. */
 function received(rawHeaders: string[]): [string, string][] {

@@ -3,7 +3,7 @@
  * runs it, and checking that no secret shows in what it printed.
  */
 
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { OTHER_SECRET, SECRET, expectNoSecrets } from '../testing/support.ts';
 
@@ -35,4 +35,51 @@ export function run(args: string[], options: { input?: string | Uint8Array; env?
 /** Neither test secret (nor the given signatures) appears in the output. */
 export function noSecrets(result: Result, signatures: string[] = []): void {
   expectNoSecrets(result.stdout + result.stderr, [SECRET, OTHER_SECRET], signatures);
+}
+
+/** A `listen` child process, with a way to wait for its output. */
+export interface Listening {
+  child: ChildProcessWithoutNullStreams;
+  url: string;
+  output: () => string;
+  /** Resolves with the pattern's first group (or whole match) once stdout has it. */
+  waitFor: (pattern: RegExp, timeoutMs?: number) => Promise<string>;
+  exit: Promise<number | null>;
+}
+
+/**
+ * Starts `webhook-receiver listen` and resolves once it prints its URL. It is killed after
+ * `killAfterMs` whatever happens, so it never outlives the test file; `waitMs` bounds each wait.
+ */
+export async function listen(args: string[], env: Record<string, string> = {}, { killAfterMs = 30_000, waitMs = 10_000 } = {}): Promise<Listening> {
+  const child = spawn(CLI[0], [...CLI.slice(1), 'listen', ...args], { cwd: root, env: { ...baseEnv, ...env } });
+  let stdout = '';
+  let stderr = '';
+  const listeners = new Set<() => void>();
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+    for (const listener of listeners) listener();
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exit = new Promise<number | null>((resolvePromise) => child.on('close', resolvePromise));
+  const killer = setTimeout(() => child.kill('SIGKILL'), killAfterMs);
+  void exit.then(() => clearTimeout(killer));
+  const waitFor = (pattern: RegExp, timeoutMs = waitMs) =>
+    new Promise<string>((resolvePromise, reject) => {
+      const check = () => {
+        const match = pattern.exec(stdout);
+        if (!match) return false;
+        listeners.delete(check);
+        clearTimeout(timer);
+        resolvePromise(match[1] ?? match[0]);
+        return true;
+      };
+      const timer = setTimeout(() => {
+        listeners.delete(check);
+        reject(new Error(`no ${pattern} within ${timeoutMs} ms; stdout:\n${stdout}\nstderr:\n${stderr}`));
+      }, timeoutMs);
+      if (!check()) listeners.add(check);
+    });
+  const url = await waitFor(/^listening on (http:\/\/127\.0\.0\.1:\d+) /m);
+  return { child, url, output: () => stdout + stderr, waitFor, exit };
 }
