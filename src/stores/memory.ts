@@ -105,16 +105,21 @@ export const DEFAULT_MEMORY_STORE_MAX = 100_000;
  */
 export const DEFAULT_MEMORY_STORE_UNSIGNED_MAX = DEFAULT_UNSIGNED_MAX;
 
-/** A live claim (its owner's token, until when its lock holds) or a completion (its token, until when it is remembered). */
+/**
+ * A live claim (its owner's token, until when its lock holds) or a completion (its token, until
+ * when it is remembered). One shape for both: a completion is its claim's record, moved from one
+ * map to the other, so completing allocates nothing.
+ */
 interface Entry {
+  /** The id's key, so the order of completions can find a completion in the map. */
+  key: string;
   token: string;
   until: number;
+  /** A completion still in the map: set false when it leaves, so the order needs no look-up. */
+  live: boolean;
 }
 
-/** A completed id, with its key, so the order of completions can find it in the map. */
-interface Completion extends Entry {
-  key: string;
-}
+type Completion = Entry;
 
 /**
  * One key class's entries. Live claims and completed ids are kept in two maps. Completions are
@@ -153,7 +158,9 @@ class Space {
   }
 
   /** Records a completion, at the back of the order. */
-  remember(completion: Completion): void {
+  remember(completion: Completion, until: number): void {
+    completion.until = until;
+    completion.live = true;
     this.done.set(completion.key, completion);
     this.#order.push(completion);
     // A completion deleted from the map (its id claimed again after it expired) stays queued until
@@ -170,7 +177,7 @@ class Space {
     const order = this.#order;
     while (this.#head < order.length) {
       const first = order[this.#head]!;
-      if (this.done.get(first.key) === first) return first;
+      if (first.live) return first;
       this.#head++;
     }
     // Drained: start again at the beginning of a fresh array rather than grow this one forever.
@@ -181,8 +188,14 @@ class Space {
     return undefined;
   }
 
-  #forget(completion: Completion): true {
+  /** Forgets a completion (expired, or making room). */
+  drop(completion: Completion): void {
+    completion.live = false;
     this.done.delete(completion.key);
+  }
+
+  #forget(completion: Completion): true {
+    this.drop(completion);
     this.#head++;
     // The array is cut down once its dropped front is at least half of it: amortised O(1).
     if (this.#head >= 1024 && this.#head * 2 >= this.#order.length) {
@@ -345,7 +358,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     const done = space.done.get(key);
     if (done !== undefined) {
       if (done.until > time) return { status: 'completed' };
-      space.done.delete(key);
+      space.drop(done);
     }
     const lock = space.claims.get(key);
     if (lock !== undefined && lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
@@ -365,20 +378,21 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         throw full(space);
       }
       const token = newToken();
-      space.hold(key, { token, until: time + lockMs });
+      space.hold(key, { key, token, until: time + lockMs, live: false });
       return { status: 'acquired', token };
     },
     complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
       const space = spaceOf(key);
       const time = now();
-      if (held(space, key, token, time) === undefined) {
+      const lock = held(space, key, token, time);
+      if (lock === undefined) {
         // Idempotent for its own token: a completion that already landed still answers true.
         const done = space.done.get(key);
         return done !== undefined && done.token === token && done.until > time;
       }
       space.claims.delete(key);
-      space.remember({ key, token, until: time + ttlMs });
+      space.remember(lock, time + ttlMs);
       return true;
     },
     release(key, token) {
@@ -419,7 +433,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         // Stale: recorded as done, so its retries are duplicates.
         if (lock !== undefined) space.claims.delete(key);
         else if (!space.makeRoom(time)) throw full(space);
-        space.remember({ key, token: newToken(), until: time + ttlMs });
+        space.remember({ key, token: newToken(), until: 0, live: false }, time + ttlMs);
         return { status: 'stale' };
       }
       if (order.exclusive && entity?.lockToken !== undefined) return { status: 'busy', retryAfterMs: entity.lockUntil - time };
@@ -433,7 +447,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         record.lockToken = token;
         record.lockUntil = time + lockMs;
       }
-      space.hold(key, { token, until: time + lockMs });
+      space.hold(key, { key, token, until: time + lockMs, live: false });
       return { status: 'acquired', token };
     },
     complete(key: string, token: string, ttlMs: number, order: EntityOrder): boolean {
@@ -441,12 +455,13 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       checkOrder(order);
       const space = spaceOf(key);
       const time = now();
-      if (held(space, key, token, time) === undefined) {
+      const lock = held(space, key, token, time);
+      if (lock === undefined) {
         const done = space.done.get(key);
         return done !== undefined && done.token === token && done.until > time;
       }
       space.claims.delete(key);
-      space.remember({ key, token, until: time + ttlMs });
+      space.remember(lock, time + ttlMs);
       const record = entities.make(order.entity, time);
       // Every entity locked and none to forget: the version cannot be kept (the id is done).
       if (record === undefined) return true;
