@@ -1,10 +1,12 @@
 /**
  * `webhook-receiver/nestjs`: a NestJS module, an interceptor and parameter decorators that verify
- * and claim a webhook on `@nestjs/platform-express` and `@nestjs/platform-fastify` alike.
+ * and claim a webhook on `@nestjs/platform-express` and `@nestjs/platform-fastify` alike, or, with
+ * an inbox in the module's options, verify, deduplicate, enqueue and answer 202 themselves.
  *
  * Translation only: the interceptor takes the raw bytes Nest keeps with `rawBody: true`, calls
  * the receiver, answers from the core's table, and settles the claim by the route handler's
- * outcome. A guard would not do: it runs before the handler and never learns how it ended.
+ * outcome. A guard would not do: it runs before the handler and never learns how it ended, and it
+ * cannot answer a request itself (it lets it through or throws), which accepting needs.
  *
  * No decorator syntax here: the decorators are applied as functions, and every dependency is
  * injected by an explicit token, so the integration works whatever compiles the app (tsc, SWC,
@@ -33,7 +35,7 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { from, lastValueFrom, type Observable } from 'rxjs';
 import { escapeControlCharacters } from '../src/encoding.ts';
 import { errorText } from '../src/errors.ts';
-import { CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { WebhookLogger } from '../src/logger.ts';
 import type { Claim, Receiver, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -140,8 +142,9 @@ function nestLogger(): WebhookLogger {
 
 /**
  * The receiver the module builds from its options, once per app. Inject it to reach the
- * receiver (a readiness check with `receiver.ping()`); on shutdown (`app.enableShutdownHooks()`)
- * it closes the receiver, which stops renewals and lets completions in flight finish.
+ * receiver (a readiness check with `receiver.ping()`, or `receiver.inbox` when the module accepts
+ * into one); on shutdown (`app.close()`, or a signal with `app.enableShutdownHooks()`) it closes
+ * the receiver, which stops renewals and lets completions in flight finish.
  *
  * @example
  * ```ts
@@ -160,12 +163,6 @@ export class WebhookReceiverService implements OnApplicationShutdown {
   constructor(options: AdapterOptions) {
     if (typeof options !== 'object' || options === null) throw new TypeError('WebhookReceiverModule needs an options object: WebhookReceiverModule.forRoot({ secrets })');
     const { isGlobal: _isGlobal, ...receiverOptions } = options as WebhookReceiverOptions;
-    // Not yet: the guard runs before the route's handler, which would then run here anyway.
-    if (receiverOptions.inbox !== undefined) {
-      throw new TypeError(
-        'WebhookReceiverModule does not accept into an inbox yet: call receiver.accept(request) from a controller of your own, and run inbox.work(handler) in the workers',
-      );
-    }
     // Nest's Logger unless the app chose a logger; `onRejected` and `onError`, when given, still
     // replace the logging they cover.
     this.delivery = new Delivery({ ...receiverOptions, logger: receiverOptions.logger ?? nestLogger() });
@@ -231,6 +228,12 @@ const NO_RAW_BODY_HINT =
  *   the context `WebhookReceiver` and the fields (code, status, webhookId, method, path) in the
  *   message, unless the options give a `logger`, `onRejected` or `onError`.
  *
+ * With `inbox` in the module's options, the interceptor accepts instead: it verifies, deduplicates,
+ * enqueues, and answers 202 `{ "enqueued": true }` itself once the engine acknowledged the job
+ * (200 for a duplicate, 409 `IN_PROGRESS` while another delivery of the id is being accepted, 503
+ * `INBOX_UNAVAILABLE` with `Retry-After` when the engine refused or did not answer, the claim
+ * released), without calling the route's method: the workers run the handler (`inbox.work`).
+ *
  * @example
  * ```ts
  * import { Controller, HttpCode, Post, UseInterceptors } from '@nestjs/common';
@@ -243,6 +246,20 @@ const NO_RAW_BODY_HINT =
  *   @UseInterceptors(WebhookInterceptor)
  *   receive(@Webhook() webhook: VerifiedWebhook) {
  *     return { received: webhook.id };
+ *   }
+ * }
+ * ```
+ *
+ * @example
+ * With `WebhookReceiverModule.forRoot({ secrets, inbox })`: the method never runs.
+ * ```ts
+ * @Controller('webhooks')
+ * export class AcceptingController {
+ *   @Post()
+ *   @UseInterceptors(WebhookInterceptor)
+ *   accept(): never {
+ *     // Throws so that, in a module built without an inbox, the route fails instead of answering 2xx with nothing done.
+ *     throw new Error('WebhookReceiverModule was built without an inbox');
  *   }
  * }
  * ```
@@ -266,11 +283,16 @@ export class WebhookInterceptor implements NestInterceptor {
     const delivery = this.#delivery;
     const nodeReq = req.raw ?? (req as unknown as IncomingMessage);
     const nodeRes = res.raw ?? (res as unknown as ServerResponse);
+    const { receiver } = delivery;
     let claim: Claim;
     try {
       const body = await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_HINT);
-      const where = { method: req.method, path: req.originalUrl ?? req.url, host: req.headers.host, params: req.params };
-      claim = await delivery.receiver.claim({ headers: req.headers, body, ...where });
+      const input = { headers: req.headers, body, method: req.method, path: req.originalUrl ?? req.url, host: req.headers.host, params: req.params };
+      // With an inbox the interceptor answers itself and never calls next.handle(): the route's
+      // method (and its parameter decorators, resolved only inside next.handle()) never runs; the
+      // workers run the handler. As Nest's CacheInterceptor answers a hit without the route.
+      if (receiver.inbox !== undefined) return this.#answer(res, acceptResponse(await receiver.accept(input)));
+      claim = await receiver.claim(input);
     } catch (error) {
       return this.#answer(res, delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
     }
@@ -356,8 +378,10 @@ function moduleOf(optionsProvider: Provider, imports: ModuleMetadata['imports'],
 
 /**
  * The module that configures the receiver: `forRoot(options)`, or `forRootAsync` to build the
- * options from other providers (`ConfigService`). Import it in the module whose controllers use
- * {@link WebhookInterceptor} (or pass `isGlobal: true`). Create the app with `rawBody: true`.
+ * options from other providers (`ConfigService`, a provider of the app's inbox). Import it in the
+ * module whose controllers use {@link WebhookInterceptor} (or pass `isGlobal: true`). Create the
+ * app with `rawBody: true`. With `inbox` in the options the interceptor accepts into it and
+ * answers 202 itself; run `inbox.work(handler)` from a provider's `onApplicationBootstrap`.
  *
  * @example
  * ```ts
