@@ -6,11 +6,40 @@
  */
 
 import { webcrypto } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import { handWrittenWebCryptoVerify, jsonBody, KiB, newSecret, signedMessage } from './fixtures.ts';
 import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
 import { inFlight, oneAtATime, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
 const IN_FLIGHT = 64;
+
+/**
+ * The main thread's busy time per call, 64 in flight: the event loop's active time (its
+ * utilisation, which leaves out the waits for the thread pool) over `n` calls, in seconds. Wall
+ * time with 64 in flight also counts the thread pool's four threads competing with the main
+ * thread for two cores, which moved the ratio of two candidates between 0.8 and 1.35 from round to
+ * round on a loaded machine; the main thread's time is what a verifier adds.
+ */
+async function mainThreadPerCall(op: () => Promise<unknown>, n: number): Promise<number> {
+  const start = performance.eventLoopUtilization();
+  await inFlight(op, IN_FLIGHT)(n);
+  return performance.eventLoopUtilization(start).active / 1000 / n;
+}
+
+/** Per repetition, each candidate's main-thread time per call, the order rotating between repetitions. */
+async function mainThreadSeries(candidates: Record<string, () => Promise<unknown>>, reps: number, calls: number): Promise<Map<string, number[]>> {
+  const names = Object.keys(candidates);
+  const out = new Map(names.map((name) => [name, [] as number[]]));
+  // Warm-up: every candidate once, untimed.
+  for (const name of names) await mainThreadPerCall(candidates[name]!, calls);
+  for (let rep = 0; rep < reps; rep++) {
+    for (let i = 0; i < names.length; i++) {
+      const name = names[(i + rep) % names.length]!;
+      out.get(name)!.push(await mainThreadPerCall(candidates[name]!, calls));
+    }
+  }
+  return out;
+}
 
 export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> {
   const { defaultBackend, webCryptoBackend } = config.pkg.crypto;
@@ -65,6 +94,12 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
     ...(await timeInterleaved(concurrent, { ...timing, batchMs: config.quick ? 5 : 25, minIterations: IN_FLIGHT })),
   ]);
 
+  // The target's measure: the main thread's busy time, the same candidates (see mainThreadPerCall).
+  const busy = await mainThreadSeries({ ours, hand }, config.quick ? 3 : 11, IN_FLIGHT * (config.quick ? 20 : 200));
+  const oursBusy = summarize(busy.get('ours')!);
+  const handBusy = summarize(busy.get('hand')!);
+  const busyRatio = summarize(ratios(busy.get('ours')!, busy.get('hand')!));
+
   const of = (name: string) => series(timings, name);
   const seq = summarize(ratios(of('ours, sequential'), of('bare, sequential')));
   const par = summarize(ratios(of('ours, 64 in flight'), of('bare, 64 in flight')));
@@ -90,6 +125,8 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
       timeSummary(summarize(of('hand-written, 64 in flight'))),
       `${ratioText(handPar)}; ours ÷ this ${ratioText(oursOverHand)}`,
     ],
+    ['64 in flight, main thread only', 'ours, WebCrypto forced', timeSummary(oursBusy), `${ratioText(busyRatio)} of the hand-written check`],
+    ['64 in flight, main thread only', 'hand-written check', timeSummary(handBusy), '1'],
   ];
   const body = [
     `1 KiB JSON, one secret. Time per verification (64 in flight: wall time of rounds of ${IN_FLIGHT} concurrent calls, ` +
@@ -104,6 +141,11 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
       'row is the cheapest check that reads the headers on this path: the same checks as section 1\'s hand-written one, ' +
       'the join into a reused buffer, one `sign`. It is the floor for this figure: what a verifier adds to a bare ' +
       '`sign` cannot be less than what it costs.',
+    '',
+    'The target compares the main thread\'s busy time per call (the event loop\'s active time, which leaves out its ' +
+      'waits for the thread pool), the last two rows: wall time with 64 in flight also counts the thread pool\'s four ' +
+      'threads competing with the main thread for two cores, and moved the ratio of the same two candidates between ' +
+      '0.8 and 1.35 from round to round on a loaded machine. The wall-time ratio is in the context column.',
   ].join('\n');
   return {
     id: 'webcrypto',
@@ -120,11 +162,11 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
       {
         // Like with like (issue 29): the cheapest hand-written check on this path is the floor, since
         // `subtle.sign` takes one buffer and a check that reads the headers must join them.
-        what: 'forced WebCrypto verify ÷ the cheapest hand-written WebCrypto check, 64 in flight (1 KiB)',
+        what: 'forced WebCrypto verify ÷ the cheapest hand-written WebCrypto check, main-thread time, 64 in flight (1 KiB)',
         target: '≤ 1.15',
-        measured: ratioText(oursOverHand),
-        context: `${median('ours, 64 in flight')} vs ${median('hand-written, 64 in flight')}; ÷ bare \`subtle.sign\` ${ratioText(par)} (the hand-written check ${ratioText(handPar)})`,
-        pass: oursOverHand.median <= 1.15,
+        measured: ratioText(busyRatio),
+        context: `${timeText(oursBusy.median)} vs ${timeText(handBusy.median)} of main-thread time per call; wall time ${median('ours, 64 in flight')} vs ${median('hand-written, 64 in flight')}, ratio ${ratioText(oursOverHand)}; ÷ bare \`subtle.sign\` ${ratioText(par)} (the hand-written check ${ratioText(handPar)})`,
+        pass: busyRatio.median <= 1.15,
       },
     ],
   };
