@@ -107,4 +107,4 @@ export {
 export { createRouter, type EventHandler, type RouteResult, type RouterOptions, type UnhandledEvents, type WebhookEvent, type WebhookRouter } from './router.ts';
 export type { PayloadIssues, StandardSchemaV1 } from './schema.ts';
 export { TELEMETRY_NAMES, type DeliveryOutcome, type OpenTelemetryApi, type OutcomeEvent, type TelemetryOptions } from './telemetry.ts';
-export type { RejectionLogFields, WebhookLogger } from './logger.ts';
+export type { JobFailureLogFields, RejectionLogFields, WebhookLogger } from './logger.ts';

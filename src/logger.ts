@@ -11,8 +11,8 @@ import type { RejectionContext } from './rejection.ts';
 
 /**
  * A logger the receiver can write to: pino, bunyan-style child loggers, Fastify's `request.log`,
- * or the console. Only `warn` (rejected requests) and `error` (store failures) are called, always
- * as `(fields, message)`.
+ * or the console. Only `warn` (rejected requests; an inbox worker's failed jobs) and `error`
+ * (store failures) are called, always as `(fields, message)`.
  *
  * @example
  * ```ts
@@ -22,7 +22,10 @@ import type { RejectionContext } from './rejection.ts';
  * ```
  */
 export interface WebhookLogger {
-  /** A rejected request: `code`, `status`, `webhookId`, `method`, `path` (and `tenant`, with tenant keys). */
+  /**
+   * A rejected request: `code`, `status`, `webhookId`, `method`, `path` (and `tenant`, with tenant
+   * keys). A job an inbox worker's handler failed: {@link JobFailureLogFields} and `err`.
+   */
   warn(fields: object, message: string): void;
   /** A store failure: `stage`, `webhookId`, `willRetry`, `err` (and `tenant`, with tenant keys). */
   error(fields: object, message: string): void;
@@ -95,4 +98,43 @@ export function logFailure(
   }
   // pino serialises `err` with its stack and cause.
   logger!.error({ ...fields, err: error }, `webhook receiver: ${message}`);
+}
+
+/**
+ * The fields of an inbox worker's log entry for a job whose handler failed (with `err`, the error
+ * it threw): retried, or dead-lettered. What the job is, never what it holds.
+ *
+ * @example
+ * ```ts
+ * const fields: JobFailureLogFields = { outcome: 'retried', webhookId: 'msg_1', namespace: 'default', attempt: 1, maxAttempts: 12, engine: 'bullmq' };
+ * ```
+ */
+export interface JobFailureLogFields {
+  outcome: 'retried' | 'dead_lettered';
+  webhookId: string;
+  namespace: string;
+  /** The attempt that failed, 1-based. */
+  attempt: number;
+  maxAttempts: number;
+  engine: string;
+  /** The tenant the job was verified for (tenant keys). */
+  tenant?: string;
+}
+
+/**
+ * A job whose handler failed, logged as a warning: the job is retried or kept as a dead letter,
+ * so nothing is lost, but someone should look. Successes are not logged, as in the synchronous mode.
+ */
+export function logJobFailure(logger: WebhookLogger | undefined, fields: JobFailureLogFields, error: unknown): void {
+  const what = fields.outcome === 'retried' ? 'will be retried' : 'was dead-lettered';
+  if (isConsole(logger)) {
+    const tenant = fields.tenant === undefined ? '' : ` of tenant ${JSON.stringify(fields.tenant)}`;
+    console.warn(
+      escapeControlCharacters(
+        `[webhook-receiver] inbox worker: job ${JSON.stringify(fields.webhookId)}${tenant} failed on attempt ${fields.attempt} of ${fields.maxAttempts} (${fields.engine}) and ${what}: ${errorText(error)}`,
+      ),
+    );
+    return;
+  }
+  logger!.warn({ ...fields, err: error }, `inbox worker: a job failed and ${what}`);
 }

@@ -16,7 +16,8 @@ The engine follows from the URL: redis:// or rediss:// for BullMQ, postgres:// o
 for pg-boss.
 
 Commands:
-  list                print the dead letters, oldest first: id, namespace, attempts, failed at, error
+  list                print the dead letters, oldest first: id, namespace, attempts, first
+                      attempt at, last attempt ended at (- where the engine cannot tell), error
   retry               put the dead letter of --id back on the queue
   purge               delete the dead letter of --id (the sender's late retries stay duplicates)
 
@@ -73,8 +74,15 @@ async function openPgBoss(url: string, queueName: string, schema: string | undef
 }
 
 function line(letter: DeadLetter): string {
-  const failedAt = letter.failedAt?.toISOString() ?? '-';
-  return [letter.webhookId, letter.namespace + (letter.signed ? '' : ' (unsigned)'), `${letter.attempts} attempts`, failedAt, `${letter.error.name}: ${letter.error.message}`].join('  ');
+  const time = (date: Date | undefined) => date?.toISOString() ?? '-';
+  return [
+    letter.webhookId,
+    letter.namespace + (letter.signed ? '' : ' (unsigned)'),
+    `${letter.attempts} attempts`,
+    time(letter.firstAttemptAt),
+    time(letter.failedAt),
+    `${letter.error.name}: ${letter.error.message}`,
+  ].join('  ');
 }
 
 export async function inboxCommand(args: string[]): Promise<number> {

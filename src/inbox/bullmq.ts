@@ -34,6 +34,25 @@ export const BULLMQ_DEAD_LETTER_RETENTION_SECONDS = 14 * 86_400;
 const JOB_NAME = 'webhook';
 
 /**
+ * When a job's first attempt began (epoch ms), added to its data when that attempt fails and will
+ * be retried: BullMQ keeps only the latest attempt's start (`processedOn`). Never part of the job
+ * a dead letter shows.
+ */
+const FIRST_ATTEMPT_FIELD = 'firstAttemptAt';
+
+/** A failed job's data without the inbox's own bookkeeping, and when its first attempt began. */
+function failedJobOf(job: Job): { data: unknown; firstAttemptAt: Date | undefined } {
+  const data: unknown = job.data;
+  if (typeof data !== 'object' || data === null || !(FIRST_ATTEMPT_FIELD in data)) {
+    // Failed at its first attempt (or it never failed and was retried): that attempt is the last.
+    return { data, firstAttemptAt: job.attemptsMade <= 1 && job.processedOn !== undefined ? new Date(job.processedOn) : undefined };
+  }
+  const { [FIRST_ATTEMPT_FIELD]: recorded, ...rest } = data as Record<string, unknown>;
+  const first = job.attemptsMade <= 1 ? job.processedOn : typeof recorded === 'number' ? recorded : undefined;
+  return { data: rest, firstAttemptAt: first === undefined ? undefined : new Date(first) };
+}
+
+/**
  * Options of {@link bullmqInbox}.
  *
  * @example
@@ -165,13 +184,13 @@ class BullmqInbox implements Inbox {
   }
 
   async work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker> {
-    const runner = new JobRunner(handler, options, this.maxAttempts);
+    const runner = new JobRunner(handler, options, this.maxAttempts, this.engine);
     this.#checkDurability();
     const given = this.#connection;
     const { connection, owned } = given === undefined ? workerConnection(this.#queue) : { connection: given, owned: undefined };
     const processor = async (job: Job, token?: string, signal?: AbortSignal): Promise<void> => {
       const verdict = await runner.run({ data: job.data, attempt: job.attemptsMade + 1, signal });
-      await settle(job, token, verdict);
+      await settle(job, token, verdict, runner);
     };
     const worker = new Worker(this.#queue.name, processor, {
       ...this.#workerOptions,
@@ -195,7 +214,8 @@ class BullmqInbox implements Inbox {
     const jobs = await this.#queue.getJobs(['failed'], 0, deadLetterLimit(options) - 1, true);
     return jobs.flatMap((job) => {
       const failedAt = job.finishedOn === undefined ? undefined : new Date(job.finishedOn);
-      return deadLetterOf(job.data, { attempts: job.attemptsMade, error: failureOf(job.failedReason), failedAt }) ?? [];
+      const { data, firstAttemptAt } = failedJobOf(job);
+      return deadLetterOf(data, { attempts: job.attemptsMade, error: failureOf(job.failedReason), firstAttemptAt, failedAt }) ?? [];
     });
   }
 
@@ -207,6 +227,9 @@ class BullmqInbox implements Inbox {
   async retry(webhookId: string, selector?: JobSelector): Promise<boolean> {
     const job = await this.#failedJob(webhookId, selector, 'retry');
     if (job === undefined) return false;
+    // Attempts counted anew, and their times: the next first attempt is recorded afresh.
+    const { data } = failedJobOf(job);
+    if (data !== job.data) await job.updateData(data);
     await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
     return true;
   }
@@ -220,7 +243,7 @@ class BullmqInbox implements Inbox {
 }
 
 /** Tells BullMQ what became of one delivery. */
-async function settle(job: Job, token: string | undefined, verdict: Verdict): Promise<void> {
+async function settle(job: Job, token: string | undefined, verdict: Verdict, runner: JobRunner): Promise<void> {
   switch (verdict.kind) {
     case 'processed':
     case 'duplicate':
@@ -231,6 +254,17 @@ async function settle(job: Job, token: string | undefined, verdict: Verdict): Pr
       await job.moveToDelayed(Date.now() + verdict.delayMs, token);
       throw new DelayedError(verdict.reason);
     case 'failed': {
+      if (!verdict.final && job.attemptsMade === 0) {
+        // The first attempt failed and will be retried: keep when it began, for the dead letter
+        // this job may become (a job that succeeds at once writes nothing more).
+        try {
+          await job.updateData({ ...(job.data as object), [FIRST_ATTEMPT_FIELD]: job.processedOn ?? verdict.startedAt });
+        } catch (error) {
+          // Only the dead letter's firstAttemptAt is lost; the retry goes ahead. (A job that is
+          // retried was read: its data is a job.)
+          runner.report(error, 'settle', (job.data as InboxJob).id);
+        }
+      }
       // BullMQ keeps the message as the failed reason: `Name: message`, read back by deadLetters.
       const text = failureText(verdict.error);
       throw verdict.final ? new UnrecoverableError(text) : new Error(text);

@@ -3,7 +3,9 @@
  * Worker sends each job through the queue's producer binding; the consumer is the Worker's
  * `queue()` export (`inbox.consumer(handler)`), which Queues calls with batches. Retries are
  * `message.retry({ delaySeconds })` with the inbox's exponential backoff (whole seconds, rounded
- * up); success is `message.ack()`.
+ * up); success is `message.ack()`. A message's body cannot change on a retry, so the first failed
+ * attempt sends the job again instead (delayed likewise, and the old message acknowledged),
+ * carrying when that attempt began, for the dead letter the job may become.
  *
  * Queues counts every delivery of a message as an attempt and has no way to put one back without
  * counting it, nor to dead-letter one at once. So the consumer counts handler attempts itself: a
@@ -210,10 +212,14 @@ export interface CloudflareQueueInbox extends Inbox {
   work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker>;
 }
 
-/** A message as the inbox sends it: the job, and the handler attempts it spent in earlier messages. */
+/**
+ * A message as the inbox sends it: the job, the handler attempts it spent in earlier messages, and
+ * when its first attempt began (epoch ms), once one has failed.
+ */
 interface Envelope {
   job: unknown;
   attemptsBefore: number;
+  firstAttemptAt?: number;
 }
 
 /** What a dead letter's record holds (JSON in its object). */
@@ -221,6 +227,8 @@ interface Shelved {
   job: unknown;
   attempts: number;
   error: { name: string; message: string };
+  /** `null` when it is not known (absent from records of earlier versions). */
+  firstAttemptAt?: number | null;
   failedAt: number;
 }
 
@@ -229,7 +237,10 @@ const isObject = (value: unknown): value is Record<string, unknown> => typeof va
 /** The envelope of a message; a bare job (sent by hand) is one with no attempts before. */
 function envelopeOf(body: unknown): Envelope {
   if (isObject(body) && 'job' in body && typeof body.attemptsBefore === 'number' && Number.isInteger(body.attemptsBefore) && body.attemptsBefore >= 0) {
-    return { job: body.job, attemptsBefore: body.attemptsBefore };
+    const first = body.firstAttemptAt;
+    return typeof first === 'number' && Number.isFinite(first)
+      ? { job: body.job, attemptsBefore: body.attemptsBefore, firstAttemptAt: first }
+      : { job: body.job, attemptsBefore: body.attemptsBefore };
   }
   return { job: body, attemptsBefore: 0 };
 }
@@ -325,7 +336,7 @@ class CloudflareQueues implements CloudflareQueueInbox {
 
   consumer(handler: InboxHandler, options?: WorkOptions): QueueConsumer {
     const store = options?.idempotency?.store ?? durableObjectStore(this.#claims);
-    const runner = new JobRunner(handler, { ...options, idempotency: { ...options?.idempotency, store } }, this.maxAttempts);
+    const runner = new JobRunner(handler, { ...options, idempotency: { ...options?.idempotency, store } }, this.maxAttempts, this.engine);
     // A plain function (Workers call the export unbound), reaching the inbox through `inbox`.
     const inbox = this;
     return async function consumer(this: void, batch: MessageBatchLike): Promise<void> {
@@ -335,7 +346,8 @@ class CloudflareQueues implements CloudflareQueueInbox {
   }
 
   async #consume(runner: JobRunner, message: QueueMessageLike): Promise<void> {
-    const { job, attemptsBefore } = envelopeOf(message.body);
+    const envelope = envelopeOf(message.body);
+    const { job, attemptsBefore } = envelope;
     // `attempts` counts this delivery too (1 on the first).
     const attempt = attemptsBefore + (Number.isInteger(message.attempts) && message.attempts > 0 ? message.attempts : 1);
     const verdict: Verdict = await runner.run({ data: job, attempt });
@@ -350,7 +362,7 @@ class CloudflareQueues implements CloudflareQueueInbox {
         // Sent again as a new message carrying the attempts spent: Queues' retry() would count one.
         const delaySeconds = wholeSeconds(verdict.delayMs);
         try {
-          await this.#queue.send({ job, attemptsBefore: attempt - 1 } satisfies Envelope, { contentType: 'json', delaySeconds });
+          await this.#queue.send({ ...envelope, attemptsBefore: attempt - 1 } satisfies Envelope, { contentType: 'json', delaySeconds });
           message.ack();
         } catch (error) {
           runner.report(error, 'settle', webhookId);
@@ -358,13 +370,27 @@ class CloudflareQueues implements CloudflareQueueInbox {
         }
         return;
       }
-      case 'failed':
+      case 'failed': {
+        // Known once an attempt failed: kept in the envelope from the first failure on.
+        const firstAttemptAt = envelope.firstAttemptAt ?? (attempt === 1 ? verdict.startedAt : undefined);
         if (!verdict.final) {
-          message.retry({ delaySeconds: this.#backoffSeconds(attempt) });
+          const delaySeconds = this.#backoffSeconds(attempt);
+          if (envelope.firstAttemptAt === undefined && firstAttemptAt !== undefined) {
+            try {
+              // The first failure: the job again, carrying when its first attempt began.
+              await this.#queue.send({ job, attemptsBefore: attempt, firstAttemptAt } satisfies Envelope, { contentType: 'json', delaySeconds });
+              message.ack();
+              return;
+            } catch (error) {
+              // Retried as it is: only the dead letter's firstAttemptAt is lost.
+              runner.report(error, 'settle', webhookId);
+            }
+          }
+          message.retry({ delaySeconds });
           return;
         }
         try {
-          const recorded = await this.#record(job, { attempts: attempt, error: failureOf(failureText(verdict.error)) });
+          const recorded = await this.#record(job, { attempts: attempt, error: failureOf(failureText(verdict.error)), firstAttemptAt });
           if (!recorded) runner.report(new Error('the job could not be kept as a dead letter: it has no webhook id, namespace or signed field'), 'settle', webhookId);
           message.ack();
         } catch (error) {
@@ -372,6 +398,7 @@ class CloudflareQueues implements CloudflareQueueInbox {
           runner.report(error, 'settle', webhookId);
           message.retry({ delaySeconds: this.#backoffSeconds(attempt) });
         }
+      }
     }
   }
 
@@ -382,10 +409,10 @@ class CloudflareQueues implements CloudflareQueueInbox {
   }
 
   /** Records a dead letter in the inbox's object; `false` when the job cannot be keyed. */
-  async #record(job: unknown, failure: { attempts: number; error: { name: string; message: string } }): Promise<boolean> {
+  async #record(job: unknown, failure: { attempts: number; error: { name: string; message: string }; firstAttemptAt: number | undefined }): Promise<boolean> {
     const keyed = keyOf(job);
     if (keyed === undefined) return false;
-    const value: Shelved = { job, attempts: failure.attempts, error: failure.error, failedAt: Date.now() };
+    const value: Shelved = { job, attempts: failure.attempts, error: failure.error, firstAttemptAt: failure.firstAttemptAt ?? null, failedAt: Date.now() };
     await this.#ask({ op: 'shelf.put', key: keyed.key, value: JSON.stringify(value), ms: CLOUDFLARE_DEAD_LETTER_RETENTION_SECONDS * 1000 });
     return true;
   }
@@ -402,13 +429,14 @@ class CloudflareQueues implements CloudflareQueueInbox {
     return async function deadLetterConsumer(this: void, batch: MessageBatchLike): Promise<void> {
       checkBatch(batch);
       for (const message of batch.messages) {
-        const { job, attemptsBefore } = envelopeOf(message.body);
+        const { job, attemptsBefore, firstAttemptAt } = envelopeOf(message.body);
         const error = {
           name: 'RetriesExhausted',
           message: 'Cloudflare Queues moved the message to the dead letter queue after max_retries: the consumer never settled it (it failed, ran out of time, or max_retries is below maxAttempts - 1), so its last failure is not known',
         };
         try {
-          if (!(await inbox.#record(job, { attempts: attemptsBefore + maxRetries + 1, error }))) {
+          // Its last attempt's end is not known either: failedAt is when it is recorded here.
+          if (!(await inbox.#record(job, { attempts: attemptsBefore + maxRetries + 1, error, firstAttemptAt }))) {
             onError(new Error('the message is not an inbox job: it has no webhook id, namespace or signed field'), { webhookId: '(unreadable job)' });
           }
           message.ack();
@@ -442,6 +470,7 @@ class CloudflareQueues implements CloudflareQueueInbox {
         attempts: shelved.attempts,
         error: shelved.error,
         acceptedAt: new Date(job.acceptedAt),
+        firstAttemptAt: typeof shelved.firstAttemptAt === 'number' ? new Date(shelved.firstAttemptAt) : undefined,
         failedAt: new Date(shelved.failedAt),
         job,
       });

@@ -220,7 +220,7 @@ export function deadLetterLimit(options: { limit?: number } | undefined): number
 }
 
 /** The dead letter of an engine's failed job, or `undefined` for data that is not one of ours. */
-export function deadLetterOf(data: unknown, failure: Pick<DeadLetter, 'attempts' | 'error' | 'failedAt'>): DeadLetter | undefined {
+export function deadLetterOf(data: unknown, failure: Pick<DeadLetter, 'attempts' | 'error' | 'firstAttemptAt' | 'failedAt'>): DeadLetter | undefined {
   let job: InboxJob;
   try {
     job = readJob(data);

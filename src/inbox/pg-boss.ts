@@ -33,6 +33,8 @@ export interface PgBossJobLike {
   state?: string;
   createdOn?: Date;
   completedOn?: Date | null;
+  /** What the last attempt ended with (`findJobs`). */
+  output?: unknown;
   sourceRetryCount?: number | null;
   sourceOutput?: unknown;
 }
@@ -139,10 +141,18 @@ function dataOf(webhookId: string, selector: JobSelector | undefined): object {
   return { id: webhookId, namespace: selector?.namespace ?? 'default', signed: selector?.signed !== false };
 }
 
-/** What the handler's failure is kept as (the job's `output`, then the dead letter's `sourceOutput`). */
-function failureOutput(error: unknown): { error: { name: string; message: string } } {
-  return { error: failureOf(failureText(error)) };
+/**
+ * What a failed attempt is kept as (the job's `output`, then the dead letter's `sourceOutput`): the
+ * failure, and when the job's first attempt began (epoch ms; `null` when it is not known).
+ */
+interface FailureOutput {
+  error: { name: string; message: string };
+  firstAttemptAt: number | null;
+  deferrals?: number;
 }
+
+const firstAttemptOf = (output: unknown): number | null =>
+  isObject(output) && typeof output.firstAttemptAt === 'number' && Number.isFinite(output.firstAttemptAt) ? output.firstAttemptAt : null;
 
 class PgBossInbox implements Inbox {
   readonly engine = 'pg-boss';
@@ -226,7 +236,7 @@ class PgBossInbox implements Inbox {
   }
 
   async work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker> {
-    const runner = new JobRunner(handler, options, this.maxAttempts);
+    const runner = new JobRunner(handler, options, this.maxAttempts, this.engine);
     await this.#prepare();
     const workOptions: Record<string, unknown> = { batchSize: 1, perJobResults: true, localConcurrency: runner.concurrency };
     if (this.#pollingIntervalSeconds !== undefined) workOptions.pollingIntervalSeconds = this.#pollingIntervalSeconds;
@@ -249,18 +259,40 @@ class PgBossInbox implements Inbox {
    * a retry, so a busy claim is waited out here, within the job's own time (its claim holds for
    * at most the store's lock), and never reaches pg-boss.
    */
-  async #run(runner: JobRunner, job: PgBossJobLike): Promise<{ status: 'completed' | 'failed' | 'deadletter'; output?: object }> {
+  async #run(runner: JobRunner, job: PgBossJobLike): Promise<{ status: 'completed' | 'failed' | 'deadletter'; output?: FailureOutput }> {
     const started = Date.now();
     for (let deferrals = 0; ; deferrals++) {
       const verdict: Verdict = await runner.run({ data: job.data, attempt: job.retryCount + 1, signal: job.signal });
       if (verdict.kind === 'processed' || verdict.kind === 'duplicate' || verdict.kind === 'stale') return { status: 'completed' };
-      if (verdict.kind === 'failed') return { status: verdict.final ? 'deadletter' : 'failed', output: failureOutput(verdict.error) };
+      if (verdict.kind === 'failed') {
+        const firstAttemptAt = await this.#firstAttemptAt(runner, job, verdict.startedAt);
+        return { status: verdict.final ? 'deadletter' : 'failed', output: { error: failureOf(failureText(verdict.error)), firstAttemptAt } };
+      }
       // Deferred: wait, unless the worker is closing or the job's own time is running out.
       const waited = Date.now() - started;
       if (verdict.delayMs === 0 || job.signal?.aborted === true || waited + verdict.delayMs > DEFERRAL_BUDGET_MS) {
-        return { status: 'failed', output: { error: { name: 'Deferred', message: verdict.reason }, deferrals } };
+        // pg-boss counts this as an attempt, begun when the job was handed over.
+        const firstAttemptAt = await this.#firstAttemptAt(runner, job, started);
+        return { status: 'failed', output: { error: { name: 'Deferred', message: verdict.reason }, firstAttemptAt, deferrals } };
       }
       await delay(verdict.delayMs, job.signal);
+    }
+  }
+
+  /**
+   * When the job's first attempt began, for a failed attempt's output: this one's start on the
+   * first attempt; on a later one, what the previous failure's output kept (read only on a failure,
+   * so a job that succeeds pays nothing for it). `null` when that is not known.
+   */
+  async #firstAttemptAt(runner: JobRunner, job: PgBossJobLike, startedAt: number): Promise<number | null> {
+    if (job.retryCount === 0) return startedAt;
+    try {
+      const [row] = (await this.#boss.findJobs(this.#queue, { id: job.id })) as PgBossJobLike[];
+      return firstAttemptOf(row?.output);
+    } catch (error) {
+      // Only the dead letter's firstAttemptAt is lost; the job's failure is told to pg-boss as ever.
+      runner.report(error, 'settle', isObject(job.data) && typeof job.data.id === 'string' ? job.data.id : '(unreadable job)');
+      return null;
     }
   }
 
@@ -279,7 +311,9 @@ class PgBossInbox implements Inbox {
       const output = job.sourceOutput;
       const error = isObject(output) && isObject(output.error) ? output.error : isObject(output) && isObject(output.value) ? output.value : {};
       const failure = { name: typeof error.name === 'string' ? error.name : 'Error', message: typeof error.message === 'string' ? error.message : '' };
-      return deadLetterOf(job.data, { attempts: (job.sourceRetryCount ?? 0) + 1, error: failure, failedAt: job.createdOn }) ?? [];
+      const first = firstAttemptOf(output);
+      // `createdOn` of the dead-letter copy: pg-boss made it as the last attempt failed.
+      return deadLetterOf(job.data, { attempts: (job.sourceRetryCount ?? 0) + 1, error: failure, firstAttemptAt: first === null ? undefined : new Date(first), failedAt: job.createdOn }) ?? [];
     });
   }
 

@@ -12,6 +12,7 @@
  */
 
 import type { WebhookLogger } from '../logger.ts';
+import type { TelemetryOptions } from '../telemetry/types.ts';
 import type { WebhookContext } from '../context.ts';
 import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook } from '../verify.ts';
@@ -139,7 +140,7 @@ export interface JobOutcomeEvent {
  * What went wrong outside a job's own outcome, reported to a worker's `onError`: the store failed
  * while claiming, renewing, completing or releasing; a job's data could not be read; or the engine
  * could not be told what became of the job (`settle`: on Cloudflare Queues, recording a dead letter
- * or sending a deferred job back).
+ * or sending a job back; on every engine, keeping when a failing job's first attempt began).
  *
  * @example
  * ```ts
@@ -173,8 +174,19 @@ export interface WorkOptions {
   };
   /** Jobs run at once by this worker. Default 1. */
   concurrency?: number;
-  /** Where failures outside a job's outcome are logged when there is no `onError` (default: the console). */
+  /**
+   * Where the worker logs (default: the console): a job whose handler failed, as a warning with
+   * `err` (retried or dead-lettered; successes are not logged, as in the synchronous mode), and
+   * failures outside a job's outcome as errors when there is no `onError`. One failure is logged
+   * once: a job dead-lettered because its data could not be read goes to `onError` only.
+   */
   logger?: WebhookLogger;
+  /**
+   * The app's `@opentelemetry/api`, as the receiver's option takes it (`{ api }`): the
+   * `webhook.jobs` counter, the `webhook.job.duration` histogram and a `webhook.job` span per
+   * delivery, inside which the handler runs. A failing API never changes what happens to a job.
+   */
+  telemetry?: TelemetryOptions;
   /** Called once per job delivery with what the worker did. */
   onOutcome?: (event: JobOutcomeEvent) => void;
   /** Called for failures outside a job's own outcome (see {@link WorkerErrorContext}). */
@@ -214,7 +226,22 @@ export interface DeadLetter {
   /** The last failure: the error's name and message. */
   error: { name: string; message: string };
   acceptedAt: Date;
-  /** When the last attempt ended, when the engine records it. */
+  /**
+   * When the first attempt began (of the attempts counted since it was accepted or last retried).
+   * The engines keep only the last attempt's times, so the worker records it when the first attempt
+   * fails and will be retried (BullMQ: in the job's data, hidden from `job` here; pg-boss: in the
+   * failed attempt's output; Cloudflare Queues: in the message it sends again): a job that succeeds
+   * pays nothing for it. `undefined` where that record is missing: pg-boss expired an attempt
+   * (its supervisor overwrites the output), Cloudflare Queues gave up on a message whose consumer
+   * never settled it before a failure was recorded, the record could not be written (told to
+   * `onError` with stage `settle`), or the job was failing before this release.
+   */
+  firstAttemptAt: Date | undefined;
+  /**
+   * When the last attempt ended (BullMQ's `finishedOn`; on pg-boss, when the dead-letter copy was
+   * made; on Cloudflare, when the worker recorded it). A message that Cloudflare Queues moved to its
+   * dead letter queue has no known end: when `deadLetterConsumer` recorded it.
+   */
   failedAt: Date | undefined;
   /** The job as it was accepted (the body in base64). */
   job: InboxJob;

@@ -11,13 +11,15 @@
  */
 
 import { errorText, PermanentError } from '../errors.ts';
-import { checkLogger, logFailure, type WebhookLogger } from '../logger.ts';
+import { checkLogger, logFailure, logJobFailure, type JobFailureLogFields, type WebhookLogger } from '../logger.ts';
 import { checkedClaim, ClaimKeeper, Held } from '../receiver/claims.ts';
 import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../receiver/types.ts';
 import { syncOperations } from '../stores/internal.ts';
 import { memoryStore } from '../stores/memory.ts';
 import type { IdempotencyStore, OrderedClaimResult } from '../stores/types.ts';
 import { Observer } from '../telemetry.ts';
+import { clock } from '../telemetry/observer.ts';
+import { JobTelemetry, type JobTrace } from '../telemetry/jobs.ts';
 import { isPermanent, orderOf, readJob, webhookOf } from './job.ts';
 import type { InboxHandler, InboxJob, JobOutcomeEvent, WorkerErrorContext, WorkOptions } from './types.ts';
 
@@ -29,8 +31,11 @@ export type Verdict =
   | { kind: 'stale' }
   /** Put it back for `delayMs` without spending an attempt. */
   | { kind: 'deferred'; delayMs: number; reason: string }
-  /** `final`: dead-letter it now (a permanent failure, or the last attempt). */
-  | { kind: 'failed'; error: unknown; final: boolean };
+  /**
+   * `final`: dead-letter it now (a permanent failure, or the last attempt). `startedAt` (epoch ms):
+   * when this delivery reached the worker, so an engine can keep when a job's first attempt began.
+   */
+  | { kind: 'failed'; error: unknown; final: boolean; startedAt: number };
 
 /** One delivery of a job, as the engine hands it over. */
 export interface Delivery {
@@ -71,6 +76,10 @@ export class JobRunner {
   readonly #maxAttempts: number;
   readonly #onOutcome: ((event: JobOutcomeEvent) => void) | undefined;
   readonly #onError: (error: unknown, context: WorkerErrorContext) => void;
+  /** Where a job's failure is logged (retried, dead-lettered): the `logger` option, or the console. */
+  readonly #logger: WebhookLogger | undefined;
+  readonly #telemetry: JobTelemetry;
+  readonly #engine: string;
   /** Claims whose handler runs, for `close`. */
   readonly #running = new Set<Held>();
   /** Claims `close` released: their handler's end settles nothing. */
@@ -78,7 +87,8 @@ export class JobRunner {
   readonly #runs = new Set<Promise<Verdict>>();
   #closing = false;
 
-  constructor(handler: InboxHandler, options: WorkOptions | undefined, maxAttempts: number) {
+  /** `engine` names the inbox's engine in telemetry and logs (`bullmq`, `pg-boss`, `cloudflare-queues`). */
+  constructor(handler: InboxHandler, options: WorkOptions | undefined, maxAttempts: number, engine: string) {
     if (typeof handler !== 'function') throw new TypeError('work needs a handler function: inbox.work(async (webhook, context) => { … })');
     if (options !== undefined && (typeof options !== 'object' || options === null)) throw new TypeError('work options must be an object');
     const settings = options?.idempotency;
@@ -100,11 +110,14 @@ export class JobRunner {
     if (onOutcome !== undefined && typeof onOutcome !== 'function') throw new TypeError('work onOutcome must be a function');
     if (onError !== undefined && typeof onError !== 'function') throw new TypeError('work onError must be a function');
     const logger: WebhookLogger | undefined = checkLogger(options?.logger);
+    this.#logger = logger;
+    this.#telemetry = new JobTelemetry(options?.telemetry, engine);
+    this.#engine = engine;
     this.#onOutcome = onOutcome;
     this.#onError = onError ?? ((error, context) => logFailure(logger, { ...context, willRetry: false }, `inbox worker: ${context.stage} failed`, error));
     this.#claims = new ClaimKeeper({
       sync: syncOperations(store),
-      // The worker's outcomes are its own (`onOutcome` above): the delivery's observer records nothing.
+      // The worker's outcomes are its own (`onOutcome`, `webhook.jobs`): the delivery's observer records nothing.
       observer: new Observer({}, store),
       now: Date.now,
       lockMs: this.#lockMs,
@@ -125,14 +138,18 @@ export class JobRunner {
 
   async #run(delivery: Delivery): Promise<Verdict> {
     const started = Date.now();
+    const trace = this.#telemetry.start();
+    const attempt = delivery.attempt;
+    const failed = (error: unknown, final: boolean): Verdict => ({ kind: 'failed', error, final, startedAt: started });
     let job: InboxJob;
     try {
       job = readJob(delivery.data);
     } catch (error) {
       this.report(error, 'job', '(unreadable job)');
-      return this.#outcome({ kind: 'failed', error, final: true }, undefined, delivery.attempt, started);
+      return this.#outcome({ verdict: failed(error, true), attempt, started, trace, reported: true });
     }
-    if (this.#closing) return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, delivery.attempt, started);
+    this.#telemetry.job(trace, job, attempt);
+    if (this.#closing) return this.#outcome({ verdict: { kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, attempt, started, trace });
     const key = `${job.namespace}:w:${job.signed ? 's' : 'u'}:${job.id}`;
     // Ordering: a job accepted with an entity is judged here, in the claim's atomic step.
     const order = orderOf(job);
@@ -144,7 +161,7 @@ export class JobRunner {
         "the job is ordered (its receiver has ordering) but the worker's store has no ordering operations: give work() the receiver's store (memory, Redis, Postgres or Durable Object), then retry the dead letter",
       );
       this.report(error, 'claim', job.id);
-      return this.#outcome({ kind: 'failed', error, final: true }, job, delivery.attempt, started);
+      return this.#outcome({ verdict: failed(error, true), job, attempt, started, trace, reported: true });
     }
     let result: OrderedClaimResult;
     try {
@@ -154,22 +171,22 @@ export class JobRunner {
           : checkedClaim(await store.claimOrdered!(key, this.#lockMs, this.#ttlMs, order), true);
     } catch (error) {
       this.report(error, 'claim', job.id);
-      return this.#outcome({ kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery.attempt, started);
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, attempt, started, trace });
     }
-    if (result.status === 'completed') return this.#outcome({ kind: 'duplicate' }, job, delivery.attempt, started);
+    if (result.status === 'completed') return this.#outcome({ verdict: { kind: 'duplicate' }, job, attempt, started, trace });
     // Recorded as done by the store: a redelivery of the job is a duplicate.
-    if (result.status === 'stale') return this.#outcome({ kind: 'stale' }, job, delivery.attempt, started);
+    if (result.status === 'stale') return this.#outcome({ verdict: { kind: 'stale' }, job, attempt, started, trace });
     if (result.status === 'processing') {
       const delayMs = Math.max(1000, result.retryAfterMs ?? this.#lockMs);
-      return this.#outcome({ kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, delivery.attempt, started);
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, attempt, started, trace });
     }
     if (result.status === 'busy') {
       const delayMs = Math.max(1, Math.min(ENTITY_BUSY_DELAY_MS, result.retryAfterMs ?? ENTITY_BUSY_DELAY_MS));
-      return this.#outcome({ kind: 'deferred', delayMs, reason: "another job of its entity is being processed" }, job, delivery.attempt, started);
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs, reason: 'another job of its entity is being processed' }, job, attempt, started, trace });
     }
 
     const held = new Held(store, key, result.token, this.#ttlMs, this.#lockMs, job.id, job.tenant ?? undefined, Date.now(), undefined, order, {
-      attempt: delivery.attempt,
+      attempt,
       maxAttempts: this.#maxAttempts,
       acceptedAt: job.acceptedAt,
     });
@@ -177,40 +194,68 @@ export class JobRunner {
     this.#claims.hold(held);
     const onEngineLoss = () => held.context.abort(new Error('the engine took the job away from this worker (its lock was lost)'));
     delivery.signal?.addEventListener('abort', onEngineLoss, { once: true });
+    const handlerStart = clock();
     let verdict: Verdict;
     try {
-      await this.#handler(webhookOf(job), held.context);
+      // Inside the job's span (with telemetry), so the handler's own spans nest under it.
+      await this.#telemetry.within(trace, () => this.#handler(webhookOf(job), held.context));
       verdict = { kind: 'processed' };
     } catch (error) {
-      verdict = { kind: 'failed', error, final: isPermanent(error) || delivery.attempt >= this.#maxAttempts };
+      verdict = failed(error, isPermanent(error) || attempt >= this.#maxAttempts);
     } finally {
       delivery.signal?.removeEventListener('abort', onEngineLoss);
       this.#running.delete(held);
     }
     if (this.#released.has(held)) {
       // Closed while it ran: its claim was released for the redelivery, which is not the handler's fault.
-      return this.#outcome({ kind: 'deferred', delayMs: 0, reason: 'the worker closed while it ran' }, job, delivery.attempt, started);
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs: 0, reason: 'the worker closed while it ran' }, job, attempt, started, trace, handlerStart });
     }
     await this.#claims.settle(verdict.kind === 'processed' ? 'complete' : 'release', held);
     // A completion retried during a store outage: the engine hears of success once it landed (or
     // the lock ran out), so a redelivery finds the id done rather than free.
     await held.pending;
-    return this.#outcome(verdict, job, delivery.attempt, started);
+    return this.#outcome({ verdict, job, attempt, started, trace, handlerStart });
   }
 
-  #outcome(verdict: Verdict, job: InboxJob | undefined, attempt: number, started: number): Verdict {
+  /**
+   * Tells the outcome once, through every channel: `onOutcome`, telemetry, and the log (a handler's
+   * failure as a warning, unless `reported`: it already went to `onError`). None of them can
+   * change the verdict.
+   */
+  #outcome(ending: {
+    verdict: Verdict;
+    job?: InboxJob;
+    attempt: number;
+    started: number;
+    trace: JobTrace | undefined;
+    /** When the handler started ({@link clock}), if it ran. */
+    handlerStart?: number;
+    reported?: boolean;
+  }): Verdict {
+    const { verdict, job, attempt } = ending;
+    const outcome: JobOutcomeEvent['outcome'] = verdict.kind === 'failed' ? (verdict.final ? 'dead_lettered' : 'retried') : verdict.kind;
+    const error = verdict.kind === 'failed' ? verdict.error : undefined;
+    this.#telemetry.end(ending.trace, outcome, ending.handlerStart, error);
+    const webhookId = job?.id ?? '(unreadable job)';
+    if (verdict.kind === 'failed' && ending.reported !== true) {
+      const fields: JobFailureLogFields = { outcome: verdict.final ? 'dead_lettered' : 'retried', webhookId, namespace: job?.namespace ?? '', attempt, maxAttempts: this.#maxAttempts, engine: this.#engine };
+      if (job !== undefined && job.tenant !== null) fields.tenant = job.tenant;
+      try {
+        logJobFailure(this.#logger, fields, error);
+      } catch {
+        // A throwing logger must not change what happens to the job.
+      }
+    }
     const onOutcome = this.#onOutcome;
     if (onOutcome !== undefined) {
-      const outcome: JobOutcomeEvent['outcome'] =
-        verdict.kind === 'failed' ? (verdict.final ? 'dead_lettered' : 'retried') : verdict.kind;
       const event: JobOutcomeEvent = {
         outcome,
-        webhookId: job?.id ?? '(unreadable job)',
+        webhookId,
         namespace: job?.namespace ?? '',
         attempt,
-        durationMs: verdict.kind === 'processed' || verdict.kind === 'failed' ? Date.now() - started : 0,
+        durationMs: verdict.kind === 'processed' || verdict.kind === 'failed' ? Date.now() - ending.started : 0,
       };
-      if (verdict.kind === 'failed') event.error = verdict.error;
+      if (verdict.kind === 'failed') event.error = error;
       try {
         onOutcome(event);
       } catch {

@@ -26,9 +26,10 @@ const A = NAMES.attributes;
 
 // Span kinds and status codes are fixed by the OpenTelemetry specification; the API's enums
 // are not imported (the package never imports the API).
-const SPAN_KIND_INTERNAL = 0;
-const SPAN_KIND_SERVER = 1;
-const STATUS_ERROR = 2;
+export const SPAN_KIND_INTERNAL = 0;
+export const SPAN_KIND_SERVER = 1;
+export const SPAN_KIND_CONSUMER = 4;
+export const STATUS_ERROR = 2;
 
 interface Instruments {
   deliveries: ReturnType<OtelMeter['createCounter']>;
@@ -40,7 +41,7 @@ interface Instruments {
 }
 
 /** Handler and store durations: 0.5 ms to 60 s (the SDK's default buckets are for milliseconds). */
-const SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+export const SECONDS_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 /** Clock skew's size: the usual few seconds up to the window's edge (300 s by default). */
 const SKEW_BUCKETS = [0.5, 1, 2, 5, 10, 30, 60, 120, 300];
 
@@ -56,7 +57,7 @@ const storeInstances = new WeakMap<object, number>();
 let storeInstanceCount = 0;
 
 /** Monotonic where there is one (every runtime this package supports has `performance`). */
-const clock: () => number = typeof performance === 'object' && typeof performance.now === 'function' ? () => performance.now() : Date.now;
+export const clock: () => number = typeof performance === 'object' && typeof performance.now === 'function' ? () => performance.now() : Date.now;
 
 /** A store's name for attributes: its own `name`, else `custom`. */
 function storeName(store: IdempotencyStore | undefined): string {
@@ -64,7 +65,8 @@ function storeName(store: IdempotencyStore | undefined): string {
   return typeof name === 'string' && name !== '' ? name : 'custom';
 }
 
-function checkTelemetry(telemetry: unknown): OpenTelemetryApi | undefined {
+/** The `telemetry` option, checked by shape (the receiver's and a worker's): its API, or `undefined` without one. */
+export function checkTelemetry(telemetry: unknown): OpenTelemetryApi | undefined {
   if (telemetry === undefined) return undefined;
   const api = (telemetry as { api?: Partial<OpenTelemetryApi> } | null)?.api;
   if (

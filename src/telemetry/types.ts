@@ -27,11 +27,17 @@ export const TELEMETRY_NAMES = {
     handlerDuration: 'webhook.handler.duration',
     storeDuration: 'webhook.store.duration',
     memoryStoreUtilization: 'webhook.memory_store.utilization',
+    /** What inbox workers did with each delivery of a job (apart from `deliveries`, so a webhook is never counted twice). */
+    jobs: 'webhook.jobs',
+    /** An inbox job's handler run, from the worker's claim to its settlement. */
+    jobDuration: 'webhook.job.duration',
   },
   spans: {
     receive: 'webhook.receive',
     /** Followed by the operation: `webhook.store.claim`, `webhook.store.complete`, … */
     storePrefix: 'webhook.store.',
+    /** One delivery of an inbox job to a worker (kind consumer); the handler runs inside it. */
+    job: 'webhook.job',
   },
   attributes: {
     outcome: 'webhook.outcome',
@@ -49,6 +55,12 @@ export const TELEMETRY_NAMES = {
     skewDirection: 'webhook.clock_skew.direction',
     /** On spans only, never on metrics: tenant names can be chosen by whoever sends requests. */
     tenant: 'webhook.tenant',
+    /** What a worker did with a job: `processed`, `duplicate`, `stale`, `deferred`, `retried`, `dead_lettered`. */
+    jobOutcome: 'webhook.job.outcome',
+    /** The inbox's engine: `bullmq`, `pg-boss`, `cloudflare-queues`. */
+    jobEngine: 'webhook.job.engine',
+    /** The job's handler attempt, 1-based (on spans only). */
+    jobAttempt: 'webhook.job.attempt',
   },
 } as const;
 
@@ -94,7 +106,7 @@ export interface OpenTelemetryApi {
     getMeter(name: string, version?: string): OtelMeter;
   };
   trace: {
-    /** The tracer of the `webhook.receive` spans. */
+    /** The tracer of the `webhook.receive` spans (and of an inbox worker's `webhook.job` spans). */
     getTracer(
       name: string,
       version?: string,
@@ -126,7 +138,8 @@ export interface TelemetryOptions {
 
 /**
  * How a delivery ended: `enqueued` when `receiver.accept` put it into an inbox (what a worker does
- * with the job is reported by the worker's own `onOutcome`, so one delivery is never counted twice).
+ * with the job is reported by the worker's own `onOutcome` and `webhook.jobs`, so one delivery is never
+ * counted twice).
  *
  * @example
  * ```ts

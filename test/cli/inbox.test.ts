@@ -69,7 +69,10 @@ describe.skipIf(sharedRedisUrl === null)('webhook-receiver inbox on BullMQ', () 
     expect(listed.code).toBe(0);
     const lines = listed.stdout.trim().split('\n').sort();
     expect(lines).toHaveLength(2);
-    expect(lines[0]).toMatch(new RegExp(`^${first.id}  default  1 attempts  \\d{4}-\\d\\d-\\d\\dT[^ ]+Z  PermanentError: no such customer$`));
+    // The first attempt's start, then the last attempt's end: one attempt, so the one's start and end.
+    const listedLine = new RegExp(`^${first.id}  default  1 attempts  (\\d{4}-\\d\\d-\\d\\dT[^ ]+Z)  (\\d{4}-\\d\\d-\\d\\dT[^ ]+Z)  PermanentError: no such customer$`).exec(lines[0]!);
+    expect(listedLine).not.toBeNull();
+    expect(Date.parse(listedLine![1]!)).toBeLessThanOrEqual(Date.parse(listedLine![2]!));
     expect(listed.stderr).toContain(`2 dead letters in bullmq queue ${name}`);
     const json = await run(['inbox', 'list', '--json', '--queue', name, '--prefix', 'test-cli'], { env });
     expect(json.stdout.trim().split('\n').map((text) => (JSON.parse(text) as { webhookId: string }).webhookId).sort()).toEqual([first.id, second.id].sort());
@@ -111,7 +114,7 @@ describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
       const env = { INBOX_URL: sharedPostgresUrl! };
       const listed = await run(['inbox', 'list', '--queue', name, '--schema', schema], { env });
       expect(listed.code).toBe(0);
-      expect(listed.stdout).toMatch(new RegExp(`^${job.id}  default  1 attempts  .+  PermanentError: gone\\n$`));
+      expect(listed.stdout).toMatch(new RegExp(`^${job.id}  default  1 attempts  \\d{4}-[^ ]+Z  \\d{4}-[^ ]+Z  PermanentError: gone\\n$`));
       expect(await run(['inbox', 'purge', '--id', job.id, '--queue', name, '--schema', schema], { env })).toMatchObject({ code: 0, stdout: `purged ${job.id}\n` });
       expect(await inbox.deadLetters()).toEqual([]);
     } finally {

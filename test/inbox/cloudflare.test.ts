@@ -289,17 +289,23 @@ describe('cloudflareQueueInbox in workerd', () => {
   });
 
   it("records a message Queues itself gave up on (its dead letter queue's consumer)", async () => {
-    // max_retries 0 on this queue: the first failure's retry() goes to the dead letter queue.
+    // max_retries 0 on this queue. The first failure sends the job again (carrying when its first
+    // attempt began); the second one's retry() goes to the dead letter queue.
     const short = await nodeInbox(mf, 3, 'SHORT_QUEUE');
     const job = await acceptedJob('{"fail":5}', { id: fresh('exhausted') });
     await short.enqueue(job);
     await expect.poll(async () => (await inbox.deadLetters()).some((letter) => letter.webhookId === job.id), { timeout: 15_000 }).toBe(true);
-    expect(outcomes.of(job.id)).toEqual(['retried']);
-    expect((await inbox.deadLetters()).find((letter) => letter.webhookId === job.id)).toMatchObject({
-      attempts: 1,
+    expect(outcomes.of(job.id)).toEqual(['retried', 'retried']);
+    const letter = (await inbox.deadLetters()).find((dead) => dead.webhookId === job.id);
+    expect(letter).toMatchObject({
+      attempts: 2,
       error: { name: 'RetriesExhausted', message: expect.stringContaining('max_retries') },
+      firstAttemptAt: expect.any(Date),
+      failedAt: expect.any(Date),
       job,
     });
+    expect(letter!.firstAttemptAt!.getTime()).toBeGreaterThanOrEqual(job.acceptedAt);
+    expect(letter!.firstAttemptAt!.getTime()).toBeLessThanOrEqual(letter!.failedAt!.getTime());
     expect(await inbox.purge(job.id)).toBe(true);
   });
 

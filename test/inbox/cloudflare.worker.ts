@@ -174,15 +174,17 @@ async function consume(batch: MessageBatchLike, env: Env): Promise<void> {
   const onError: WorkOptions['onError'] = (error, context) => {
     told.push(tell(env, '/error', { error: textOf(error), context }));
   };
+  // Quiet: the failed jobs the tests cause on purpose would be logged as warnings (onOutcome tells the test).
+  const logger = { warn: () => {}, error: () => {} };
   try {
     if (batch.queue === 'webhooks-dlq') return await inboxOf(env).deadLetterConsumer({ maxRetries: 0 })(batch);
     const inbox = inboxOf(env, batch.queue === 'webhooks-short' ? env.SHORT_QUEUE : env.WEBHOOK_QUEUE);
     if (env.MODE === 'bridge') {
       const { concurrency, ordered } = (await (await tell(env, '/config', {})).json()) as { concurrency: number; ordered: boolean };
-      return await inbox.consumer(bridgedHandler(env), { idempotency: { store: bridgedStore(env, ordered) }, concurrency, onOutcome, onError })(batch);
+      return await inbox.consumer(bridgedHandler(env), { idempotency: { store: bridgedStore(env, ordered) }, concurrency, onOutcome, onError, logger })(batch);
     }
     // A short lease: a message found busy comes back when it would have run out (3 s, not 30).
-    return await inbox.consumer(appHandler(env), { concurrency: 4, idempotency: { lockSeconds: 3 }, onOutcome, onError })(batch);
+    return await inbox.consumer(appHandler(env), { concurrency: 4, idempotency: { lockSeconds: 3 }, onOutcome, onError, logger })(batch);
   } finally {
     // Told before the invocation ends: workerd may cancel what is left running after it.
     await Promise.allSettled(told);

@@ -86,7 +86,9 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
       const { inbox, cleanup } = await harness.make({ maxAttempts: options.maxAttempts ?? 3 });
       const outcomes = new Outcomes();
       const store = options.work?.idempotency?.store ?? memoryStore();
-      const worker = await inbox.work(handler, { onOutcome: outcomes.record, ...options.work, idempotency: { store, ...options.work?.idempotency } });
+      // Quiet: the failures these cases cause on purpose would be logged as warnings.
+      const logger = { warn: () => {}, error: () => {} };
+      const worker = await inbox.work(handler, { onOutcome: outcomes.record, logger, ...options.work, idempotency: { store, ...options.work?.idempotency } });
       try {
         await body({ inbox, outcomes, store });
       } finally {
@@ -185,6 +187,7 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
               attempts: 2,
               error: { name: 'TypeError', message: 'cannot read property of undefined (attempt 2)' },
               acceptedAt: new Date(job.acceptedAt),
+              firstAttemptAt: expect.any(Date),
               failedAt: expect.any(Date),
               job,
             },
@@ -199,6 +202,36 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
         { maxAttempts: 2 },
       );
       expect(attempts).toEqual([1, 2, 1]);
+    });
+
+    it('keeps when the first attempt began and when the last one ended: a job failing three times', async () => {
+      const calls: number[] = [];
+      const job = await acceptedJob('{}', { id: freshId('times') });
+      await withWorker(
+        (_webhook, context) => {
+          calls.push(Date.now());
+          throw new Error(`downstream unavailable (attempt ${context.attempt})`);
+        },
+        async ({ inbox, outcomes }) => {
+          await inbox.enqueue(job);
+          await outcomes.until(() => outcomes.of(job.id).includes('dead_lettered'));
+          expect(outcomes.of(job.id)).toEqual(['retried', 'retried', 'dead_lettered']);
+          await expect.poll(async () => (await inbox.deadLetters()).length, { timeout: 10_000 }).toBe(1);
+          const [letter] = await inbox.deadLetters();
+          expect(letter).toMatchObject({ webhookId: job.id, attempts: 3, error: { name: 'Error', message: 'downstream unavailable (attempt 3)' } });
+          const { firstAttemptAt, failedAt } = letter!;
+          expect(firstAttemptAt).toBeInstanceOf(Date);
+          expect(failedAt).toBeInstanceOf(Date);
+          // Accepted, then the first attempt began (no later than its handler ran), then the last
+          // attempt ended (no earlier than its handler ran).
+          expect(firstAttemptAt!.getTime()).toBeGreaterThanOrEqual(job.acceptedAt);
+          expect(firstAttemptAt!.getTime()).toBeLessThanOrEqual(calls[0]!);
+          expect(failedAt!.getTime()).toBeGreaterThanOrEqual(calls[2]!);
+          expect(letter!.job).toEqual(job);
+        },
+        { maxAttempts: 3 },
+      );
+      expect(calls).toHaveLength(3);
     });
 
     it('dead-letters a PermanentError, or a WebhookError below 500, at the first attempt; purge deletes it', async () => {
@@ -217,6 +250,8 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
           expect(outcomes.of(invalid.id)).toEqual(['dead_lettered']);
           await expect.poll(async () => (await inbox.deadLetters()).length, { timeout: 10_000 }).toBe(2);
           const letters = await inbox.deadLetters();
+          // One attempt: it began when the handler ran, and ended with the failure.
+          for (const letter of letters) expect(letter.firstAttemptAt!.getTime()).toBeLessThanOrEqual(letter.failedAt!.getTime());
           expect(letters.map((letter) => [letter.webhookId, letter.attempts, letter.error]).sort()).toEqual(
             [
               [permanent.id, 1, { name: 'PermanentError', message: 'account 7 was deleted' }],

@@ -5,16 +5,16 @@
  */
 
 import * as api from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader, type ResourceMetrics } from '@opentelemetry/sdk-metrics';
-import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { ResourceMetrics } from '@opentelemetry/sdk-metrics';
+import { AlwaysOffSampler, BasicTracerProvider, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { describe, expect, it } from 'vitest';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { tenantKeys } from '../../src/keys.ts';
 import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { OutcomeEvent } from '../../src/telemetry.ts';
+import { points, total as sum, useOtelSdk } from '../support/otel.ts';
 
 const SECRET = generateSecret();
 const OLD_SECRET = generateSecret();
@@ -26,53 +26,12 @@ const secrets = [
 // Built before any provider is registered, as a module-scope receiver would be.
 const early = createReceiver({ secrets, telemetry: { api } });
 
-const metricExporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
-const reader = new PeriodicExportingMetricReader({ exporter: metricExporter, exportIntervalMillis: 3_600_000 });
-const meterProvider = new MeterProvider({ readers: [reader] });
-const spanExporter = new InMemorySpanExporter();
-const tracerProvider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spanExporter)] });
-const contextManager = new AsyncLocalStorageContextManager();
-
-beforeAll(() => {
-  api.context.setGlobalContextManager(contextManager.enable());
-  api.metrics.setGlobalMeterProvider(meterProvider);
-  api.trace.setGlobalTracerProvider(tracerProvider);
-});
-afterAll(async () => {
-  await meterProvider.shutdown();
-  await tracerProvider.shutdown();
-  api.metrics.disable();
-  api.trace.disable();
-  api.context.disable();
-});
-beforeEach(() => spanExporter.reset());
+// The SDK is registered before the tests, after `early` was built.
+const { collect, spansNamed, spanExporter } = useOtelSdk();
 
 async function request(id: string, { secret = SECRET, body = '{"type":"invoice.paid"}', timestamp }: { secret?: string; body?: string; timestamp?: number } = {}): Promise<Request> {
   const signed = await signWebhook({ secret, body, id, ...(timestamp === undefined ? {} : { timestamp }) });
   return new Request('http://127.0.0.1/webhooks', { method: 'POST', headers: signed.headers, body });
-}
-
-/** The metrics so far; `undefined` before anything was recorded (the exporter then has nothing). */
-async function collect(): Promise<ResourceMetrics | undefined> {
-  metricExporter.reset();
-  await reader.forceFlush();
-  const all = metricExporter.getMetrics();
-  return all[all.length - 1];
-}
-
-function points(metrics: ResourceMetrics | undefined, name: string): { attributes: Record<string, unknown>; value: unknown }[] {
-  const found = (metrics?.scopeMetrics ?? []).flatMap((scope) => scope.metrics).filter((metric) => metric.descriptor.name === name);
-  return found.flatMap((metric) => metric.dataPoints.map((point) => ({ attributes: point.attributes as Record<string, unknown>, value: point.value })));
-}
-
-function sum(metrics: ResourceMetrics | undefined, name: string, attributes: Record<string, unknown>): number {
-  return points(metrics, name)
-    .filter((point) => Object.entries(attributes).every(([key, value]) => point.attributes[key] === value))
-    .reduce((total, point) => total + (point.value as number), 0);
-}
-
-function spansNamed(name: string): ReadableSpan[] {
-  return spanExporter.getFinishedSpans().filter((span) => span.name === name);
 }
 
 describe('OpenTelemetry through the real SDK', () => {
