@@ -1,6 +1,6 @@
 /**
  * The verifier: header parsing, the timestamp window, the signature list, the keys tried.
- * Standard Webhooks 1.0.0; see CONTRACT.md for what a receiver checks.
+ * Standard Webhooks 1.0.0; SECURITY.md lists what a receiver checks.
  *
  * Its public shapes live in `verify/types.ts`, the limits a request is held to in
  * `verify/limits.ts`, the reading of the three headers as they come on the wire in

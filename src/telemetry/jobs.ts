@@ -3,7 +3,7 @@
  * counter (by outcome and engine), the `webhook.job.duration` histogram of the handler's runs,
  * and one `webhook.job` span per delivery, inside which the handler runs. Apart from the
  * receiver's `webhook.deliveries`, so a webhook accepted into an inbox is counted once there
- * (`enqueued`) and its jobs here (ROUND3's outcome split).
+ * (`enqueued`) and its jobs here, so no delivery is counted twice.
  *
  * Same rules as the receiver's observer: the API comes from the app by shape, instruments are
  * taken on the first job (a meter taken before the app registers its provider stays a no-op),

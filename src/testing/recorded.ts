@@ -65,7 +65,7 @@ export async function readRecorded(request: RecordedRequest): Promise<{ headers:
   if (typeof raw === 'string' || raw instanceof Uint8Array || raw instanceof ArrayBuffer || ArrayBuffer.isView(raw)) {
     return { headers, body: toBytes(raw as string | Uint8Array | ArrayBuffer) };
   }
-  // The classic mistake (CONTRACT.md, "What receivers get wrong"): a JSON parser ran first.
+  // The classic mistake of receivers: a JSON parser ran first.
   throw new TypeError(
     `the recorded request's ${field} is a parsed ${Array.isArray(raw) ? 'array' : typeof raw}, not the raw bytes: a JSON body parser ` +
       'ran before it was recorded, and re-serialising it does not give back the signed bytes. Record the raw body ' +

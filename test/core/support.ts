@@ -10,7 +10,7 @@ import { defaultBackend, webCryptoBackend, type CryptoBackend } from '../../src/
 import { base64Encode } from '../../src/encoding.ts';
 import { WEBHOOK_ERROR_STATUS, WebhookError, type WebhookErrorCode } from '../../src/errors.ts';
 
-/** The known vector from the reference libraries' tests (CONTRACT.md). */
+/** The known vector from the Standard Webhooks reference libraries' tests. */
 export const VECTOR = {
   secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   id: 'msg_p5jXN8AQM9LWM0D4loKWxJek',

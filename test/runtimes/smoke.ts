@@ -119,7 +119,7 @@ const versions = (signature: string): string[] => signature.split(' ').map((entr
 const URL_BASE = 'http://smoke.test/webhooks';
 const BODY = '{"type":"invoice.paid","data":{"id":"in_1"}}';
 
-/** The known vector of the Standard Webhooks reference libraries (see CONTRACT.md). */
+/** The known vector of the Standard Webhooks reference libraries. */
 const VECTOR = {
   secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
   headers: {
