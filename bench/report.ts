@@ -95,7 +95,7 @@ export const SECTION_BUDGET_SECONDS: Record<SectionId, number> = {
   stores: 90,
   'http-stores': 90,
   receiver: 20,
-  keys: 20,
+  keys: 45,
   curves: 90,
   ordering: 30,
   inbox: 150,
