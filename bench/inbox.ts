@@ -18,14 +18,11 @@
  * per second against connections (1 to 64), ours and the hand-written route into BullMQ.
  */
 
-import { Redis } from 'ioredis';
-import { findPostgresBin, startPostgresServer } from '../test/support/postgres-server.ts';
-import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-server.ts';
+import { findPostgresBin } from '../test/support/postgres-server.ts';
+import { findRedisServer, isCI } from '../test/support/redis-server.ts';
 import { curveTable, type Curve, type CurvePoint } from './charts.ts';
-import { newSecret } from './fixtures.ts';
 import { INBOX_CELLS, INBOX_MODE, STORE_CONNECTIONS, STORE_MODE, type InboxCell } from './http-cases.ts';
-import { clockTicks, processTreeMicros, redisMicros } from './http-stores.ts';
-import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type CheckedRun, type ServerChild } from './http.ts';
+import { withStoreServers } from './http-stores.ts';
 import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
@@ -96,13 +93,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   const reps = config.quick ? 1 : 4;
   const curveReps = config.quick ? 1 : 3;
   const curveConnections = config.quick ? [1, STORE_CONNECTIONS] : CURVE_CONNECTIONS;
-  const ticks = clockTicks();
 
-  const redisServer = await startRedisServer();
-  const servers = new Map<Cell, ServerChild>();
-  let pgServer: Awaited<ReturnType<typeof startPostgresServer>> | undefined;
-  let redis: Redis | undefined;
-  let load: Child | undefined;
   const figures = new Map<string, Figures>();
   const figuresOf = (cell: Cell, connections: number) => {
     const name = `${cell} ${connections}`;
@@ -110,42 +101,16 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
     if (f === undefined) figures.set(name, (f = emptyFigures()));
     return f;
   };
-  let signedOnTheFly = 0;
-  try {
-    pgServer = process.env.DATABASE_URL ? undefined : await startPostgresServer();
-    const postgresUrl = process.env.DATABASE_URL ?? pgServer!.url;
-    redis = new Redis(redisServer.url, { lazyConnect: true });
-    await redis.connect();
-    const { secret } = newSecret();
-    const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgresUrl };
-    load = new Child('http-load.ts', [], env);
-    await load.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
-    // Settled, not all: a server that fails to start must not leave the others running.
-    const started = await Promise.allSettled(cells.map(async (cell) => [cell, await startServer(serverArgs(cell), env, cell)] as const));
-    for (const outcome of started) if (outcome.status === 'fulfilled') servers.set(...outcome.value);
-    const failed = started.find((outcome) => outcome.status === 'rejected');
-    if (failed !== undefined) throw failed.reason;
-
-    const client = redis;
-    const dbMicros = async (cell: Cell): Promise<number | undefined> => {
-      if (cell === 'bullmq' || cell === 'bullmq-inline' || cell === 'redis-sync') return redisMicros(client);
-      return pgServer === undefined ? undefined : processTreeMicros(pgServer.pid, ticks);
-    };
-    const fastest = new Map<string, number>();
-    const measure = async (cell: Cell, duration: number, connections: number): Promise<CheckedRun & { dbCpu: number | undefined }> => {
-      const server = servers.get(cell)!;
+  const signedOnTheFly = await withStoreServers(config, new Map(cells.map((cell) => [cell, serverArgs(cell)])), async ({ servers, measure, signedOnTheFly }) => {
+    const run = async (cell: Cell, duration: number, connections: number) => {
       // An empty queue before every run: the backlog bound never refuses, and the jobs counted
       // after the run are this run's.
-      if (isInbox(cell)) await server.child.ask('reset', { type: 'reset' }, 60_000, `emptying the queue of ${cell}`);
-      const name = `${cell} ${connections}`;
-      const dbBefore = await dbMicros(cell);
-      const result = await checkedRun(load!, server, `${cell}, ${connections} connections`, duration, connections, poolRps(fastest.get(name) ?? 0), isInbox(cell) ? 202 : 204);
-      const dbAfter = await dbMicros(cell);
-      fastest.set(name, Math.max(fastest.get(name) ?? 0, result.rps));
-      signedOnTheFly += result.signedOnTheFly;
-      return { ...result, dbCpu: dbBefore === undefined || dbAfter === undefined ? undefined : (dbAfter - dbBefore) / result.processed };
+      if (isInbox(cell)) await servers.get(cell)!.child.ask('reset', { type: 'reset' }, 60_000, `emptying the queue of ${cell}`);
+      const database = cell === 'bullmq' || cell === 'bullmq-inline' || cell === 'redis-sync' ? 'redis' : 'postgres';
+      return measure(cell, duration, connections, { database, status: isInbox(cell) ? 202 : 204 });
     };
-    const record = (cell: Cell, connections: number, result: Awaited<ReturnType<typeof measure>>) => {
+    const record = async (cell: Cell, connections: number) => {
+      const result = await run(cell, seconds, connections);
       const f = figuresOf(cell, connections);
       f.rps.push(result.rps);
       f.cpu.push(result.cpuPerRequest);
@@ -155,12 +120,9 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
     };
 
     // The main table: every cell at 16 connections, in an order that rotates per repetition.
-    if (warmupSeconds > 0) for (const cell of cells) await measure(cell, warmupSeconds, STORE_CONNECTIONS);
+    if (warmupSeconds > 0) for (const cell of cells) await run(cell, warmupSeconds, STORE_CONNECTIONS);
     for (let rep = 0; rep < reps; rep++) {
-      for (let k = 0; k < cells.length; k++) {
-        const cell = cells[(rep + k) % cells.length]!;
-        record(cell, STORE_CONNECTIONS, await measure(cell, seconds, STORE_CONNECTIONS));
-      }
+      for (let k = 0; k < cells.length; k++) await record(cells[(rep + k) % cells.length]!, STORE_CONNECTIONS);
     }
     // The curve: ours and the hand-written route into BullMQ at each other connection count,
     // back to back in alternating order.
@@ -168,19 +130,11 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
     for (const connections of curveConnections) {
       if (connections === STORE_CONNECTIONS) continue;
       for (let rep = 0; rep < curveReps; rep++) {
-        for (let k = 0; k < pair.length; k++) {
-          const cell = pair[(rep + k) % pair.length]!;
-          record(cell, connections, await measure(cell, seconds, connections));
-        }
+        for (let k = 0; k < pair.length; k++) await record(pair[(rep + k) % pair.length]!, connections);
       }
     }
-  } finally {
-    await Promise.all([...servers.values()].map((s) => s.child.stop()));
-    await load?.stop();
-    redis?.disconnect();
-    await redisServer.close();
-    await pgServer?.close();
-  }
+    return signedOnTheFly();
+  });
 
   const median = (values: readonly number[]) => summarize(values).median;
   const us = (values: readonly number[]) => {
