@@ -24,7 +24,7 @@ import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-s
 import { newSecret } from './fixtures.ts';
 import { POSTGRES_POOL_SIZE, STORE_CONNECTIONS, STORE_MODE, STORES, type StoreKind } from './http-cases.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type CheckedRun, type ServerChild } from './http.ts';
-import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { fixed, rateText, ratioText, table, type BenchConfig, type SectionId, type SectionReport, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
 const TITLE = '10. Stores behind an adapter (HTTP)';
@@ -88,6 +88,20 @@ async function redisMicros(redis: Redis): Promise<number> {
   const info = await redis.info('cpu');
   const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
   return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
+}
+
+/**
+ * The report of a section that needs redis-server and PostgreSQL where one is missing: skipped
+ * with a notice, as the tests skip theirs (a failure under CI); `undefined` when both are there.
+ */
+export function skippedWithoutStores(id: SectionId, title: string, what: string): SectionReport | undefined {
+  const notices: string[] = [];
+  if (findRedisServer() === undefined) notices.push('redis-server is not on the PATH');
+  if (findPostgresBin() === undefined && !process.env.DATABASE_URL) notices.push('PostgreSQL is not installed and DATABASE_URL is unset');
+  if (notices.length === 0) return undefined;
+  const notice = `${notices.join('; ')}, so ${what} cannot run`;
+  if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
+  return { id, title, body: `SKIPPED: ${notice}.`, targets: [] };
 }
 
 /** The databases a server's store runs on, as `StoreServers.measure` reads their CPU time. */
@@ -168,14 +182,8 @@ export async function withStoreServers<K extends string, T>(config: BenchConfig,
 }
 
 export async function runHttpStores(config: BenchConfig): Promise<SectionReport> {
-  const notices: string[] = [];
-  if (findRedisServer() === undefined) notices.push('redis-server is not on the PATH');
-  if (findPostgresBin() === undefined && !process.env.DATABASE_URL) notices.push('PostgreSQL is not installed and DATABASE_URL is unset');
-  if (notices.length > 0) {
-    const notice = `${notices.join('; ')}, so the section on stores behind an adapter cannot run`;
-    if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
-    return { id: 'http-stores', title: TITLE, body: `SKIPPED: ${notice}.`, targets: [] };
-  }
+  const skipped = skippedWithoutStores('http-stores', TITLE, 'the section on stores behind an adapter');
+  if (skipped !== undefined) return skipped;
   // As section 4: two-second runs after a one-second warm-up, five repetitions; the smoke run
   // only proves that every cell works.
   const seconds = config.quick ? 1 : 2;

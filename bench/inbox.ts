@@ -18,11 +18,9 @@
  * per second against connections (1 to 64), ours and the hand-written route into BullMQ.
  */
 
-import { findPostgresBin } from '../test/support/postgres-server.ts';
-import { findRedisServer, isCI } from '../test/support/redis-server.ts';
 import { curveTable, type Curve, type CurvePoint } from './charts.ts';
 import { INBOX_CELLS, INBOX_MODE, STORE_CONNECTIONS, STORE_MODE, type InboxCell } from './http-cases.ts';
-import { withStoreServers } from './http-stores.ts';
+import { skippedWithoutStores, withStoreServers } from './http-stores.ts';
 import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
@@ -75,14 +73,8 @@ function pgBossRuns(): boolean {
 }
 
 export async function runInbox(config: BenchConfig): Promise<SectionReport> {
-  const notices: string[] = [];
-  if (findRedisServer() === undefined) notices.push('redis-server is not on the PATH');
-  if (findPostgresBin() === undefined && !process.env.DATABASE_URL) notices.push('PostgreSQL is not installed and DATABASE_URL is unset');
-  if (notices.length > 0) {
-    const notice = `${notices.join('; ')}, so the inbox section cannot run`;
-    if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
-    return { id: 'inbox', title: TITLE, body: `SKIPPED: ${notice}.`, targets: [] };
-  }
+  const skipped = skippedWithoutStores('inbox', TITLE, 'the inbox section');
+  if (skipped !== undefined) return skipped;
   // The package supports Node 22 and later; a smoke run on an older Node measures BullMQ only.
   const engines: Engine[] = pgBossRuns() ? ['bullmq', 'pg-boss'] : ['bullmq'];
   const cells: Cell[] = engines.flatMap((engine) => [ENGINES[engine].ours, ENGINES[engine].hand, ENGINES[engine].sync]);
@@ -185,7 +177,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   for (const connections of curveConnections) {
     const ours = figuresOf('bullmq', connections);
     const hand = figuresOf('bullmq-inline', connections);
-    points.push({ x: connections, series: 'our adapter (Fastify, `bullmqInbox`)', y: median(ours.rps) }, { x: connections, series: 'hand-written route, same commands', y: median(hand.rps) });
+    points.push({ x: connections, series: 'our adapter (Fastify, bullmqInbox)', y: median(ours.rps) }, { x: connections, series: 'hand-written route, same commands', y: median(hand.rps) });
     curveRows.push(`${connections}: ${ratioText(summarize(ratios(ours.cpu, hand.cpu)))} (p99 ${ms(ours.p99)} vs ${ms(hand.p99)})`);
   }
   const curve: Curve = {

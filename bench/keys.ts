@@ -55,9 +55,9 @@ function curveRequests(tenants: number) {
 const ORDER_LENGTH = 1 << 16;
 
 const CURVE_STATIC = 'static verifier, one secret';
-const CURVE_DEFAULT = 'tenant keys, `maxTenants` default (10,000)';
-const CURVE_RAISED = 'tenant keys, `maxTenants` = tenants';
-const CURVE_MAP = 'a `Map` of static verifiers, one per tenant';
+const CURVE_DEFAULT = 'tenant keys, maxTenants default (10,000)';
+const CURVE_RAISED = 'tenant keys, maxTenants = tenants';
+const CURVE_MAP = 'a Map of static verifiers, one per tenant';
 
 /**
  * Time per verified request against the number of tenants, and memory per cached tenant (issue
@@ -99,7 +99,7 @@ async function tenantsCurve(config: BenchConfig, deadline: number): Promise<{ cu
     const timings = await timeInterleaved(candidates, curveTiming(config.quick));
     const over = (name: string, baseline: string) => ratioText(summarize(ratios(series(timings, name), series(timings, baseline))));
     for (const [name] of configs) {
-      overStatic.push(`${tenants.toLocaleString('en-US')} tenant${tenants === 1 ? '' : 's'}, ${name.slice('tenant keys, '.length)}: ${over(name, CURVE_STATIC)} (÷ the \`Map\`: ${over(name, CURVE_MAP)})`);
+      overStatic.push(`${tenants.toLocaleString('en-US')} tenant${tenants === 1 ? '' : 's'}, ${name.slice('tenant keys, '.length)}: ${over(name, CURVE_STATIC)} (÷ the Map: ${over(name, CURVE_MAP)})`);
     }
     return candidates.map((c) => ({ x: tenants, series: c.name, y: summarize(series(timings, c.name)).median }));
   });
@@ -120,7 +120,7 @@ async function tenantsCurve(config: BenchConfig, deadline: number): Promise<{ cu
     title: 'Tenant keys: memory per cached tenant vs tenants cached',
     x: { title: 'tenants cached', log: true, unit: 'count' },
     y: { title: 'memory per tenant', unit: 'bytes' },
-    points: held.map((p) => ({ x: p.tenants, series: 'V8 heap + external above the empty cache ÷ tenants', y: p.bytesPerTenant })),
+    points: held.map((p) => ({ x: p.tenants, series: 'V8 heap + external, per tenant', y: p.bytesPerTenant })),
   };
   const heldSkipped = heldCounts.filter((n) => !held.some((p) => p.tenants === n));
   const perTenant = held.at(-1);
@@ -142,11 +142,14 @@ async function tenantsCurve(config: BenchConfig, deadline: number): Promise<{ cu
     '',
     `Tenant keys ÷ static verifier: ${overStatic.join('; ')}.`,
     '',
-    `Memory a cached tenant takes (\`tenantKeys({ maxTenants: n })\` with n tenants verified once, one HMAC secret each; ` +
-      'measured in a child process run with `--expose-gc`, after two full collections):',
+    `Memory a cached tenant takes: V8's heap and the external memory (key material) above the empty cache, over the ` +
+      'tenants, with `tenantKeys({ maxTenants: n })` and n tenants verified once, one HMAC secret each; measured in a child ' +
+      'process run with `--expose-gc`, after two full collections, once the code has run once:',
     '',
     curveTable(memory) + skippedText(heldSkipped, (n) => n.toLocaleString('en-US')),
-    ...(perTenant === undefined ? [] : ['', `So ${perTenant.tenants.toLocaleString('en-US')} cached tenants take about ${bytesText(perTenant.bytesPerTenant * perTenant.tenants)}.`]),
+    ...(perTenant === undefined
+      ? []
+      : ['', `So ${perTenant.tenants.toLocaleString('en-US')} cached tenants take about ${bytesText(perTenant.bytesPerTenant * perTenant.tenants)}. A fixed part (the cache's own) weighs on the smallest count; the larger ones are what a tenant costs.`]),
   ].join('\n');
   return { curves: [time, memory], text };
 }
