@@ -234,7 +234,7 @@ describe('npm run bench -- --quick', () => {
       const tenantCurve = tableAfter(report, '### Tenant keys vs number of tenants');
       expect(tenantCurve.map((row) => row[0])).toEqual(['1', '100']);
       for (const row of tenantCurve) expect(row.slice(1, 4).every((cell) => /^[\d.]+ [nµm]?s$/.test(cell))).toBe(true);
-      expect(report).toMatch(/^\| tenants cached \| V8 heap \+ external above the empty cache ÷ tenants \|$/m);
+      expect(report).toMatch(/^\| tenants cached \| V8 heap \+ external, per tenant \|$/m);
       // Section 14: claim + complete with and without ordering, memory and (with a Redis) Redis.
       expect(tableAfter(report, '## 14. Ordering: claim + complete with and without').map((row) => row[0])).toEqual(redisPresent ? ['memory', 'Redis (ioredis)'] : ['memory']);
       // Section 15: each engine's accepting adapter, its hand-written route and the synchronous
