@@ -33,13 +33,13 @@ import { oneAtATime, ratios, series, summarize, timeInterleaved, times, type Can
 let sink: unknown;
 
 /** A point's timing: fewer repetitions than a headline figure; a curve shows a shape, not a target. */
-function curveTiming(quick: boolean, size = KiB): TimingOptions {
+export function curveTiming(quick: boolean, size = KiB): TimingOptions {
   if (quick) return { reps: 2, rounds: 2, batchMs: 2, warmupMs: 10 };
   return size >= MiB ? { reps: 5, rounds: 3, batchMs: 20, warmupMs: 50 } : { reps: 5, rounds: 9, batchMs: 2, warmupMs: 100 };
 }
 
 /** Runs `measure` for each x until the deadline; returns the points and the xs skipped. */
-async function sample(xs: readonly number[], deadline: number, measure: (x: number) => Promise<CurvePoint[]>): Promise<{ points: CurvePoint[]; skipped: number[] }> {
+export async function sample(xs: readonly number[], deadline: number, measure: (x: number) => Promise<CurvePoint[]>): Promise<{ points: CurvePoint[]; skipped: number[] }> {
   const points: CurvePoint[] = [];
   const skipped: number[] = [];
   for (const x of xs) {
@@ -49,7 +49,7 @@ async function sample(xs: readonly number[], deadline: number, measure: (x: numb
   return { points, skipped };
 }
 
-function skippedText(skipped: readonly number[], label: (x: number) => string): string {
+export function skippedText(skipped: readonly number[], label: (x: number) => string): string {
   return skipped.length === 0 ? '' : `\n\n_Skipped, the section's time budget being spent: ${skipped.map(label).join(', ')}._`;
 }
 
@@ -203,10 +203,15 @@ interface MemoryPoint {
   secondsPerDelivery: number;
 }
 
-function memoryChild(config: BenchConfig, held: readonly number[], deliveries: number, timeoutMs: number): Promise<MemoryPoint[]> {
+/**
+ * Runs a curve's child script (`bench/<script>`) with `--expose-gc`, the build's directory and
+ * `args`, and reads its points: one JSON line each. The child stops at its own deadline (it is
+ * given one in `args`); `timeoutMs` only ends one that hangs.
+ */
+export function curveChild<T>(script: string, config: BenchConfig, args: readonly string[], timeoutMs: number): Promise<T[]> {
   return new Promise((resolve, reject) => {
-    const args = ['--expose-gc', '--import', 'tsx', join(ROOT, 'bench', 'curve-memory-child.ts'), config.pkg.dir, held.join(','), String(deliveries), String(Math.round(timeoutMs))];
-    const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    const argv = ['--expose-gc', '--import', 'tsx', join(ROOT, 'bench', script), config.pkg.dir, ...args];
+    const child = spawn(process.execPath, argv, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (out += chunk));
@@ -216,15 +221,16 @@ function memoryChild(config: BenchConfig, held: readonly number[], deliveries: n
     child.once('error', reject);
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      if (code !== 0) reject(new Error(`the memory curve's child exited with ${signal ?? code}\n${err.trim()}`));
-      else resolve(out.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as MemoryPoint));
+      if (code !== 0) reject(new Error(`the curve's child ${script} exited with ${signal ?? code}\n${err.trim()}`));
+      else resolve(out.trim().split('\n').filter(Boolean).map((line) => JSON.parse(line) as T));
     });
   });
 }
 
 async function memoryCurves(config: BenchConfig, deadline: number): Promise<{ curves: Curve[]; text: string }> {
   const held = config.quick ? [1_000, 10_000] : [1_000, 10_000, 100_000, 1_000_000];
-  const result = await memoryChild(config, held, config.quick ? 2_000 : 20_000, Math.max(5_000, deadline - performance.now()));
+  const limitMs = Math.round(Math.max(5_000, deadline - performance.now()));
+  const result = await curveChild<MemoryPoint>('curve-memory-child.ts', config, [held.join(','), String(config.quick ? 2_000 : 20_000), String(limitMs)], limitMs);
   const skipped = held.filter((n) => !result.some((p) => p.ids === n));
   const claim: Curve = {
     kind: 'line',

@@ -44,6 +44,17 @@ export type StoreKind = (typeof STORES)[number];
 /** The argument that makes http-server.ts serve the Fastify adapter with a store: `store <kind>`. */
 export const STORE_MODE = 'store';
 
+/**
+ * The servers of the inbox section (issue 24): the Fastify adapter accepting into BullMQ (Redis
+ * store) and into pg-boss (Postgres store), each beside a hand-written route doing the same work
+ * (http-inbox.ts). The synchronous mode they are shown beside is section 10's `store` servers.
+ */
+export const INBOX_CELLS = ['bullmq', 'bullmq-inline', 'pg-boss', 'pg-boss-inline'] as const;
+export type InboxCell = (typeof INBOX_CELLS)[number];
+
+/** The argument that makes http-server.ts serve an inbox cell: `inbox <cell>`. */
+export const INBOX_MODE = 'inbox';
+
 /** Connections of the stores section (the issue's figure: Fastify, 16 connections). */
 export const STORE_CONNECTIONS = 16;
 

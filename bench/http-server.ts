@@ -14,9 +14,13 @@
  *   http-server.ts store <memory|ioredis|node-redis|postgres>
  *             the Fastify adapter with that store (section 10); the Redis server's URL arrives
  *             in BENCH_REDIS_URL, the Postgres server's in BENCH_POSTGRES_URL
+ *   http-server.ts inbox <bullmq|bullmq-inline|pg-boss|pg-boss-inline>
+ *             the Fastify adapter accepting into an inbox, or the hand-written route doing the
+ *             same work (the inbox section, http-inbox.ts): it answers 202, its processed events
+ *             are the jobs in its queue, and `{ type: 'reset' }` empties the queue
  *
- * Every variant ends the same way: the handler gets the parsed JSON event, counts it, and
- * answers 204. The secret arrives in the environment (BENCH_SECRET), and so does the directory of
+ * Every variant but the inbox cells ends the same way: the handler gets the parsed JSON event,
+ * counts it, and answers 204. The secret arrives in the environment (BENCH_SECRET), and so does the directory of
  * the built package whose adapters are measured (BENCH_BUILD).
  */
 
@@ -51,7 +55,8 @@ import type { VerifiedWebhook } from '../src/verify.ts';
 import { BareIdMap } from './bare-map.ts';
 import { importBuilt } from './build.ts';
 import { handWrittenVerify } from './fixtures.ts';
-import { FRAMEWORKS, POSTGRES_POOL_SIZE, STORE_MODE, STORES, VARIANTS, WEBHOOK_PATH as PATH, type Framework, type StoreKind, type Variant } from './http-cases.ts';
+import { FRAMEWORKS, INBOX_CELLS, INBOX_MODE, POSTGRES_POOL_SIZE, STORE_MODE, STORES, VARIANTS, WEBHOOK_PATH as PATH, type Framework, type InboxCell, type StoreKind, type Variant } from './http-cases.ts';
+import type { StoreBackend } from './http-inbox.ts';
 
 const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
 
@@ -310,34 +315,37 @@ let closeStore: () => Promise<void> = async () => {};
  * between runs, where a server with steady traffic would not.
  */
 async function storeOf(kind: StoreKind, build: string): Promise<IdempotencyStore | undefined> {
-  if (kind === 'memory') return undefined;
+  return kind === 'memory' ? undefined : (await backendOf(kind, build)).store;
+}
+
+/** A shared store and the client it runs on (the inbox cells put their queue on that client). */
+async function backendOf(kind: Exclude<StoreKind, 'memory'>, build: string): Promise<StoreBackend | { kind: 'node-redis'; store: IdempotencyStore }> {
   if (kind === 'postgres') {
     const url = process.env.BENCH_POSTGRES_URL;
     if (url === undefined) throw new Error('BENCH_POSTGRES_URL must name the Postgres server');
     const { postgresStore } = await importBuilt<typeof import('../src/stores/postgres.ts')>(build, 'postgres');
     const pool = new pg.Pool({ connectionString: url, max: POSTGRES_POOL_SIZE, idleTimeoutMillis: 0 });
-    const store = postgresStore({ client: pool, table: `bench_http_claims_${process.pid}` });
+    const makeStore = (client: pg.Pool) => postgresStore({ client, table: `bench_http_claims_${process.pid}` });
+    const store = makeStore(pool);
     await store.setup();
     closeStore = () => pool.end();
-    return store;
+    return { kind, store, client: pool, makeStore };
   }
   const url = process.env.BENCH_REDIS_URL;
   if (url === undefined) throw new Error('BENCH_REDIS_URL must name the Redis server');
   const { redisStore } = await importBuilt<typeof import('../src/stores/redis.ts')>(build, 'redis');
-  let client: RedisClientLike;
+  const makeStore = (client: RedisClientLike) => redisStore({ client, prefix: `bench-http:${process.pid}:` });
   if (kind === 'ioredis') {
     const redis = new Redis(url, { lazyConnect: true, enableAutoPipelining: true });
     await redis.connect();
-    client = redis;
     closeStore = async () => redis.disconnect();
-  } else {
-    const redis = createClient({ url });
-    redis.on('error', () => {});
-    await redis.connect();
-    client = redis as unknown as RedisClientLike;
-    closeStore = async () => redis.destroy();
+    return { kind, store: makeStore(redis), client: redis, makeStore };
   }
-  return redisStore({ client, prefix: `bench-http:${process.pid}:` });
+  const redis = createClient({ url });
+  redis.on('error', () => {});
+  await redis.connect();
+  closeStore = async () => redis.destroy();
+  return { kind, store: makeStore(redis as unknown as RedisClientLike) };
 }
 
 /** The Fastify adapter cell of section 4 (memory store) with the store of `kind`. */
@@ -400,38 +408,68 @@ async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret
   return app.getHttpServer() as Server;
 }
 
+/** How many events the server processed: its handlers' count, or the jobs in an inbox cell's queue. */
+let processedCount: () => number | Promise<number> = () => processed;
+/** What `{ type: 'reset' }` does: empties an inbox cell's queue. */
+let reset: () => Promise<void> = async () => {};
+
+/** An inbox cell: the adapter accepting into an engine, or the hand-written route doing the same (http-inbox.ts). */
+async function inboxServer(cell: InboxCell, secret: string, key: Buffer, build: string): Promise<Server> {
+  const { inboxApp, storeKindOf } = await import('./http-inbox.ts');
+  const backend = await backendOf(storeKindOf(cell), build);
+  if (backend.kind === 'node-redis') throw new Error('the inbox cells run on ioredis');
+  const app = await inboxApp(cell, build, secret, key, backend, process.env.BENCH_POSTGRES_URL);
+  processedCount = () => app.jobs();
+  reset = () => app.reset();
+  const storeClose = closeStore;
+  closeStore = async () => {
+    await app.close();
+    await storeClose();
+  };
+  return app.server;
+}
+
 async function main(): Promise<void> {
-  const [framework, variant] = process.argv.slice(2) as [Framework | typeof STORE_MODE, Variant | StoreKind];
+  const [framework, variant] = process.argv.slice(2) as [Framework | typeof STORE_MODE | typeof INBOX_MODE, Variant | StoreKind | InboxCell];
   const storeMode = framework === STORE_MODE && (STORES as readonly string[]).includes(variant);
-  if (!storeMode && (!(FRAMEWORKS as readonly string[]).includes(framework) || !(VARIANTS as readonly string[]).includes(variant))) {
-    throw new Error(`usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>, or http-server.ts ${STORE_MODE} <${STORES.join('|')}>`);
+  const inboxMode = framework === INBOX_MODE && (INBOX_CELLS as readonly string[]).includes(variant);
+  if (!storeMode && !inboxMode && (!(FRAMEWORKS as readonly string[]).includes(framework) || !(VARIANTS as readonly string[]).includes(variant))) {
+    throw new Error(
+      `usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>, http-server.ts ${STORE_MODE} <${STORES.join('|')}>, or http-server.ts ${INBOX_MODE} <${INBOX_CELLS.join('|')}>`,
+    );
   }
   const secret = process.env.BENCH_SECRET;
   if (secret === undefined || !secret.startsWith('whsec_')) throw new Error('BENCH_SECRET must hold a whsec_ secret');
   const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
   if (typeof process.send !== 'function') throw new Error('http-server.ts runs as a child with an IPC channel');
 
-  const server = storeMode
-    ? await fastifyStoreApp(variant as StoreKind, secret, build!)
-    : framework === 'express'
-      ? expressApp(variant as Variant, secret, key)
-      : framework === 'fastify'
-        ? await fastifyApp(variant as Variant, secret, key)
-        : framework === 'hono'
-          ? honoApp(variant as Variant, secret, key)
-          : framework === 'koa'
-            ? koaApp(variant as Variant, secret, key)
-            : framework === 'nestjs-express' || framework === 'nestjs-fastify'
-              ? await nestApp(framework === 'nestjs-express' ? 'express' : 'fastify', variant as Variant, secret, key)
-              : nodeApp(variant as Variant, secret, key);
+  const server = inboxMode
+    ? await inboxServer(variant as InboxCell, secret, key, build!)
+    : storeMode
+      ? await fastifyStoreApp(variant as StoreKind, secret, build!)
+      : framework === 'express'
+        ? expressApp(variant as Variant, secret, key)
+        : framework === 'fastify'
+          ? await fastifyApp(variant as Variant, secret, key)
+          : framework === 'hono'
+            ? honoApp(variant as Variant, secret, key)
+            : framework === 'koa'
+              ? koaApp(variant as Variant, secret, key)
+              : framework === 'nestjs-express' || framework === 'nestjs-fastify'
+                ? await nestApp(framework === 'nestjs-express' ? 'express' : 'fastify', variant as Variant, secret, key)
+                : nodeApp(variant as Variant, secret, key);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
   });
+  const failed = (error: unknown) => process.send!({ type: 'error', message: error instanceof Error ? error.stack : String(error) });
   process.on('message', (message: { type?: string }) => {
     if (message?.type === 'stats') {
+      // The CPU time first: counting an inbox's jobs is a query, not part of the run measured.
       const cpu = process.cpuUsage();
-      process.send!({ type: 'stats', processed, cpuMicros: cpu.user + cpu.system });
+      Promise.resolve(processedCount()).then((count) => process.send!({ type: 'stats', processed: count, cpuMicros: cpu.user + cpu.system }), failed);
+    } else if (message?.type === 'reset') {
+      reset().then(() => process.send!({ type: 'reset' }), failed);
     }
   });
   process.once('disconnect', () => {

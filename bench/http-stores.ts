@@ -23,8 +23,8 @@ import { findPostgresBin, startPostgresServer } from '../test/support/postgres-s
 import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-server.ts';
 import { newSecret } from './fixtures.ts';
 import { POSTGRES_POOL_SIZE, STORE_CONNECTIONS, STORE_MODE, STORES, type StoreKind } from './http-cases.ts';
-import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
-import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type CheckedRun, type ServerChild } from './http.ts';
+import { fixed, rateText, ratioText, table, type BenchConfig, type SectionId, type SectionReport, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
 const TITLE = '10. Stores behind an adapter (HTTP)';
@@ -43,7 +43,6 @@ interface Cell {
   cpu: number[];
   /** The database's CPU per processed request, µs (Redis or Postgres cells, when it can be read). */
   dbCpu: number[];
-  signedOnTheFly: number;
 }
 
 /** Clock ticks per second of /proc's CPU times. */
@@ -91,67 +90,115 @@ async function redisMicros(redis: Redis): Promise<number> {
   return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;
 }
 
-export async function runHttpStores(config: BenchConfig): Promise<SectionReport> {
+/**
+ * The report of a section that needs redis-server and PostgreSQL where one is missing: skipped
+ * with a notice, as the tests skip theirs (a failure under CI); `undefined` when both are there.
+ */
+export function skippedWithoutStores(id: SectionId, title: string, what: string): SectionReport | undefined {
   const notices: string[] = [];
   if (findRedisServer() === undefined) notices.push('redis-server is not on the PATH');
   if (findPostgresBin() === undefined && !process.env.DATABASE_URL) notices.push('PostgreSQL is not installed and DATABASE_URL is unset');
-  if (notices.length > 0) {
-    const notice = `${notices.join('; ')}, so the section on stores behind an adapter cannot run`;
-    if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
-    return { id: 'http-stores', title: TITLE, body: `SKIPPED: ${notice}.`, targets: [] };
+  if (notices.length === 0) return undefined;
+  const notice = `${notices.join('; ')}, so ${what} cannot run`;
+  if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
+  return { id, title, body: `SKIPPED: ${notice}.`, targets: [] };
+}
+
+/** The databases a server's store runs on, as `StoreServers.measure` reads their CPU time. */
+export type Database = 'redis' | 'postgres';
+
+/** One checked run (http.ts), with the database's CPU time per processed request beside it. */
+export type StoreRun = CheckedRun & { dbCpu: number | undefined };
+
+/** What the sections with servers on shared stores (10 and 15) measure against. */
+export interface StoreServers<K extends string> {
+  servers: ReadonlyMap<K, ServerChild>;
+  /**
+   * One checked run on the server `key` (`status`: the answer expected, 204 by default), its pool
+   * sized by the fastest run so far of that server at that connection count, and the CPU time
+   * `database` spent per processed request: redis-server's from `INFO cpu`, the local PostgreSQL
+   * cluster's from /proc (not a DATABASE_URL server's, whose processes are elsewhere).
+   */
+  measure(key: K, seconds: number, connections: number, options: { database?: Database; status?: number }): Promise<StoreRun>;
+  /** Requests that outran the pre-signed pools so far, signed on the fly. */
+  signedOnTheFly(): number;
+}
+
+/**
+ * Starts redis-server and a throw-away PostgreSQL cluster on 127.0.0.1 (or uses DATABASE_URL), the
+ * load generator, and one server per entry of `servers` (its http-server.ts arguments), all in
+ * processes of their own; runs `run` with them; and stops every one of them, whatever happened.
+ */
+export async function withStoreServers<K extends string, T>(config: BenchConfig, servers: ReadonlyMap<K, readonly string[]>, run: (context: StoreServers<K>) => Promise<T>): Promise<T> {
+  const ticks = clockTicks();
+  const redisServer = await startRedisServer();
+  const started = new Map<K, ServerChild>();
+  let pgServer: Awaited<ReturnType<typeof startPostgresServer>> | undefined;
+  let redis: Redis | undefined;
+  let load: Child | undefined;
+  try {
+    pgServer = process.env.DATABASE_URL ? undefined : await startPostgresServer();
+    const postgresUrl = process.env.DATABASE_URL ?? pgServer!.url;
+    const client = (redis = new Redis(redisServer.url, { lazyConnect: true }));
+    await client.connect();
+    const { secret } = newSecret();
+    const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgresUrl };
+    const generator = (load = new Child('http-load.ts', [], env));
+    await generator.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
+    // Settled, not all: a server that fails to start must not leave the others running.
+    const outcomes = await Promise.allSettled([...servers].map(async ([key, args]) => [key, await startServer(args, env, args.join(' '))] as const));
+    for (const outcome of outcomes) if (outcome.status === 'fulfilled') started.set(...outcome.value);
+    const failed = outcomes.find((outcome) => outcome.status === 'rejected');
+    if (failed !== undefined) throw failed.reason;
+
+    const postgres = pgServer;
+    const dbMicros = async (database: Database | undefined): Promise<number | undefined> => {
+      if (database === 'redis') return redisMicros(client);
+      if (database === 'postgres') return postgres === undefined ? undefined : processTreeMicros(postgres.pid, ticks);
+      return undefined;
+    };
+    const fastest = new Map<string, number>();
+    let onTheFly = 0;
+    return await run({
+      servers: started,
+      async measure(key, seconds, connections, { database, status }) {
+        const name = `${key} ${connections}`;
+        const dbBefore = await dbMicros(database);
+        const result = await checkedRun(generator, started.get(key)!, `${servers.get(key)!.join(' ')}, ${connections} connections`, seconds, connections, poolRps(fastest.get(name) ?? 0), status);
+        const dbAfter = await dbMicros(database);
+        fastest.set(name, Math.max(fastest.get(name) ?? 0, result.rps));
+        onTheFly += result.signedOnTheFly;
+        return { ...result, dbCpu: dbBefore === undefined || dbAfter === undefined ? undefined : (dbAfter - dbBefore) / result.processed };
+      },
+      signedOnTheFly: () => onTheFly,
+    });
+  } finally {
+    await Promise.all([...started.values()].map((s) => s.child.stop()));
+    await load?.stop();
+    redis?.disconnect();
+    await redisServer.close();
+    await pgServer?.close();
   }
+}
+
+export async function runHttpStores(config: BenchConfig): Promise<SectionReport> {
+  const skipped = skippedWithoutStores('http-stores', TITLE, 'the section on stores behind an adapter');
+  if (skipped !== undefined) return skipped;
   // As section 4: two-second runs after a one-second warm-up, five repetitions; the smoke run
   // only proves that every cell works.
   const seconds = config.quick ? 1 : 2;
   const warmupSeconds = config.quick ? 0 : 1;
   const reps = config.quick ? 1 : 5;
-  const ticks = clockTicks();
 
-  const redisServer = await startRedisServer();
-  const servers = new Map<StoreKind, ServerChild>();
-  let pgServer: Awaited<ReturnType<typeof startPostgresServer>> | undefined;
-  let redis: Redis | undefined;
-  let load: Child | undefined;
-  const cells = new Map<StoreKind, Cell>(STORES.map((kind) => [kind, { rps: [], p99: [], cpu: [], dbCpu: [], signedOnTheFly: 0 }]));
-  try {
-    pgServer = process.env.DATABASE_URL ? undefined : await startPostgresServer();
-    const postgresUrl = process.env.DATABASE_URL ?? pgServer!.url;
-    redis = new Redis(redisServer.url, { lazyConnect: true });
-    await redis.connect();
-    const { secret } = newSecret();
-    const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgresUrl };
-    load = new Child('http-load.ts', [], env);
-    await load.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
-    // Settled, not all: a server that fails to start must not leave the others running.
-    const started = await Promise.allSettled(STORES.map(async (kind) => [kind, await startServer([STORE_MODE, kind], env, `Fastify with the ${kind} store`)] as const));
-    for (const outcome of started) if (outcome.status === 'fulfilled') servers.set(...outcome.value);
-    const failed = started.find((outcome) => outcome.status === 'rejected');
-    if (failed !== undefined) throw failed.reason;
-
-    // The database's CPU time, when it can be read: redis-server's from INFO; the local
-    // Postgres cluster's from /proc (not a DATABASE_URL server, whose processes are elsewhere).
-    const client = redis;
-    const dbMicros = async (kind: StoreKind): Promise<number | undefined> => {
-      if (kind === 'memory') return undefined;
-      if (kind === 'postgres') return pgServer === undefined ? undefined : processTreeMicros(pgServer.pid, ticks);
-      return redisMicros(client);
-    };
-    const fastest = new Map<StoreKind, number>();
-    const measure = async (kind: StoreKind, duration: number) => {
-      const dbBefore = await dbMicros(kind);
-      const result = await checkedRun(load!, servers.get(kind)!, `Fastify with the ${kind} store`, duration, STORE_CONNECTIONS, poolRps(fastest.get(kind) ?? 0));
-      const dbAfter = await dbMicros(kind);
-      fastest.set(kind, Math.max(fastest.get(kind) ?? 0, result.rps));
-      const cell = cells.get(kind)!;
-      cell.signedOnTheFly += result.signedOnTheFly;
-      return { ...result, dbCpu: dbBefore === undefined || dbAfter === undefined ? undefined : (dbAfter - dbBefore) / result.processed };
-    };
-
-    if (warmupSeconds > 0) for (const kind of STORES) await measure(kind, warmupSeconds);
+  const cells = new Map<StoreKind, Cell>(STORES.map((kind) => [kind, { rps: [], p99: [], cpu: [], dbCpu: [] }]));
+  const databaseOf = (kind: StoreKind): Database | undefined => (kind === 'memory' ? undefined : kind === 'postgres' ? 'postgres' : 'redis');
+  const onTheFly = await withStoreServers(config, new Map(STORES.map((kind) => [kind, [STORE_MODE, kind]])), async ({ measure, signedOnTheFly }) => {
+    const run = (kind: StoreKind, duration: number) => measure(kind, duration, STORE_CONNECTIONS, { database: databaseOf(kind) });
+    if (warmupSeconds > 0) for (const kind of STORES) await run(kind, warmupSeconds);
     for (let rep = 0; rep < reps; rep++) {
       for (let k = 0; k < STORES.length; k++) {
         const kind = STORES[(rep + k) % STORES.length]!;
-        const result = await measure(kind, seconds);
+        const result = await run(kind, seconds);
         const cell = cells.get(kind)!;
         cell.rps.push(result.rps);
         cell.p99.push(result.p99);
@@ -159,13 +206,8 @@ export async function runHttpStores(config: BenchConfig): Promise<SectionReport>
         if (result.dbCpu !== undefined) cell.dbCpu.push(result.dbCpu);
       }
     }
-  } finally {
-    await Promise.all([...servers.values()].map((s) => s.child.stop()));
-    await load?.stop();
-    redis?.disconnect();
-    await redisServer.close();
-    await pgServer?.close();
-  }
+    return signedOnTheFly();
+  });
 
   const cellOf = (kind: StoreKind) => cells.get(kind)!;
   const rpsOf = (kind: StoreKind) => cellOf(kind).rps;
@@ -210,7 +252,6 @@ export async function runHttpStores(config: BenchConfig): Promise<SectionReport>
     target('postgres', `Postgres-store adapter ÷ memory-store adapter, req/s, Fastify, 16 connections (\`pg\` Pool, max ${POSTGRES_POOL_SIZE})`, 0.5),
   ];
 
-  const onTheFly = STORES.reduce((sum, kind) => sum + cellOf(kind).signedOnTheFly, 0);
   const body = [
     `The Fastify adapter of section 4 with each store: autocannon in its own process, ${STORE_CONNECTIONS} connections, ${seconds} s per run, ` +
       `${reps} repetition${reps === 1 ? '' : 's'} ${warmupSeconds > 0 ? `after a ${warmupSeconds} s warm-up per server` : 'without warm-up'}, ` +

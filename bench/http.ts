@@ -120,11 +120,11 @@ export function poolRps(fastestOfCell: number): number {
 }
 
 /**
- * One load run against `server`, checked: every answer must be the handler's 204 and every 204 a
- * processed event (a few more may have been processed while autocannon closed its connections at
- * the end); anything else fails the run.
+ * One load run against `server`, checked: every answer must be the handler's 204 (or `status`: an
+ * inbox's 202) and every one of them a processed event (a few more may have been processed while
+ * autocannon closed its connections at the end); anything else fails the run.
  */
-export async function checkedRun(load: Child, server: ServerChild, what: string, seconds: number, connections: number, expectedRps: number): Promise<CheckedRun> {
+export async function checkedRun(load: Child, server: ServerChild, what: string, seconds: number, connections: number, expectedRps: number, status = 204): Promise<CheckedRun> {
   type Stats = { processed: number; cpuMicros: number };
   const before = await server.child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
   const request: RunRequest = {
@@ -138,12 +138,12 @@ export async function checkedRun(load: Child, server: ServerChild, what: string,
   const result = await load.ask<RunResult>('result', request, (seconds + 60) * 1000, `load on ${what}`);
   const after = await server.child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
   const processed = after.processed - before.processed;
-  const answered = result.statusCodes['204'] ?? 0;
-  const others = Object.entries(result.statusCodes).filter(([code]) => code !== '204');
+  const answered = result.statusCodes[String(status)] ?? 0;
+  const others = Object.entries(result.statusCodes).filter(([code]) => code !== String(status));
   if (others.length > 0 || result.errors > 0 || result.timeouts > 0 || answered === 0 || processed < answered || processed > answered + connections) {
     throw new Error(
       `${what}: the run was not clean: statuses ${JSON.stringify(result.statusCodes)}, ${result.errors} errors, ` +
-        `${result.timeouts} timeouts, ${processed} events processed for ${answered} answers 204`,
+        `${result.timeouts} timeouts, ${processed} events processed for ${answered} answers ${status}`,
     );
   }
   return { ...result, processed, cpuPerRequest: (after.cpuMicros - before.cpuMicros) / processed };

@@ -15,6 +15,7 @@ import type { RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
 import { openMonitor, type MonitorEvent } from '../test/support/monitor.ts';
 import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-server.ts';
+import { bareRedisDelivery } from './bare-store.ts';
 import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { inFlight, oneAtATime, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
@@ -88,46 +89,19 @@ function countOf(commands: readonly string[]): string {
   return [...counts].map(([c, n]) => `${n} ${c.toUpperCase()}`).join(', ') || 'none';
 }
 
-/** One recorded script call: its SHA, its key and its arguments, as the store sent them. */
-interface ScriptCall {
-  sha: string;
-  args: string[];
-}
-
 /**
  * Like with like (issue 29): the process CPU time our store costs per delivery (claim, then
  * complete) against the bare ioredis client sending the same two scripts by EVALSHA, with the
- * same arguments, 64 deliveries in flight. The scripts and arguments are recorded from the store
- * itself through a proxy of the client, so the bare client does exactly the store's commands, and
+ * same arguments, 64 deliveries in flight (bare-store.ts records them from the store itself), and
  * nothing else (no token generation, no reply checks, no timeouts). redis-server's own CPU is in
  * another process and counts for neither.
  */
 async function cpuPerDelivery(config: BenchConfig, redis: Redis, store: IdempotencyStore, nextKey: () => string): Promise<{ text: string; target: TargetResult }> {
-  const calls: ScriptCall[] = [];
-  const recording = new Proxy(redis, {
-    get(target, property) {
-      if (property === 'evalsha') {
-        return (sha: string, numkeys: number, key: string, ...args: string[]) => {
-          calls.push({ sha, args });
-          return target.evalsha(sha, numkeys, key, ...args);
-        };
-      }
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-  const recorded = config.pkg.redis.redisStore({ client: recording as unknown as RedisClientLike, prefix: 'bench:' });
-  const sample = nextKey();
-  const claimed = await recorded.claim(sample, LOCK_MS);
-  if (claimed.status !== 'acquired' || !(await recorded.complete(sample, claimed.token, TTL_MS))) throw new Error('the recorded delivery failed');
-  const [claimCall, completeCall] = calls.slice(-2);
-  if (claimCall === undefined || completeCall === undefined || claimCall.sha === completeCall.sha) throw new Error(`expected two different scripts per delivery, saw ${calls.length} EVALSHA calls`);
-  // The store's key as it reached Redis: the prefix is the store's, so the bare client adds it too.
+  const delivery = await bareRedisDelivery(redis, (client) => config.pkg.redis.redisStore({ client, prefix: 'bench:' }), LOCK_MS, TTL_MS);
   const bare = async () => {
-    const key = `bench:${nextKey()}`;
-    await redis.evalsha(claimCall.sha, 1, key, ...claimCall.args);
-    const done = await redis.evalsha(completeCall.sha, 1, key, ...completeCall.args);
-    if (Number(done) !== 1) throw new Error(`the bare complete answered ${String(done)}: the bare commands do not do the store's work`);
+    const key = nextKey();
+    await delivery.claim(key);
+    await delivery.complete(key);
   };
   const ours = async () => {
     const key = nextKey();

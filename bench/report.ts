@@ -75,7 +75,7 @@ export function loadWarning(title: string, load: LoadSample): string {
   );
 }
 
-export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'keys', 'curves', 'ordering'] as const;
+export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'keys', 'curves', 'ordering', 'inbox'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 /**
@@ -95,9 +95,10 @@ export const SECTION_BUDGET_SECONDS: Record<SectionId, number> = {
   stores: 90,
   'http-stores': 90,
   receiver: 20,
-  keys: 20,
+  keys: 45,
   curves: 90,
   ordering: 30,
+  inbox: 150,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -168,7 +169,7 @@ function redisServerVersion(): string {
   }
 }
 
-const PACKAGES = ['express', 'fastify', 'hono', '@hono/node-server', 'koa', '@nestjs/core', 'autocannon', 'ioredis', 'redis', 'pg', 'postgres', '@aws-sdk/client-dynamodb', 'dynalite', 'vega', 'vega-lite'] as const;
+const PACKAGES = ['express', 'fastify', 'hono', '@hono/node-server', 'koa', '@nestjs/core', 'autocannon', 'ioredis', 'redis', 'pg', 'postgres', '@aws-sdk/client-dynamodb', 'dynalite', 'bullmq', 'pg-boss', 'vega', 'vega-lite'] as const;
 
 /** The peer libraries section 1 measures, with their versions. */
 export function peerVersions(): string {

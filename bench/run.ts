@@ -9,7 +9,8 @@
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement), on the
  *                                       Node that runs it (the test command runs it on Node 26)
  *   npm run bench -- --section <name>  one section: peers, rotation, webcrypto, http, redis, memory, sign, forged,
- *                                       stores, http-stores, receiver, keys, curves, ordering (`--only <name>` is the same flag)
+ *                                       stores, http-stores, receiver, keys, curves, ordering, inbox (`--only <name>` is the same
+ *                                       flag)
  *   npm run bench -- --node <major>     run on that Node line (22, 24, 26, …) instead of the default; the report
  *                                       names the Node it ran on, as always
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
@@ -34,6 +35,7 @@ import { README_END, README_START, updateReadme } from './readme.ts';
 import { runPeers } from './peers.ts';
 import { runHttp } from './http.ts';
 import { runHttpStores } from './http-stores.ts';
+import { runInbox } from './inbox.ts';
 import { runKeys } from './keys.ts';
 import { runMemory } from './memory.ts';
 import { runOrdering } from './ordering.ts';
@@ -72,6 +74,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   keys: runKeys,
   curves: runCurves,
   ordering: runOrdering,
+  inbox: runInbox,
 };
 
 function isSectionId(value: string): value is SectionId {

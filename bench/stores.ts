@@ -23,9 +23,10 @@ import { DynamoDBClient, GetItemCommand, PutItemCommand } from '@aws-sdk/client-
 import pg from 'pg';
 import postgres from 'postgres';
 import { Redis } from 'ioredis';
-import { findPostgresBin, startPostgresServer } from '../test/support/postgres-server.ts';
+import { startPostgresServer } from '../test/support/postgres-server.ts';
 import { localConfig } from '../test/support/dynamodb.ts';
-import { findRedisServer, freePort, isCI, startRedisServer } from '../test/support/redis-server.ts';
+import { freePort, startRedisServer } from '../test/support/redis-server.ts';
+import { skippedWithoutStores } from './http-stores.ts';
 import { fixed, rateText, table, type BenchConfig, type SectionReport } from './report.ts';
 
 const LOCK_MS = 60_000;
@@ -143,14 +144,8 @@ async function compare(ours: () => Promise<unknown>, bare: () => Promise<unknown
 }
 
 export async function runStores(config: BenchConfig): Promise<SectionReport> {
-  const notices: string[] = [];
-  if (findRedisServer() === undefined) notices.push('redis-server is not on the PATH');
-  if (findPostgresBin() === undefined && !process.env.DATABASE_URL) notices.push('PostgreSQL is not installed and DATABASE_URL is unset');
-  if (notices.length > 0) {
-    const notice = `${notices.join('; ')}, so the stores section cannot run`;
-    if (isCI()) throw new Error(`${notice}; CI is set, so this is a failure`);
-    return { id: 'stores', title: '9. Shared stores under concurrency', body: `SKIPPED: ${notice}.`, targets: [] };
-  }
+  const skipped = skippedWithoutStores('stores', '9. Shared stores under concurrency', 'the stores section');
+  if (skipped !== undefined) return skipped;
   const { redisStore } = config.pkg.redis;
   const { postgresStore } = config.pkg.postgres;
   const ms = config.quick ? 150 : 1000;

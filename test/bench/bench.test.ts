@@ -56,6 +56,9 @@ function tableAfter(markdown: string, heading: string): string[][] {
 
 const redisPresent = findRedisServer() !== undefined || isCI();
 const storesPresent = redisPresent && (findPostgresBin() !== undefined || Boolean(process.env.DATABASE_URL));
+// pg-boss 12 runs on Node 22.12 and later: on an older Node the inbox section measures BullMQ only.
+const [nodeMajor, nodeMinor] = process.versions.node.split('.').map(Number) as [number, number];
+const inboxEngines = nodeMajor > 22 || (nodeMajor === 22 && nodeMinor >= 12) ? ['bullmq', 'pg-boss'] : ['bullmq'];
 
 describe('npm run bench -- --quick', () => {
   it(
@@ -106,6 +109,12 @@ describe('npm run bench -- --quick', () => {
         'receiver claim + complete ÷ (verify + a bare Map), memory store, 1 KiB',
         'tenant keys verify (tenant cached) ÷ static verifier, same keys, 1 KiB',
         'loader calls, 10,000 requests naming random tenants at once',
+        ...(storesPresent
+          ? [
+              'accepting into bullmq (Fastify adapter, Redis store, ioredis), server CPU per request ÷ hand-written verify + the same store commands + `queue.add`, 16 connections',
+              'accepting into pg-boss (Fastify adapter, Postgres store, `pg` Pool), server CPU per request ÷ hand-written verify + the same store commands + `boss.send`, 16 connections',
+            ].slice(0, inboxEngines.length)
+          : []),
       ];
       expect(what).toEqual(expected);
       for (const row of targets) {
@@ -184,7 +193,7 @@ describe('npm run bench -- --quick', () => {
         'bare createHmac',
       ]);
       // Every section says how long it took and what the machine's load was meanwhile.
-      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(14);
+      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(15);
       const forged = tableAfter(report, '## 8. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
       if (storesPresent) {
@@ -221,8 +230,32 @@ describe('npm run bench -- --quick', () => {
       const flood = tableAfter(report, '### A flood of random tenant names');
       expect(flood.map((row) => row[0])).toEqual(['10,000 at once, a 5 ms loader']);
       expect(flood[0]![1]).toBe('16');
+      // The tenant-keys curve (a smoke run samples 1 and 100 tenants), and memory per cached tenant.
+      const tenantCurve = tableAfter(report, '### Tenant keys vs number of tenants');
+      expect(tenantCurve.map((row) => row[0])).toEqual(['1', '100']);
+      for (const row of tenantCurve) expect(row.slice(1, 4).every((cell) => /^[\d.]+ [nµm]?s$/.test(cell))).toBe(true);
+      expect(report).toMatch(/^\| tenants cached \| V8 heap \+ external, per tenant \|$/m);
       // Section 14: claim + complete with and without ordering, memory and (with a Redis) Redis.
       expect(tableAfter(report, '## 14. Ordering: claim + complete with and without').map((row) => row[0])).toEqual(redisPresent ? ['memory', 'Redis (ioredis)'] : ['memory']);
+      // Section 15: each engine's accepting adapter, its hand-written route and the synchronous
+      // mode on the same store; then accepted per second vs connections (1 and 16 in a smoke run).
+      if (storesPresent) {
+        const inbox = tableAfter(report, '## 15. Inbox: accepting into a queue (HTTP)');
+        const routes = ['our adapter accepting (202)', 'hand-written: verify + the same store commands', 'our adapter, synchronous mode'];
+        expect(inbox.map((row) => `${row[0]!.split(' ')[0]}: ${routes.find((route) => row[1]!.startsWith(route))}`)).toEqual(
+          inboxEngines.flatMap((engine) => routes.map((route) => `${engine}: ${route}`)),
+        );
+        for (const row of inbox) {
+          expect(row[2]).toMatch(/^[\d,]+ \(/);
+          expect(row[3]).toMatch(/^\d+\.\d µs \(/);
+          expect(row[5]).toMatch(/^\d+\.\d µs \(/);
+          expect(row[7]).toMatch(/ms$/);
+        }
+        expect(inbox.filter((_, i) => i % 3 === 0).every((row) => /^\d+\.\d\d \(/.test(row[4]!))).toBe(true);
+        expect(tableAfter(report, '### Accepting into BullMQ vs connections').map((row) => row[0])).toEqual(['1', '16']);
+      } else {
+        expect(report).toContain('so the inbox section cannot run');
+      }
     },
     TIME_LIMIT_MS + 10_000,
   );
@@ -232,7 +265,7 @@ describe('npm run bench -- --quick', () => {
       const result = await runBench([flag, 'nonsense']);
       expect(result.code).toBe(1);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, keys, curves, ordering; got "nonsense"');
+      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, keys, curves, ordering, inbox; got "nonsense"');
     }
   }, 60_000);
 

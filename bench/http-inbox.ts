@@ -1,0 +1,207 @@
+/**
+ * The servers of the inbox section (inbox.ts), run by http-server.ts as `http-server.ts inbox
+ * <cell>`: the Fastify adapter accepting into an inbox (it answers 202 itself), and beside each
+ * one the hand-written route doing the same work (issue 24, like with like: issue 29):
+ *
+ * - `bullmq`: `webhooks({ secrets, inbox: bullmqInbox({ queue }), idempotency: { store } })`, the
+ *   Redis store and the queue on one ioredis client (`enableAutoPipelining: true`, as section 10);
+ * - `bullmq-inline`: the hand-written check, the Redis store's own two scripts sent bare
+ *   (bare-store.ts: the claim before the add, the completion after it, as the receiver runs them),
+ *   and `queue.add` of the same job with the same options and job id, on the same client;
+ * - `pg-boss`: `pgBossInbox({ boss, queue })` with the Postgres store on a `pg` Pool;
+ * - `pg-boss-inline`: the hand-written check, the Postgres store's two statements sent bare, and
+ *   `boss.send` of the same job with the same id to a queue with the same policy.
+ *
+ * The server's count of processed events is the number of jobs in its queue (read after a run,
+ * so counting costs the requests nothing); `reset` empties the queue between runs, so the inbox's
+ * backlog bound never refuses and every run starts from an empty queue.
+ */
+
+import { createHash } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import Fastify, { type FastifyInstance } from 'fastify';
+import type { RedisClientLike } from '../src/stores/redis.ts';
+import type { IdempotencyStore } from '../src/stores/types.ts';
+import { bareRedisDelivery, barePostgresDelivery, type BareDelivery } from './bare-store.ts';
+import { importBuilt } from './build.ts';
+import { handWrittenVerify } from './fixtures.ts';
+import { WEBHOOK_PATH as PATH, type InboxCell } from './http-cases.ts';
+
+/** What a cell's server is made of, for http-server.ts. */
+export interface InboxApp {
+  server: Server;
+  /** Jobs in the cell's queue: the events it accepted since the last reset. */
+  jobs(): Promise<number>;
+  /** Empties the cell's queue. */
+  reset(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The store and its client, as http-server.ts builds them for section 10. */
+export type StoreBackend = { kind: 'ioredis'; store: IdempotencyStore; client: Redis; makeStore: (client: RedisClientLike) => IdempotencyStore } | { kind: 'postgres'; store: IdempotencyStore; client: pg.Pool; makeStore: (client: pg.Pool) => IdempotencyStore };
+
+const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
+const ENQUEUED = '{"enqueued":true}';
+/** The receiver's key of a signed delivery in the default namespace (`${namespace}:s:${id}`). */
+const keyOf = (id: string) => `default:s:${id}`;
+
+/**
+ * The receiver's defaults for the accepting claim (`DEFAULT_RENEWED_LOCK_SECONDS` for stores that
+ * renew, `DEFAULT_TTL_SECONDS`) and the inbox's for jobs (12 attempts, a first retry after 2 s),
+ * written out as a hand-written route would write its own.
+ */
+const LOCK_MS = 30_000;
+const TTL_MS = 86_400_000;
+const MAX_ATTEMPTS = 12;
+const BACKOFF_MS = 2000;
+
+/** The job the receiver would enqueue for this delivery (format 1), built by hand. */
+function jobOf(headers: Record<string, string | string[] | undefined>, body: Buffer) {
+  return {
+    v: 1,
+    id: headers['webhook-id'] as string,
+    timestamp: Number(headers['webhook-timestamp']),
+    body: body.toString('base64'),
+    contentType: (headers['content-type'] as string | undefined) ?? null,
+    signed: true,
+    scheme: 'v1',
+    keyIndex: 0,
+    keyId: null,
+    namespace: 'default',
+    tenant: null,
+    entity: null,
+    acceptedAt: Date.now(),
+  };
+}
+
+/** A Fastify app whose one route is the hand-written accepting route. */
+async function handWritten(key: Buffer, enqueue: (store: string, job: ReturnType<typeof jobOf>) => Promise<unknown>, bare: BareDelivery): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false });
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+  app.post(PATH, async (request, reply) => {
+    const body = request.body as Buffer;
+    if (!handWrittenVerify(request.headers, body, key)) return reply.code(401).type('application/json').send(UNAUTHORIZED);
+    const storeKey = keyOf(request.headers['webhook-id'] as string);
+    await bare.claim(storeKey);
+    await enqueue(storeKey, jobOf(request.headers, body));
+    await bare.complete(storeKey);
+    return reply.code(202).type('application/json').send(ENQUEUED);
+  });
+  return app;
+}
+
+/** A Fastify app with the adapter accepting into `inbox` in a scope of its own. */
+async function adapter(build: string, secret: string, inbox: unknown, store: IdempotencyStore): Promise<FastifyInstance> {
+  const { webhooks } = await importBuilt<typeof import('../adapters/fastify.ts')>(build, 'fastify');
+  const app = Fastify({ logger: false });
+  await app.register(async (scope) => {
+    await scope.register(webhooks, { secrets: secret, inbox: inbox as never, idempotency: { store } });
+    // With an inbox the plugin answers every request itself: the route only has to exist.
+    scope.post(PATH, async () => {
+      throw new Error('the route handler ran behind an inbox');
+    });
+  });
+  return app;
+}
+
+/** The durability warning is expected here (the bench's Redis runs without persistence). */
+const quiet = { warn() {}, error() {} };
+
+async function bullmqCell(cell: 'bullmq' | 'bullmq-inline', build: string, secret: string, key: Buffer, backend: StoreBackend & { kind: 'ioredis' }): Promise<InboxApp> {
+  const { Queue } = await import('bullmq');
+  const queue = new Queue(`bench-${cell}-${process.pid}`, { connection: backend.client });
+  await queue.waitUntilReady();
+  let app: FastifyInstance;
+  if (cell === 'bullmq') {
+    const { bullmqInbox } = await importBuilt<typeof import('../src/inbox/bullmq.ts')>(build, 'bullmq');
+    app = await adapter(build, secret, bullmqInbox({ queue, logger: quiet }), backend.store);
+  } else {
+    const { BULLMQ_DEAD_LETTER_RETENTION_SECONDS } = await importBuilt<typeof import('../src/inbox/bullmq.ts')>(build, 'bullmq');
+    const bare = await bareRedisDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
+    const options = {
+      attempts: MAX_ATTEMPTS,
+      backoff: { type: 'exponential', delay: BACKOFF_MS, jitter: 0.5 },
+      removeOnComplete: true,
+      removeOnFail: { age: BULLMQ_DEAD_LETTER_RETENTION_SECONDS },
+    };
+    // BullMQ ids may not contain ':': the hex SHA-256 of the key, as the inbox derives them.
+    const add = (storeKey: string, job: ReturnType<typeof jobOf>) => queue.add('webhook', job, { ...options, jobId: createHash('sha256').update(storeKey).digest('hex') });
+    app = await handWritten(key, add, bare);
+  }
+  await app.ready();
+  return {
+    server: app.server,
+    async jobs() {
+      const counts = await queue.getJobCounts('wait', 'delayed', 'prioritized');
+      return Object.values(counts).reduce((sum, n) => sum + (n ?? 0), 0);
+    },
+    reset: () => queue.obliterate({ force: true }),
+    close: () => queue.close(),
+  };
+}
+
+/** An RFC 9562 version 8 UUID from the first 16 bytes of the key's SHA-256, as the inbox derives pg-boss ids. */
+function uuidOf(storeKey: string): string {
+  const bytes = createHash('sha256').update(storeKey).digest().subarray(0, 16);
+  bytes[6] = (bytes[6]! & 0x0f) | 0x80;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, secret: string, key: Buffer, backend: StoreBackend & { kind: 'postgres' }, url: string): Promise<InboxApp> {
+  const { PgBoss } = await import('pg-boss');
+  // No maintenance or cron in the servers: their periodic work would land in some runs and not others.
+  const boss = new PgBoss({ connectionString: url, supervise: false, schedule: false });
+  boss.on('error', () => {});
+  await boss.start();
+  const name = `bench-${cell}-${process.pid}`;
+  let app: FastifyInstance;
+  if (cell === 'pg-boss') {
+    const { pgBossInbox } = await importBuilt<typeof import('../src/inbox/pg-boss.ts')>(build, 'pg-boss');
+    const inbox = pgBossInbox({ boss, queue: name });
+    // The inbox creates its queues on first use: now, so that `reset` finds them before a run.
+    await inbox.backlog();
+    app = await adapter(build, secret, inbox, backend.store);
+  } else {
+    // The queue the inbox would create: its retries, backoff and dead-letter queue.
+    const dead = `${name}.dead`;
+    const retryDelay = Math.ceil(BACKOFF_MS / 1000);
+    await boss.createQueue(dead, { retentionSeconds: 14 * 86_400 });
+    await boss.createQueue(name, { retryLimit: MAX_ATTEMPTS - 1, retryDelay, retryBackoff: true, deadLetter: dead });
+    const bare = await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
+    const send = async (storeKey: string, job: ReturnType<typeof jobOf>) => {
+      if ((await boss.send(name, job, { id: uuidOf(storeKey) })) === null) throw new Error('a job id came twice: the load generator sends fresh ids');
+    };
+    app = await handWritten(key, send, bare);
+  }
+  await app.ready();
+  return {
+    server: app.server,
+    async jobs() {
+      const { rows } = await backend.client.query<{ n: number }>('SELECT count(*)::int AS n FROM pgboss.job WHERE name = $1', [name]);
+      return rows[0]!.n;
+    },
+    async reset() {
+      await boss.deleteAllJobs(name);
+    },
+    close: () => boss.stop({ graceful: false }),
+  };
+}
+
+/** The server of one cell of the inbox section. */
+export async function inboxApp(cell: InboxCell, build: string, secret: string, key: Buffer, backend: StoreBackend, postgresUrl: string | undefined): Promise<InboxApp> {
+  if (cell === 'bullmq' || cell === 'bullmq-inline') {
+    if (backend.kind !== 'ioredis') throw new Error(`${cell} runs on the ioredis store`);
+    return bullmqCell(cell, build, secret, key, backend);
+  }
+  if (backend.kind !== 'postgres' || postgresUrl === undefined) throw new Error(`${cell} runs on the Postgres store`);
+  return pgBossCell(cell, build, secret, key, backend, postgresUrl);
+}
+
+/** The store each cell runs on. */
+export function storeKindOf(cell: InboxCell): 'ioredis' | 'postgres' {
+  return cell.startsWith('bullmq') ? 'ioredis' : 'postgres';
+}
