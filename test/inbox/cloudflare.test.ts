@@ -4,6 +4,8 @@
  *
  * - The shared inbox contract (conformance.ts), with the engine in workerd and the test's handler,
  *   store and hooks in Node behind a service binding (a fresh Miniflare, so fresh queues, per case).
+ * - The shared ordering cases (ordering.ts) the same way, with the Durable Object store for both
+ *   the receiver and the consumer, as on Cloudflare; the consumer uses it in workerd.
  * - What only Cloudflare does: a Worker that accepts and a consumer that processes through the
  *   Durable Object store; duplicates not enqueued twice; a redelivered message never run to success
  *   twice; a busy claim sent back without spending an attempt; poison dead-lettered at once,
@@ -19,7 +21,7 @@ import { isWebhookError } from '../../src/errors.ts';
 import { cloudflareQueueInbox, type CloudflareQueueInbox, type QueueLike } from '../../src/inbox/cloudflare.ts';
 import type { Inbox, InboxHandler, JobContext, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { durableObjectStore, type DurableObjectNamespaceLike } from '../../src/stores/durable-object.ts';
+import { durableObjectStore, type DurableObjectNamespaceLike, type DurableObjectStore } from '../../src/stores/durable-object.ts';
 import { askObject } from '../../src/stores/internal.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { ClaimHandle, IdempotencyStore } from '../../src/stores/types.ts';
@@ -77,16 +79,24 @@ beforeAll(async () => {
 
 /**
  * The contract's harness: each case gets a Miniflare of its own (queues are fixed when it starts).
- * `work` registers the test's handler, store and hooks, which the consumer in workerd reaches over NODE.
+ * `work` registers the test's handler, store and hooks, which the consumer in workerd reaches over
+ * NODE. `store` is the Durable Object store on the Miniflare's `WEBHOOK_CLAIMS`, reached from Node
+ * through Miniflare's proxy of the binding: a worker registered with it gets no bridge for its
+ * store, the consumer in workerd uses its default store (the Durable Object store on its `claims`,
+ * `env.WEBHOOK_CLAIMS`): the same objects.
  */
 async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
   const workers: { handler: InboxHandler; options: WorkOptions }[] = [];
   let turn = 0;
+  let shared: DurableObjectStore | undefined;
   const first = () => workers[0]?.options;
   const node: NodeService = async (request) => {
     const path = new URL(request.url).pathname;
     const body = (await request.json()) as Record<string, unknown>;
-    if (path === '/config') return { concurrency: first()?.concurrency ?? 1, ordered: typeof first()?.idempotency?.store?.claimOrdered === 'function' };
+    const store = first()?.idempotency?.store;
+    if (path === '/config') {
+      return { concurrency: first()?.concurrency ?? 1, ordered: typeof store?.claimOrdered === 'function', durableObject: store !== undefined && store === shared };
+    }
     if (path === '/outcome') {
       const event = body as unknown as JobOutcomeEvent & { error?: { name: string; message: string } };
       first()?.onOutcome?.({ ...event, ...(event.error === undefined ? {} : { error: errorOf(event.error) }) });
@@ -97,9 +107,10 @@ async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
       return {};
     }
     if (path.startsWith('/store/')) {
-      const store = first()?.idempotency?.store as IdempotencyStore;
+      // A tripwire: with the Durable Object store, the consumer must not reach the store through Node.
+      if (store === shared) throw new Error('the consumer reached the Durable Object store through the bridge');
       const op = path.slice('/store/'.length) as 'claim' | 'complete' | 'release' | 'extend' | 'claimOrdered' | 'completeOrdered' | 'releaseOrdered' | 'extendOrdered';
-      return (store[op] as (...args: unknown[]) => Promise<unknown>)(...(body as unknown as unknown[]));
+      return ((store as IdempotencyStore)[op] as (...args: unknown[]) => Promise<unknown>)(...(body as unknown as unknown[]));
     }
     // /handle: the next registered worker runs the handler on the webhook as workerd rebuilt it.
     const worker = workers[turn++ % Math.max(1, workers.length)];
@@ -133,6 +144,7 @@ async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
   const mf = start('bridge', maxAttempts, node);
   await mf.ready;
   const engine = await nodeInbox(mf, maxAttempts);
+  shared = durableObjectStore((await mf.getDurableObjectNamespace('WEBHOOK_CLAIMS')) as unknown as DurableObjectNamespaceLike);
   const inbox: Inbox = {
     engine: engine.engine,
     maxAttempts: engine.maxAttempts,
@@ -153,7 +165,7 @@ async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
       };
     },
   };
-  return { inbox, cleanup: () => mf.dispose() };
+  return { inbox, store: shared, cleanup: () => mf.dispose() };
 }
 
 describeInbox('cloudflare-queues', {
@@ -162,11 +174,13 @@ describeInbox('cloudflare-queues', {
   make: makeBridged,
 });
 
-// The receiver in Node, the consumer in workerd, the test's store (a memory store) behind the bridge.
-describeOrderedInbox('cloudflare-queues', {
+// What the guide tells Cloudflare users: the Durable Object store for accepting and consuming
+// alike. The receiver runs in Node (the store reaching the objects through Miniflare's proxy of the
+// binding), the consumer in workerd on its own binding: the same objects judge every job.
+describeOrderedInbox('cloudflare-queues with the Durable Object store', {
   available: true,
   make: makeBridged,
-  store: async () => memoryStore(),
+  store: async (made) => made.store,
   oneBatchAtATime: "Miniflare delivers a queue's next batch only once the consumer returned the last one",
 });
 

@@ -10,7 +10,9 @@
  *   claims live in the Durable Object store. Every job outcome is told to the test (NODE).
  * - `bridge`: for the shared inbox conformance test, the handler, the store and the hooks are the
  *   test's own, in Node, reached through the NODE service binding; the engine (the consumer, its
- *   acks, retries, deferrals and dead letters) runs here against the real queues.
+ *   acks, retries, deferrals and dead letters) runs here against the real queues. When the test's
+ *   store is the Durable Object store on WEBHOOK_CLAIMS (the ordering cases), the consumer uses
+ *   its default store, the one on its `claims` binding, here rather than through Node.
  *
  * Queues: `webhooks` (max_retries = MAX_ATTEMPTS - 1), `webhooks-short` (max_retries 0), both with
  * the dead letter queue `webhooks-dlq`, whose consumer is the inbox's deadLetterConsumer.
@@ -180,8 +182,11 @@ async function consume(batch: MessageBatchLike, env: Env): Promise<void> {
     if (batch.queue === 'webhooks-dlq') return await inboxOf(env).deadLetterConsumer({ maxRetries: 0 })(batch);
     const inbox = inboxOf(env, batch.queue === 'webhooks-short' ? env.SHORT_QUEUE : env.WEBHOOK_QUEUE);
     if (env.MODE === 'bridge') {
-      const { concurrency, ordered } = (await (await tell(env, '/config', {})).json()) as { concurrency: number; ordered: boolean };
-      return await inbox.consumer(bridgedHandler(env), { idempotency: { store: bridgedStore(env, ordered) }, concurrency, onOutcome, onError, logger })(batch);
+      const { concurrency, ordered, durableObject } = (await (await tell(env, '/config', {})).json()) as { concurrency: number; ordered: boolean; durableObject: boolean };
+      // The test's Durable Object store is the one on this Worker's binding: the consumer's own
+      // default (the store on `claims`), as the guide's Worker has it.
+      const idempotency = durableObject ? undefined : { store: bridgedStore(env, ordered) };
+      return await inbox.consumer(bridgedHandler(env), { ...(idempotency === undefined ? {} : { idempotency }), concurrency, onOutcome, onError, logger })(batch);
     }
     // A short lease: a message found busy comes back when it would have run out (3 s, not 30).
     return await inbox.consumer(appHandler(env), { concurrency: 4, idempotency: { lockSeconds: 3 }, onOutcome, onError, logger })(batch);

@@ -11,7 +11,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
-import { encodeVersion } from '../../src/ordering.ts';
+import { encodeVersion, entityKey } from '../../src/ordering.ts';
 import type { Inbox, InboxHandler, WorkOptions } from '../../src/inbox/types.ts';
 import type { OrderingOptions } from '../../src/ordering.ts';
 import { createReceiver, type Receiver } from '../../src/receiver.ts';
@@ -19,7 +19,7 @@ import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { WebhookInput } from '../../src/verify.ts';
-import { Outcomes, type InboxHarness } from './conformance.ts';
+import { Outcomes, type InboxHarness, type InboxUnderTest } from './conformance.ts';
 
 const secret = generateSecret();
 const ordering: OrderingOptions = { key: (event) => event.data.id, version: (event) => event.data.version };
@@ -40,6 +40,8 @@ function unsigned(id: string, entity: string, version: number): WebhookInput {
   return { headers: { 'webhook-id': id, 'webhook-timestamp': String(Math.floor(Date.now() / 1000)) }, body };
 }
 
+const payloadOf = (webhook: { json<T>(): T }) => webhook.json<{ data: { id: string; version: number } }>().data;
+
 /** The handler's log: what it applied, and the most handlers of one entity that ran at once. */
 class Applied {
   readonly log: string[] = [];
@@ -54,25 +56,34 @@ class Applied {
     this.#running.set(entity, this.#running.get(entity)! - 1);
     this.log.push(`${entity}@${version}`);
   }
+  /** A handler that applies each job at once. */
+  readonly apply: InboxHandler = (webhook) => {
+    const { id, version } = payloadOf(webhook);
+    this.enter(id);
+    this.leave(id, version);
+  };
 }
 
-const payloadOf = (webhook: { json<T>(): T }) => webhook.json<{ data: { id: string; version: number } }>().data;
-
-export interface OrderedInboxHarness extends InboxHarness {
-  /** The store the receiver and the workers share (the engine's own backend where there is a store for it). */
-  store(): Promise<IdempotencyStore>;
+export interface OrderedInboxHarness<Made extends InboxUnderTest = InboxUnderTest> extends InboxHarness {
+  make(options: { maxAttempts: number }): Promise<Made>;
+  /**
+   * The store the receiver and the workers share (the engine's own backend where there is a store
+   * for it), for the inbox `make` just made.
+   */
+  store(made: Made): Promise<IdempotencyStore>;
   /**
    * Why a job accepted while another job's handler runs cannot reach a worker until that handler
-   * ends, when it cannot (then the busy-entity case, which needs both at once, is skipped).
+   * ends, when it cannot (then the busy-entity case, which needs both at once, is skipped; the case
+   * whose entity is held in the store still proves the deferral).
    */
   oneBatchAtATime?: string;
 }
 
-export function describeOrderedInbox(engine: string, harness: OrderedInboxHarness): void {
+export function describeOrderedInbox<Made extends InboxUnderTest>(engine: string, harness: OrderedInboxHarness<Made>): void {
   describe.skipIf(!harness.available)(`ordering through the inbox: ${engine}`, () => {
     async function withWorker(
       handler: InboxHandler,
-      body: (context: { receiver: Receiver; inbox: Inbox; outcomes: Outcomes }) => Promise<void>,
+      body: (context: { receiver: Receiver; inbox: Inbox; outcomes: Outcomes; store: IdempotencyStore }) => Promise<void>,
       options: {
         work?: Partial<WorkOptions>;
         unsigned?: boolean;
@@ -81,8 +92,9 @@ export function describeOrderedInbox(engine: string, harness: OrderedInboxHarnes
         receiver?: { store: IdempotencyStore; namespace: string; onStoreError: 'process' };
       } = {},
     ): Promise<void> {
-      const { inbox, cleanup } = await harness.make({ maxAttempts: 3 });
-      const store = await harness.store();
+      const made = await harness.make({ maxAttempts: 3 });
+      const { inbox, cleanup } = made;
+      const store = await harness.store(made);
       const receiver = createReceiver({
         secrets: secret,
         inbox,
@@ -96,7 +108,7 @@ export function describeOrderedInbox(engine: string, harness: OrderedInboxHarnes
       const logger = { warn: () => {}, error: () => {} };
       const worker = await inbox.work(handler, { onOutcome: outcomes.record, logger, ...options.work, idempotency: { store: options.workerStore ?? store } });
       try {
-        await body({ receiver, inbox, outcomes });
+        await body({ receiver, inbox, outcomes, store });
       } finally {
         await worker.close({ timeoutMs: 2000 });
         await receiver.close();
@@ -107,12 +119,7 @@ export function describeOrderedInbox(engine: string, harness: OrderedInboxHarnes
     it('a job older than one processed for its entity is stale: acknowledged, its handler never runs; an equal version runs', async () => {
       const applied = new Applied();
       const entity = fresh('sub');
-      const apply: InboxHandler = (webhook) => {
-        const { id, version } = payloadOf(webhook);
-        applied.enter(id);
-        applied.leave(id, version);
-      };
-      await withWorker(apply, async ({ receiver, outcomes }) => {
+      await withWorker(applied.apply, async ({ receiver, outcomes }) => {
         const newer = fresh('evt_v3');
         // The accepting claim is unordered: an older version is never refused at accept.
         expect((await receiver.accept(await signed(newer, entity, 3))).outcome).toBe('enqueued');
@@ -205,6 +212,40 @@ export function describeOrderedInbox(engine: string, harness: OrderedInboxHarnes
       expect(applied.log).toEqual([`${entity}@1`, `${entity}@2`]);
     });
 
+    it('a job whose entity another worker holds in the store is deferred, never spending an attempt nor dead-lettered, and runs once the holder is done', async () => {
+      const entity = fresh('held');
+      const id = fresh('evt_held');
+      const applied = new Applied();
+      const attempts: number[] = [];
+      await withWorker(
+        (webhook, context) => {
+          attempts.push(context.attempt);
+          return applied.apply(webhook, context);
+        },
+        async ({ receiver, outcomes, store }) => {
+          // Another worker's job of the entity, mid-handler: its lock in the shared store (taken
+          // through the store's own operation, as a worker takes it) outlasts this case unless it ends.
+          const order = { entity: entityKey('default', entity), version: encodeVersion(1), exclusive: true };
+          const holder = `default:w:s:${fresh('evt_holder')}`;
+          const held = await store.claimOrdered!(holder, 120_000, 120_000, order);
+          if (held.status !== 'acquired') throw new Error(`the holder's claim was ${held.status}`);
+          expect((await receiver.accept(await signed(id, entity, 2))).outcome).toBe('enqueued');
+          // Deferred as many times as the inbox has attempts (3), past any engine's own retry count
+          // (Cloudflare Queues' max_retries is maxAttempts - 1): spent, they would dead-letter it.
+          await outcomes.until(() => outcomes.of(id).filter((outcome) => outcome === 'deferred').length >= 3, 30_000);
+          expect(attempts).toEqual([]);
+          expect(outcomes.events.filter((event) => event.webhookId === id).map((event) => [event.outcome, event.attempt])).toEqual(outcomes.of(id).map(() => ['deferred', 1]));
+          // The holder succeeds with version 1: the entity is free, and version 2 is newer.
+          expect(await store.completeOrdered!(holder, held.token, 120_000, order)).toBe(true);
+          await outcomes.until(() => outcomes.of(id).includes('processed'));
+          expect(outcomes.of(id).filter((outcome) => outcome !== 'deferred')).toEqual(['processed']);
+          expect(outcomes.events.filter((event) => event.webhookId === id).every((event) => event.attempt === 1)).toBe(true);
+        },
+      );
+      expect(attempts).toEqual([1]);
+      expect(applied.log).toEqual([`${entity}@2`]);
+    });
+
     it('a failed newer job records no version: an older job after it still runs', async () => {
       const entity = fresh('failed');
       const applied = new Applied();
@@ -232,16 +273,34 @@ export function describeOrderedInbox(engine: string, harness: OrderedInboxHarnes
       expect(applied.log).toEqual([`${entity}@4`]);
     });
 
+    it("receiver.forgetVersion(entity) resets the entity the workers judge: an older job after it runs", async () => {
+      const entity = fresh('forgotten');
+      const applied = new Applied();
+      const [newer, older, oldest] = [fresh('evt_v5'), fresh('evt_v3'), fresh('evt_v2')];
+      await withWorker(
+        applied.apply,
+        async ({ receiver, outcomes }) => {
+          await receiver.accept(await signed(newer, entity, 5));
+          await outcomes.until(() => outcomes.of(newer).includes('processed'));
+          await receiver.accept(await signed(older, entity, 3));
+          await outcomes.until(() => outcomes.of(older).length > 0);
+          expect(outcomes.of(older)).toEqual(['stale']);
+          // The receiver's store is the workers' store: the version it forgets is the one they judge by.
+          await receiver.forgetVersion(entity);
+          await receiver.accept(await signed(oldest, entity, 2));
+          await outcomes.until(() => outcomes.of(oldest).length > 0);
+          expect(outcomes.of(oldest)).toEqual(['processed']);
+        },
+      );
+      expect(applied.log).toEqual([`${entity}@5`, `${entity}@2`]);
+    });
+
     it('unsigned jobs bypass ordering: a huge unsigned version makes no signed one stale, and is never stale itself', async () => {
       const entity = fresh('unsigned');
       const applied = new Applied();
       const ids = { forged: fresh('evt_forged'), genuine: fresh('evt_genuine'), lateUnsigned: fresh('evt_late') };
       await withWorker(
-        (webhook) => {
-          const { id, version } = payloadOf(webhook);
-          applied.enter(id);
-          applied.leave(id, version);
-        },
+        applied.apply,
         async ({ receiver, outcomes }) => {
           await receiver.accept(unsigned(ids.forged, entity, Number.MAX_SAFE_INTEGER));
           await outcomes.until(() => outcomes.of(ids.forged).length > 0);
