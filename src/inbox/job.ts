@@ -5,6 +5,7 @@
  */
 
 import { base64Decode, base64Encode, utf8Encoder } from '../encoding.ts';
+import { sha256 } from '../crypto.ts';
 import { errorText, isWebhookError, PermanentError } from '../errors.ts';
 import { toHex } from '../stores/internal.ts';
 import { entityKey } from '../ordering.ts';
@@ -178,7 +179,7 @@ export function selectedKey(webhookId: string, selector: JobSelector | undefined
  * be integers, and a hash keeps them one length whatever the webhook id is).
  */
 export async function jobHash(key: string): Promise<Uint8Array> {
-  return new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', utf8Encoder.encode(key)));
+  return sha256(utf8Encoder.encode(key));
 }
 
 export async function hexJobId(key: string): Promise<string> {

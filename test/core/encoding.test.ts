@@ -5,8 +5,8 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { signedContent } from '../../src/crypto.ts';
-import { base64Decode, base64DecodeLenient } from '../../src/encoding.ts';
+import { sha256, signedContent } from '../../src/crypto.ts';
+import { base64Decode, base64DecodeLenient, base64Encode } from '../../src/encoding.ts';
 
 const bytesOf = (text: string) => Uint8Array.from(Buffer.from(text, 'base64'));
 
@@ -49,5 +49,29 @@ describe('signedContent', () => {
     const body = Uint8Array.from([0x7b, 0x00, 0xff, 0x7d]);
     const content = signedContent(prefix, body);
     expect(Buffer.from(content)).toEqual(Buffer.concat([Buffer.from(prefix, 'utf8'), body]));
+  });
+});
+
+describe('base64Encode', () => {
+  // Long inputs take the native encoder (toBase64 on Node 26, node:buffer on 22 and 24, registered
+  // by the crypto module), short ones the portable loop: both must write the same text.
+  it('agrees with node:buffer at every length around the switch, views with an offset included', () => {
+    const pool = new Uint8Array(1200);
+    for (let i = 0; i < pool.length; i++) pool[i] = (i * 151 + 7) & 0xff;
+    for (let length = 0; length <= 300; length++) {
+      for (const offset of [0, 1, 5]) {
+        const view = pool.subarray(offset, offset + length);
+        expect(base64Encode(view)).toBe(Buffer.from(view).toString('base64'));
+      }
+    }
+    const large = pool.subarray(3, 1199);
+    expect(base64Decode(base64Encode(large))).toEqual(large);
+  });
+});
+
+describe('sha256', () => {
+  it('gives the standard digest (FIPS 180-2 "abc")', async () => {
+    const digest = await sha256(new TextEncoder().encode('abc'));
+    expect(Buffer.from(digest).toString('hex')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
   });
 });
