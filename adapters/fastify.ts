@@ -100,6 +100,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   const fastifyLogs = typeof scope.log.level === 'string' && scope.log.level !== 'silent';
   const delivery = new Delivery({ ...options, logger: options.logger ?? (fastifyLogs ? scope.log : undefined) });
   const { receiver, limit } = delivery;
+  const accepting = receiver.inbox !== undefined;
   const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = scope.initialConfig;
   // Fastify's own JSON parser, with the app's prototype-poisoning settings: handlers in the scope
   // get the same request.body they would get anywhere else.
@@ -127,6 +128,8 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
         return done(null, undefined);
       }
       state.raw = raw;
+      // Accepting into an inbox, no route handler reads request.body: the workers parse the job.
+      if (accepting) return done(null, raw);
       const type = mediaType(request.headers['content-type']);
       if (isJson(type)) {
         void parseJson(request, raw!.toString('utf8'), (parseError, value: unknown) => {
@@ -188,7 +191,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
     const where = { method: request.method, path: request.url, host: request.headers.host, params: request.params as Record<string, string | undefined> };
     const input = { headers: request.headers, body: state?.raw ?? EMPTY, ...where };
     // With an inbox the plugin answers every request of its scope itself: the route's handler never runs.
-    if (receiver.inbox !== undefined) receiver.accept(input).then((result) => send(reply, acceptResponse(result), false), failed);
+    if (accepting) receiver.accept(input).then((result) => send(reply, acceptResponse(result), false), failed);
     else receiver.claim(input).then((claim) => proceed(request, reply, done, claim, state), failed);
   });
 };
