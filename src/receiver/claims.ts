@@ -76,7 +76,7 @@ export class Held implements ClaimHandle {
     /** An inbox's job (the worker's claim): what its context says about the attempt. */
     job?: { attempt: number; maxAttempts: number; acceptedAt: number },
   ) {
-    this.context = new Context(this, job, time);
+    this.context = new Context(this, job);
     this.lockEnds = time + lockMs;
     this.renewAt = time + lockMs / 3;
   }

@@ -22,12 +22,10 @@ export class Context implements WebhookContext {
     readonly claim: ClaimHandle | undefined,
     /** An inbox's job: its attempt, of how many, and when it was accepted. Default: the synchronous mode's 1, 1, now. */
     job?: { attempt: number; maxAttempts: number; acceptedAt: number },
-    /** Epoch ms now, when the caller has read the clock already. */
-    time?: number,
   ) {
     this.attempt = job?.attempt ?? 1;
     this.maxAttempts = job?.maxAttempts ?? 1;
-    this.#acceptedAt = job?.acceptedAt ?? time ?? Date.now();
+    this.#acceptedAt = job?.acceptedAt ?? Date.now();
   }
   get acceptedAt(): Date {
     return new Date(this.#acceptedAt);

@@ -61,24 +61,22 @@ export function fnv1a(text: string): number {
 
 /** A fresh 128-bit ownership token, as 32 lower-case hex digits. */
 export function newToken(): string {
-  if (tokenOffset === tokenHex.length) {
+  if (tokenOffset === tokenBytes.length) {
     globalThis.crypto.getRandomValues(tokenBytes);
-    // Written out as hex once per 256 tokens; each token is then a slice of it, where writing each
-    // one digit pair at a time cost 16 string joins and as many short-lived strings per claim.
-    tokenHex = toHex(tokenBytes);
     tokenOffset = 0;
   }
   const start = tokenOffset;
-  tokenOffset += 32;
-  return tokenHex.slice(start, tokenOffset);
+  tokenOffset += 16;
+  // Read in place, and a string of its own: a slice of a longer string would keep all of it alive
+  // for as long as a store keeps the token.
+  return toHex(tokenBytes, start, tokenOffset);
 }
 
 // Random bytes for tokens, drawn 4 KiB at a time: one getRandomValues call costs Node about as
 // much as a whole verification, and one call here serves 256 tokens. Filled on first use, not at
 // load time (Workers refuse random numbers outside a request).
 const tokenBytes = new Uint8Array(4096);
-let tokenHex = '';
-let tokenOffset = 0;
+let tokenOffset = tokenBytes.length;
 
 // Store arguments are checked the same way by every store, so a caller's mistake is a clear
 // TypeError or RangeError rather than, say, a key that never expires.
