@@ -206,7 +206,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
       'add of the same job (format 1, the body in base64) with the inbox\'s options and job id (BullMQ: the hex SHA-256 of ' +
       'the key, 12 attempts, exponential backoff with jitter, `removeOnComplete`, failed jobs kept 14 days; pg-boss: the ' +
       'UUID from the same hash, to a queue created with the inbox\'s retry policy and dead-letter queue). What ours does ' +
-      'beyond it: Fastify\'s JSON parse of the body (the plugin parses what it reads, as it does for a route handler), the ' +
+      'beyond it: the ' +
       'backlog read (one count a second, against `maxBacklog`), the bound on the engine\'s acknowledgement, and the ' +
       'claim\'s renewal timer. BullMQ\'s queue and the Redis store share one ioredis client (`enableAutoPipelining: true`); ' +
       'pg-boss runs on its own pool (started with `supervise: false` and `schedule: false` in both servers, so no ' +

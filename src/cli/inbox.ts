@@ -5,6 +5,7 @@
  * password, so it is read from `INBOX_URL` by default and never printed.
  */
 
+import { escapeControlCharacters } from '../encoding.ts';
 import type { PgBossLike } from '../inbox/pg-boss.ts';
 import type { DeadLetter, Inbox } from '../inbox/types.ts';
 import { io, parse, printHelp, UsageError, wholeNumber } from './options.ts';
@@ -81,7 +82,8 @@ function line(letter: DeadLetter): string {
     `${letter.attempts} attempts`,
     time(letter.firstAttemptAt),
     time(letter.failedAt),
-    `${letter.error.name}: ${letter.error.message}`,
+    // The handler's error may quote what the sender sent: no control characters reach the terminal.
+    escapeControlCharacters(`${letter.error.name}: ${letter.error.message}`),
   ].join('  ');
 }
 

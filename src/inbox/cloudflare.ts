@@ -51,6 +51,8 @@ export const CLOUDFLARE_QUEUE_MESSAGE_LIMIT_BYTES = 128_000;
 
 /** What Queues counts towards a message besides its body ("about 100 bytes of internal metadata"). */
 const MESSAGE_METADATA_BYTES = 100;
+/** What a failed attempt's re-send adds to a message (`firstAttemptAt` and the attempts spent), kept free at accept. */
+const RESEND_HEADROOM_BYTES = 64;
 
 /**
  * How long a dead letter is kept in its `WebhookClaims` object: 14 days, as on the other engines
@@ -308,7 +310,8 @@ class CloudflareQueues implements CloudflareQueueInbox {
 
   async enqueue(job: InboxJob): Promise<'enqueued' | 'duplicate'> {
     const message: Envelope = { job, attemptsBefore: 0 };
-    const size = utf8Encoder.encode(JSON.stringify(message)).byteLength + MESSAGE_METADATA_BYTES;
+    // With room for what a failed attempt's re-send adds (`firstAttemptAt`, the attempts spent).
+    const size = utf8Encoder.encode(JSON.stringify(message)).byteLength + MESSAGE_METADATA_BYTES + RESEND_HEADROOM_BYTES;
     if (size > CLOUDFLARE_QUEUE_MESSAGE_LIMIT_BYTES) {
       const bodyBytes = Math.floor((job.body.length * 3) / 4) - (job.body.endsWith('==') ? 2 : job.body.endsWith('=') ? 1 : 0);
       throw new WebhookError(

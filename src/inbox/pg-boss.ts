@@ -261,20 +261,20 @@ class PgBossInbox implements Inbox {
    */
   async #run(runner: JobRunner, job: PgBossJobLike): Promise<{ status: 'completed' | 'failed' | 'deadletter'; output?: FailureOutput }> {
     const started = Date.now();
+    // A deferral is waited out here unless the worker is closing or the job's own time would run
+    // out; then pg-boss must be handed a failure, which it counts as an attempt, and the runner
+    // reports it as one (retried, or dead-lettered on the last attempt).
+    const spendsAttempt = (delayMs: number) => delayMs === 0 || job.signal?.aborted === true || Date.now() - started + delayMs > DEFERRAL_BUDGET_MS;
     for (let deferrals = 0; ; deferrals++) {
-      const verdict: Verdict = await runner.run({ data: job.data, attempt: job.retryCount + 1, signal: job.signal });
+      const verdict: Verdict = await runner.run({ data: job.data, attempt: job.retryCount + 1, signal: job.signal, spendsAttempt });
       if (verdict.kind === 'processed' || verdict.kind === 'duplicate' || verdict.kind === 'stale') return { status: 'completed' };
       if (verdict.kind === 'failed') {
         const firstAttemptAt = await this.#firstAttemptAt(runner, job, verdict.startedAt);
-        return { status: verdict.final ? 'deadletter' : 'failed', output: { error: failureOf(failureText(verdict.error)), firstAttemptAt } };
+        const output: FailureOutput = { error: failureOf(failureText(verdict.error)), firstAttemptAt };
+        if (deferrals > 0) output.deferrals = deferrals;
+        return { status: verdict.final ? 'deadletter' : 'failed', output };
       }
-      // Deferred: wait, unless the worker is closing or the job's own time is running out.
-      const waited = Date.now() - started;
-      if (verdict.delayMs === 0 || job.signal?.aborted === true || waited + verdict.delayMs > DEFERRAL_BUDGET_MS) {
-        // pg-boss counts this as an attempt, begun when the job was handed over.
-        const firstAttemptAt = await this.#firstAttemptAt(runner, job, started);
-        return { status: 'failed', output: { error: { name: 'Deferred', message: verdict.reason }, firstAttemptAt, deferrals } };
-      }
+      // Deferred, and spendsAttempt said it is waited out here.
       await delay(verdict.delayMs, job.signal);
     }
   }

@@ -44,6 +44,13 @@ export interface Delivery {
   attempt: number;
   /** Aborted when the engine takes the job away from this worker (its lock was lost). */
   signal?: AbortSignal | undefined;
+  /**
+   * Whether the engine, handed back a deferral of `delayMs`, will have to count it as an attempt
+   * (pg-boss cannot put a running job back otherwise, and waits a deferral out only within a
+   * budget). Such a deferral is reported as the failed attempt it becomes: `retried`, or
+   * `dead_lettered` on the last attempt, with an error named `Deferred`. Default: never.
+   */
+  spendsAttempt?: ((delayMs: number) => boolean) | undefined;
 }
 
 /** After the store failed to claim, the job comes back this much later (a store outage). */
@@ -62,6 +69,13 @@ function seconds(value: unknown, name: string, fallback: number): number {
     throw new RangeError(`work idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`);
   }
   return value;
+}
+
+/** The failure a deferral becomes where the engine counts it as an attempt. */
+function deferredError(reason: string): Error {
+  const error = new Error(`deferred, and the engine counts it as an attempt: ${reason}`);
+  error.name = 'Deferred';
+  return error;
 }
 
 /** Runs the deliveries an engine hands it; one per `inbox.work` call. */
@@ -146,10 +160,10 @@ export class JobRunner {
       job = readJob(delivery.data);
     } catch (error) {
       this.report(error, 'job', '(unreadable job)');
-      return this.#outcome({ verdict: failed(error, true), attempt, started, trace, reported: true });
+      return this.#outcome({ verdict: failed(error, true), delivery, started, trace, reported: true });
     }
     this.#telemetry.job(trace, job, attempt);
-    if (this.#closing) return this.#outcome({ verdict: { kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, attempt, started, trace });
+    if (this.#closing) return this.#outcome({ verdict: { kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, delivery, started, trace });
     const key = `${job.namespace}:w:${job.signed ? 's' : 'u'}:${job.id}`;
     // Ordering: a job accepted with an entity is judged here, in the claim's atomic step.
     const order = orderOf(job);
@@ -161,7 +175,7 @@ export class JobRunner {
         "the job is ordered (its receiver has ordering) but the worker's store has no ordering operations: give work() the receiver's store (memory, Redis, Postgres or Durable Object), then retry the dead letter",
       );
       this.report(error, 'claim', job.id);
-      return this.#outcome({ verdict: failed(error, true), job, attempt, started, trace, reported: true });
+      return this.#outcome({ verdict: failed(error, true), job, delivery, started, trace, reported: true });
     }
     let result: OrderedClaimResult;
     try {
@@ -171,18 +185,18 @@ export class JobRunner {
           : checkedClaim(await store.claimOrdered!(key, this.#lockMs, this.#ttlMs, order), true);
     } catch (error) {
       this.report(error, 'claim', job.id);
-      return this.#outcome({ verdict: { kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, attempt, started, trace });
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery, started, trace });
     }
-    if (result.status === 'completed') return this.#outcome({ verdict: { kind: 'duplicate' }, job, attempt, started, trace });
+    if (result.status === 'completed') return this.#outcome({ verdict: { kind: 'duplicate' }, job, delivery, started, trace });
     // Recorded as done by the store: a redelivery of the job is a duplicate.
-    if (result.status === 'stale') return this.#outcome({ verdict: { kind: 'stale' }, job, attempt, started, trace });
+    if (result.status === 'stale') return this.#outcome({ verdict: { kind: 'stale' }, job, delivery, started, trace });
     if (result.status === 'processing') {
       const delayMs = Math.max(1000, result.retryAfterMs ?? this.#lockMs);
-      return this.#outcome({ verdict: { kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, attempt, started, trace });
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs, reason: 'another worker holds its claim' }, job, delivery, started, trace });
     }
     if (result.status === 'busy') {
       const delayMs = Math.max(1, Math.min(ENTITY_BUSY_DELAY_MS, result.retryAfterMs ?? ENTITY_BUSY_DELAY_MS));
-      return this.#outcome({ verdict: { kind: 'deferred', delayMs, reason: 'another job of its entity is being processed' }, job, attempt, started, trace });
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs, reason: 'another job of its entity is being processed' }, job, delivery, started, trace });
     }
 
     const held = new Held(store, key, result.token, this.#ttlMs, this.#lockMs, job.id, job.tenant ?? undefined, Date.now(), undefined, order, {
@@ -208,13 +222,13 @@ export class JobRunner {
     }
     if (this.#released.has(held)) {
       // Closed while it ran: its claim was released for the redelivery, which is not the handler's fault.
-      return this.#outcome({ verdict: { kind: 'deferred', delayMs: 0, reason: 'the worker closed while it ran' }, job, attempt, started, trace, handlerStart });
+      return this.#outcome({ verdict: { kind: 'deferred', delayMs: 0, reason: 'the worker closed while it ran' }, job, delivery, started, trace, handlerStart });
     }
     await this.#claims.settle(verdict.kind === 'processed' ? 'complete' : 'release', held);
     // A completion retried during a store outage: the engine hears of success once it landed (or
     // the lock ran out), so a redelivery finds the id done rather than free.
     await held.pending;
-    return this.#outcome({ verdict, job, attempt, started, trace, handlerStart });
+    return this.#outcome({ verdict, job, delivery, started, trace, handlerStart });
   }
 
   /**
@@ -225,14 +239,20 @@ export class JobRunner {
   #outcome(ending: {
     verdict: Verdict;
     job?: InboxJob;
-    attempt: number;
+    delivery: Delivery;
     started: number;
     trace: JobTrace | undefined;
     /** When the handler started ({@link clock}), if it ran. */
     handlerStart?: number;
     reported?: boolean;
   }): Verdict {
-    const { verdict, job, attempt } = ending;
+    const { job, delivery } = ending;
+    const attempt = delivery.attempt;
+    let verdict = ending.verdict;
+    if (verdict.kind === 'deferred' && delivery.spendsAttempt?.(verdict.delayMs) === true) {
+      // The engine counts this deferral as an attempt: said as what it is, a failed one.
+      verdict = { kind: 'failed', error: deferredError(verdict.reason), final: attempt >= this.#maxAttempts, startedAt: ending.started };
+    }
     const outcome: JobOutcomeEvent['outcome'] = verdict.kind === 'failed' ? (verdict.final ? 'dead_lettered' : 'retried') : verdict.kind;
     const error = verdict.kind === 'failed' ? verdict.error : undefined;
     this.#telemetry.end(ending.trace, outcome, ending.handlerStart, error);

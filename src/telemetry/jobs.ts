@@ -100,20 +100,23 @@ export class JobTelemetry {
     let ran: 'no' | 'returned' | 'threw' = 'no';
     let value: R | undefined;
     let thrown: unknown;
+    const run = (): R => {
+      try {
+        value = fn();
+        ran = 'returned';
+        return value;
+      } catch (error) {
+        ran = 'threw';
+        thrown = error;
+        throw error;
+      }
+    };
     try {
-      return this.#api!.context.with(trace.context as never, () => {
-        try {
-          value = fn();
-          ran = 'returned';
-          return value;
-        } catch (error) {
-          ran = 'threw';
-          thrown = error;
-          throw error;
-        }
-      }) as R;
+      const result = this.#api!.context.with(trace.context as never, run) as R;
+      // An API that returned without calling it: the handler still runs, once.
+      return ran === 'no' ? run() : result;
     } catch (error) {
-      if (ran === 'no') return fn();
+      if (ran === 'no') return run();
       if (ran === 'threw') throw thrown;
       void error;
       return value as R;

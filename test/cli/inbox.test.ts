@@ -102,7 +102,8 @@ describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
     const outcomes = new Outcomes();
     const worker = await inbox.work(
       () => {
-        throw new PermanentError('gone');
+        // What a sender sent may end up in an error's message: a terminal escape among it.
+        throw new PermanentError('gone \u001b[31mred');
       },
       { onOutcome: outcomes.record },
     );
@@ -114,7 +115,7 @@ describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
       const env = { INBOX_URL: sharedPostgresUrl! };
       const listed = await run(['inbox', 'list', '--queue', name, '--schema', schema], { env });
       expect(listed.code).toBe(0);
-      expect(listed.stdout).toMatch(new RegExp(`^${job.id}  default  1 attempts  \\d{4}-[^ ]+Z  \\d{4}-[^ ]+Z  PermanentError: gone\\n$`));
+      expect(listed.stdout).toMatch(new RegExp(`^${job.id}  default  1 attempts  \\d{4}-[^ ]+Z  \\d{4}-[^ ]+Z  PermanentError: gone \\\\x1b\\[31mred\\n$`));
       expect(await run(['inbox', 'purge', '--id', job.id, '--queue', name, '--schema', schema], { env })).toMatchObject({ code: 0, stdout: `purged ${job.id}\n` });
       expect(await inbox.deadLetters()).toEqual([]);
     } finally {

@@ -132,8 +132,7 @@ const STACKS: [string, Serve][] = [
   ['NestJS (@nestjs/platform-fastify)', nest('fastify')],
 ];
 
-async function send(port: number, id: string): Promise<{ status: number; retryAfter: string | null; body: string }> {
-  const body = '{"type":"ping"}';
+async function send(port: number, id: string, body = '{"type":"ping"}'): Promise<{ status: number; retryAfter: string | null; body: string }> {
   const signed = await signWebhook({ secret, body, id });
   const response = await fetch(`http://127.0.0.1:${port}/hook`, { method: 'POST', headers: { ...signed.headers, 'content-type': 'application/json' }, body });
   return { status: response.status, retryAfter: response.headers.get('retry-after'), body: await response.text() };
@@ -156,6 +155,13 @@ describe.skipIf(sharedRedisUrl === null)('adapters built with an inbox', () => {
       expect(await send(served.port, 'msg_adapter_1')).toEqual({ status: 200, retryAfter: null, body: '{"duplicate":true}' });
       expect(await queue.getJobCounts('wait')).toEqual({ wait: 1 });
       expect(ran).toBe(0);
+      // Signed but not JSON: accepted like any body (nothing parses it before the worker, whose
+      // webhook.json() refuses it and dead-letters the job); on Nest, its own body parser answers
+      // 400 before the interceptor runs (docs/nestjs.md).
+      const notJson = await send(served.port, 'msg_adapter_text', 'not json {');
+      if (label.startsWith('NestJS')) expect(notJson.status).toBe(400);
+      else expect(notJson).toEqual({ status: 202, retryAfter: null, body: '{"enqueued":true}' });
+      expect(await queue.getJobCounts('wait')).toEqual({ wait: label.startsWith('NestJS') ? 1 : 2 });
 
       // An engine that refuses: a queue whose Redis connection was closed (ioredis rejects at once).
       const closedConnection = await connectIORedis(sharedRedisUrl!);
@@ -173,11 +179,10 @@ describe.skipIf(sharedRedisUrl === null)('adapters built with an inbox', () => {
   }
 });
 
-describe('Lambda with an inbox', () => {
+describe.skipIf(sharedRedisUrl === null)('Lambda with an inbox', () => {
   it('the Lambda handler with an inbox and no handler accepts: 202 {"enqueued":true} in the event source\'s shape', async () => {
-    if (sharedRedisUrl === null) return;
     const { webhookHandler: lambdaHandler } = await import('../../adapters/lambda.ts');
-    const connection = await connectIORedis(sharedRedisUrl);
+    const connection = await connectIORedis(sharedRedisUrl!);
     const queue = new Queue(`lambda-${randomBytes(5).toString('hex')}`, { connection, prefix: 'test-adapters' });
     closers.push(async () => {
       await queue.obliterate({ force: true });

@@ -9,6 +9,8 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uuidJobId } from '../../src/inbox/job.ts';
+import type { JobOutcomeEvent } from '../../src/inbox/types.ts';
+import { memoryStore } from '../../src/stores/memory.ts';
 import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { sharedPostgresUrl } from '../support/postgres.ts';
@@ -87,6 +89,30 @@ describe.skipIf(!available)('pgBossInbox', () => {
     expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const [stored] = (await boss.findJobs(queue, { id })) as { data: unknown; retryLimit: number; retryDelay: number; retryBackoff: boolean; deadLetter: string }[];
     expect(stored).toMatchObject({ data: job, retryLimit: 3, retryDelay: 2, retryBackoff: true, deadLetter: `${queue}.dead` });
+  });
+
+  it('a deferral pg-boss must count (the worker closing on the last attempt) is reported as the dead letter it becomes', async () => {
+    const queue = freshQueue();
+    const inbox = pgBossInbox({ boss, queue, maxAttempts: 1, pollingIntervalSeconds: 0.5 });
+    const job = await acceptedJob('{}', { id: `msg_close_${randomBytes(4).toString('hex')}` });
+    const events: JobOutcomeEvent[] = [];
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const worker = await inbox.work(
+      (_webhook, context) =>
+        new Promise<void>((resolve) => {
+          started();
+          context.signal.addEventListener('abort', () => resolve());
+        }),
+      { idempotency: { store: memoryStore() }, onOutcome: (event) => events.push(event), logger: { warn() {}, error() {} } },
+    );
+    await inbox.enqueue(job);
+    await running;
+    await worker.close({ timeoutMs: 200 });
+    // Not 'deferred': pg-boss spends the job's only attempt on it and dead-letters it.
+    expect(events.map((event) => event.outcome)).toEqual(['dead_lettered']);
+    expect((events[0]!.error as Error).name).toBe('Deferred');
+    await expect.poll(async () => (await inbox.deadLetters()).map((dead) => [dead.webhookId, dead.error.name]), { timeout: 15_000, interval: 200 }).toEqual([[job.id, 'Deferred']]);
   });
 
   describe('transactional: true with the Postgres store on a pool', () => {

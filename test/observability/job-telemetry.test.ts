@@ -213,7 +213,9 @@ describe.skipIf(sharedRedisUrl === null)('an inbox worker through the real OpenT
         },
       },
     } as unknown as typeof api;
-    for (const broken of [noMeter, everythingThrows]) {
+    // And one whose context returns without running the function at all.
+    const neverRuns = { ...api, context: { active: () => api.context.active(), with: () => undefined } } as unknown as typeof api;
+    for (const broken of [noMeter, everythingThrows, neverRuns]) {
       const outcomes = new Outcomes();
       const attempts: number[] = [];
       const job = await acceptedJob('{}', { id: freshId('broken') });
