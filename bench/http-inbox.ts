@@ -46,7 +46,14 @@ export interface InboxApp {
 export type StoreBackend =
   | { kind: 'ioredis'; store: IdempotencyStore; client: Redis; makeStore: (client: RedisClientLike) => IdempotencyStore }
   | { kind: 'node-redis'; store: IdempotencyStore; client: NodeRedisClientLike; makeStore: (client: RedisClientLike) => IdempotencyStore }
-  | { kind: 'postgres'; store: IdempotencyStore; client: pg.Pool; makeStore: (client: pg.Pool) => IdempotencyStore };
+  | {
+      kind: 'postgres';
+      store: IdempotencyStore;
+      client: pg.Pool;
+      makeStore: (client: pg.Pool) => IdempotencyStore;
+      /** Deliveries after which the store's commands repeat (its `CLEANUP_EVERY`): what bare-store.ts records. */
+      cycle: number;
+    };
 
 const ENQUEUED = '{"enqueued":true}';
 
@@ -160,7 +167,7 @@ async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, sec
     const retryDelay = Math.ceil(BACKOFF_MS / 1000);
     await boss.createQueue(dead, { retentionSeconds: 14 * 86_400 });
     await boss.createQueue(name, { retryLimit: MAX_ATTEMPTS - 1, retryDelay, retryBackoff: true, deadLetter: dead });
-    const bare = await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
+    const bare = await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS, backend.cycle);
     const send = async (storeKey: string, job: ReturnType<typeof jobOf>) => {
       if ((await boss.send(name, job, { id: uuidOf(storeKey) })) === null) throw new Error('a job id came twice: the load generator sends fresh ids');
     };

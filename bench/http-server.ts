@@ -348,13 +348,13 @@ async function backendOf(kind: SharedStoreKind, build: string): Promise<StoreBac
   if (kind === 'postgres') {
     const url = process.env.BENCH_POSTGRES_URL;
     if (url === undefined) throw new Error('BENCH_POSTGRES_URL must name the Postgres server');
-    const { postgresStore } = await importBuilt<typeof import('../src/stores/postgres.ts')>(build, 'postgres');
+    const { postgresStore, CLEANUP_EVERY } = await importBuilt<typeof import('../src/stores/postgres.ts')>(build, 'postgres');
     const pool = new pg.Pool({ connectionString: url, max: POSTGRES_POOL_SIZE, idleTimeoutMillis: 0 });
     const makeStore = (client: pg.Pool) => postgresStore({ client, table: `bench_http_claims_${process.pid}` });
     const store = makeStore(pool);
     await store.setup();
     closeStore = () => pool.end();
-    return { kind, store, client: pool, makeStore };
+    return { kind, store, client: pool, makeStore, cycle: CLEANUP_EVERY };
   }
   const url = process.env.BENCH_REDIS_URL;
   if (url === undefined) throw new Error('BENCH_REDIS_URL must name the Redis server');
@@ -399,7 +399,7 @@ async function fastifyStoreInlineApp(kind: SharedStoreKind, key: Buffer, build: 
   const backend = await backendOf(kind, build);
   const bare =
     backend.kind === 'postgres'
-      ? await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS)
+      ? await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS, backend.cycle)
       : await bareRedisDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
   const app = handWrittenRoute(key, bare, (_storeKey, _headers, body) => handled(JSON.parse(body.toString('utf8'))), { status: 204 });
   await app.ready();
