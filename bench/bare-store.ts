@@ -1,18 +1,20 @@
 /**
  * A shared store's own commands for one delivery (claim, then complete), sent bare: the
  * like-with-like baseline of a store behind our code (issue 29). The commands are recorded from
- * the store itself, through a proxy of its client, for a sample key, then replayed on the same
- * client for other keys with nothing around them: no token generation (the recorded token is
+ * the store itself, through a proxy of its client, for sample keys, then replayed on the same
+ * client for other keys with nothing around them: no token generation (a recorded token is
  * reused), no timeouts, and only the reply check that proves the work was done.
  *
- * - Redis (ioredis): the two scripts by EVALSHA, with the store's arguments (section 5, and the
- *   hand-written accepting route of the inbox section);
+ * - Redis: the two scripts by EVALSHA, with the store's arguments, as the store sends them on its
+ *   client (ioredis' `evalsha`, node-redis' `evalSha`): section 5, the hand-written routes of
+ *   section 10 and of the inbox section;
  * - Postgres (`pg`): the two statements, named as the store names them (so prepared per
- *   connection as the store's are), with the store's values.
+ *   connection as the store's are), with the store's values. Its claim's values change from one
+ *   claim to the next (one claim in `CLEANUP_EVERY` also deletes expired rows): a whole cycle of
+ *   deliveries is recorded and replayed in turn, so the bare claims sweep as often as the store's.
  */
 
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import type { RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
@@ -28,90 +30,127 @@ function sampleKey(): string {
   return `default:s:msg_recorded_${randomBytes(8).toString('hex')}`;
 }
 
-/** `args` with the sample key (alone or behind the store's prefix) replaced by `key`. */
-function withKey(args: readonly unknown[], sample: string, key: string): unknown[] {
-  return args.map((arg) => (typeof arg === 'string' && arg.includes(sample) ? arg.replace(sample, key) : arg));
+/**
+ * `value` with `from` replaced by `to` in every string that holds it (a key alone or behind the
+ * store's prefix, a token), also inside arrays and plain objects (node-redis' `{ keys, arguments }`,
+ * a `pg` query config).
+ */
+function replaced(value: unknown, from: string, to: string): unknown {
+  if (typeof value === 'string') return value.includes(from) ? value.replace(from, to) : value;
+  if (Array.isArray(value)) return value.map((item: unknown) => replaced(item, from, to));
+  if (value !== null && typeof value === 'object') return Object.fromEntries(Object.entries(value).map(([name, item]) => [name, replaced(item, from, to)]));
+  return value;
 }
 
-/** The store's delivery, recorded: claim then complete of the sample key, checked. */
-async function recordOne(store: IdempotencyStore, sample: string, lockMs: number, ttlMs: number): Promise<void> {
-  const claimed = await store.claim(sample, lockMs);
-  if (claimed.status !== 'acquired' || !(await store.complete(sample, claimed.token, ttlMs))) throw new Error('the recorded delivery failed');
+/** A call the store made on its client: the method and its arguments. */
+interface Call {
+  method: string;
+  args: unknown[];
+}
+
+/** `client`, with every call of one of `methods` recorded in `calls` before it is passed on. */
+function recording<C extends object>(client: C, methods: readonly string[], calls: Call[]): C {
+  return new Proxy(client, {
+    get(target, property) {
+      const value: unknown = Reflect.get(target, property, target);
+      if (typeof value !== 'function') return value;
+      const method = value as (...args: unknown[]) => unknown;
+      if (typeof property === 'string' && methods.includes(property)) {
+        return (...args: unknown[]) => {
+          calls.push({ method: property, args });
+          return method.apply(target, args);
+        };
+      }
+      return method.bind(target);
+    },
+  });
+}
+
+/** One recorded delivery's two calls (claim, complete), rewritten to the first one's sample key and token. */
+interface Recorded {
+  claim: Call;
+  complete: Call;
 }
 
 /**
- * The Redis store's delivery on `redis`, bare: `makeStore` builds the store (prefix and all) on
- * the client it is given, as the code measured builds it.
+ * `count` deliveries through the store `makeStore` builds on `client` recorded (each a claim then
+ * a complete of a sample key of its own, checked, each exactly two calls of one of `methods`),
+ * rewritten to the first delivery's sample key and token, so that any recorded claim can be
+ * completed by any recorded completion. Returns them and that sample key.
  */
-export async function bareRedisDelivery(redis: Redis, makeStore: (client: RedisClientLike) => IdempotencyStore, lockMs: number, ttlMs: number): Promise<BareDelivery> {
-  const calls: string[][] = [];
-  const recording = new Proxy(redis, {
-    get(target, property) {
-      if (property === 'evalsha') {
-        return (...args: string[]) => {
-          calls.push(args);
-          return (target.evalsha as (...a: string[]) => Promise<unknown>)(...args);
-        };
-      }
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-  const sample = sampleKey();
-  await recordOne(makeStore(recording as unknown as RedisClientLike), sample, lockMs, ttlMs);
-  const [claimCall, completeCall] = calls.slice(-2);
-  if (claimCall === undefined || completeCall === undefined || claimCall[0] === completeCall[0]) {
-    throw new Error(`expected two different scripts per delivery, saw ${calls.length} EVALSHA calls`);
+async function record<C extends object>(
+  client: C,
+  methods: readonly string[],
+  makeStore: (client: C) => IdempotencyStore,
+  count: number,
+  lockMs: number,
+  ttlMs: number,
+): Promise<{ sample: string; deliveries: Recorded[] }> {
+  const calls: Call[] = [];
+  const store = makeStore(recording(client, methods, calls));
+  const deliveries: Recorded[] = [];
+  let first: { sample: string; token: string } | undefined;
+  for (let n = 0; n < count; n++) {
+    const sample = sampleKey();
+    const from = calls.length;
+    const claimed = await store.claim(sample, lockMs);
+    if (claimed.status !== 'acquired' || !(await store.complete(sample, claimed.token, ttlMs))) throw new Error('a recorded delivery failed');
+    const made = calls.slice(from);
+    if (made.length !== 2) throw new Error(`expected two ${methods.join('/')} calls per delivery, saw ${made.length}`);
+    first ??= { sample, token: claimed.token };
+    const [claim, complete] = made.map(({ method, args }) => ({ method, args: replaced(replaced(args, sample, first!.sample), claimed.token, first!.token) as unknown[] }));
+    deliveries.push({ claim: claim!, complete: complete! });
   }
-  const send = (call: string[], key: string) => (redis.evalsha as (...a: unknown[]) => Promise<unknown>)(...withKey(call, sample, key));
+  return { sample: first!.sample, deliveries };
+}
+
+/** `call` sent again on `client`, bare, for `key` in place of the sample key. */
+function replay(client: object, call: Call, sample: string, key: string): Promise<unknown> {
+  const method = Reflect.get(client, call.method, client) as (...args: unknown[]) => Promise<unknown>;
+  return method.apply(client, replaced(call.args, sample, key) as unknown[]);
+}
+
+/**
+ * The Redis store's delivery on `redis` (ioredis or node-redis), bare: `makeStore` builds the
+ * store (prefix and all) on the client it is given, as the code measured builds it. Its commands
+ * are the same for every delivery but the key and token: one delivery is recorded.
+ */
+export async function bareRedisDelivery(redis: RedisClientLike, makeStore: (client: RedisClientLike) => IdempotencyStore, lockMs: number, ttlMs: number): Promise<BareDelivery> {
+  // ioredis (and Upstash) name it `evalsha`, node-redis `evalSha`: whichever the store called.
+  const { sample, deliveries } = await record(redis, ['evalsha', 'evalSha'], makeStore, 1, lockMs, ttlMs);
+  const { claim, complete } = deliveries[0]!;
+  if (claim.args[0] === complete.args[0]) throw new Error('expected two different scripts per delivery');
   return {
     async claim(key) {
-      await send(claimCall, key);
+      await replay(redis, claim, sample, key);
     },
     async complete(key) {
-      const done = await send(completeCall, key);
+      const done = await replay(redis, complete, sample, key);
       if (Number(done) !== 1) throw new Error(`the bare complete answered ${String(done)}: the bare commands do not do the store's work`);
     },
   };
 }
 
-/** What the Postgres store hands `pg`: a named statement (the store prepares its own) or text and values. */
-type PgCall = [config: { name?: string; text: string; values?: unknown[] }] | [text: string, values?: unknown[]];
-
-/** The Postgres store's delivery on the `pg` pool `pool`, bare; `makeStore` as for Redis. */
-export async function barePostgresDelivery(pool: pg.Pool, makeStore: (client: pg.Pool) => IdempotencyStore, lockMs: number, ttlMs: number): Promise<BareDelivery> {
-  const calls: PgCall[] = [];
-  const recording = new Proxy(pool, {
-    get(target, property) {
-      if (property === 'query') {
-        return (...args: PgCall) => {
-          calls.push(args);
-          return (target.query as (...a: unknown[]) => Promise<unknown>)(...args);
-        };
-      }
-      const value: unknown = Reflect.get(target, property, target);
-      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-  const sample = sampleKey();
-  await recordOne(makeStore(recording), sample, lockMs, ttlMs);
-  const [claimCall, completeCall] = calls.slice(-2);
-  if (claimCall === undefined || completeCall === undefined) throw new Error(`expected two statements per delivery, saw ${calls.length}`);
-  const send = async (call: PgCall, key: string): Promise<unknown[]> => {
-    const [first, values] = call;
-    const result =
-      typeof first === 'string'
-        ? await pool.query(first, values === undefined ? undefined : withKey(values, sample, key))
-        : await pool.query({ ...first, values: first.values === undefined ? undefined : withKey(first.values, sample, key) });
-    return result.rows;
-  };
+/**
+ * The Postgres store's delivery on the `pg` pool `pool`, bare; `makeStore` as for Redis. `cycle`
+ * deliveries are recorded (the store's `CLEANUP_EVERY`, after which its claims' values repeat)
+ * and the bare claims take them in turn.
+ */
+export async function barePostgresDelivery(pool: pg.Pool, makeStore: (client: pg.Pool) => IdempotencyStore, lockMs: number, ttlMs: number, cycle: number): Promise<BareDelivery> {
+  // The store hands `pg` a named statement (it prepares its own) or text and values.
+  const { sample, deliveries } = await record(pool, ['query'], makeStore, cycle, lockMs, ttlMs);
+  const complete = deliveries[0]!.complete;
+  const send = async (call: Call, key: string) => ((await replay(pool, call, sample, key)) as pg.QueryResult).rows;
+  let next = 0;
   return {
     async claim(key) {
-      const [row] = (await send(claimCall, key)) as { acquired?: unknown }[];
+      const call = deliveries[next]!.claim;
+      next = (next + 1) % deliveries.length;
+      const [row] = (await send(call, key)) as { acquired?: unknown }[];
       if (row?.acquired !== true) throw new Error('the bare claim did not acquire a fresh key: the bare commands do not do the store\'s work');
     },
     async complete(key) {
-      if ((await send(completeCall, key)).length !== 1) throw new Error('the bare complete changed no row: the bare commands do not do the store\'s work');
+      if ((await send(complete, key)).length !== 1) throw new Error('the bare complete changed no row: the bare commands do not do the store\'s work');
     },
   };
 }

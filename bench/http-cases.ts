@@ -34,15 +34,26 @@ export function variantsOf(framework: Framework): readonly Variant[] {
 }
 
 /**
- * The stores measured behind the Fastify adapter (section 10, issue 17): the memory store as the
- * baseline; the Redis store on ioredis (with `enableAutoPipelining`) and on node-redis (default
- * client); the Postgres store on a `pg` Pool.
+ * The shared stores measured behind the Fastify adapter (section 10, issue 17): the Redis store on
+ * ioredis (with `enableAutoPipelining`) and on node-redis (default client); the Postgres store on
+ * a `pg` Pool. Each is also served by the hand-written route sending the same store commands bare
+ * (issue 29, like with like).
  */
-export const STORES = ['memory', 'ioredis', 'node-redis', 'postgres'] as const;
+export const SHARED_STORES = ['ioredis', 'node-redis', 'postgres'] as const;
+export type SharedStoreKind = (typeof SHARED_STORES)[number];
+
+/** The stores of section 10: the memory store (the adapter's default) beside the shared ones. */
+export const STORES = ['memory', ...SHARED_STORES] as const;
 export type StoreKind = (typeof STORES)[number];
 
 /** The argument that makes http-server.ts serve the Fastify adapter with a store: `store <kind>`. */
 export const STORE_MODE = 'store';
+
+/**
+ * The argument that makes http-server.ts serve the hand-written route with a shared store's
+ * commands sent bare (hand-written-route.ts): `store-inline <kind>`.
+ */
+export const STORE_INLINE_MODE = 'store-inline';
 
 /**
  * The servers of the inbox section (issue 24): the Fastify adapter accepting into BullMQ (Redis

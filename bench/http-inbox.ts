@@ -18,16 +18,16 @@
  */
 
 import { createHash } from 'node:crypto';
-import type { Server } from 'node:http';
+import type { IncomingHttpHeaders, Server } from 'node:http';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { RedisClientLike } from '../src/stores/redis.ts';
+import type { NodeRedisClientLike, RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
 import { bareRedisDelivery, barePostgresDelivery, type BareDelivery } from './bare-store.ts';
 import { importBuilt } from './build.ts';
-import { handWrittenVerify } from './fixtures.ts';
 import { WEBHOOK_PATH as PATH, type InboxCell } from './http-cases.ts';
+import { handWrittenRoute, LOCK_MS, TTL_MS } from './hand-written-route.ts';
 
 /** What a cell's server is made of, for http-server.ts. */
 export interface InboxApp {
@@ -39,26 +39,33 @@ export interface InboxApp {
   close(): Promise<void>;
 }
 
-/** The store and its client, as http-server.ts builds them for section 10. */
-export type StoreBackend = { kind: 'ioredis'; store: IdempotencyStore; client: Redis; makeStore: (client: RedisClientLike) => IdempotencyStore } | { kind: 'postgres'; store: IdempotencyStore; client: pg.Pool; makeStore: (client: pg.Pool) => IdempotencyStore };
+/**
+ * The store and its client, as http-server.ts builds them for section 10; `makeStore` builds the
+ * same store on another client (bare-store.ts records the store's commands through it).
+ */
+export type StoreBackend =
+  | { kind: 'ioredis'; store: IdempotencyStore; client: Redis; makeStore: (client: RedisClientLike) => IdempotencyStore }
+  | { kind: 'node-redis'; store: IdempotencyStore; client: NodeRedisClientLike; makeStore: (client: RedisClientLike) => IdempotencyStore }
+  | {
+      kind: 'postgres';
+      store: IdempotencyStore;
+      client: pg.Pool;
+      makeStore: (client: pg.Pool) => IdempotencyStore;
+      /** Deliveries after which the store's commands repeat (its `CLEANUP_EVERY`): what bare-store.ts records. */
+      cycle: number;
+    };
 
-const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
 const ENQUEUED = '{"enqueued":true}';
-/** The receiver's key of a signed delivery in the default namespace (`${namespace}:s:${id}`). */
-const keyOf = (id: string) => `default:s:${id}`;
 
 /**
- * The receiver's defaults for the accepting claim (`DEFAULT_RENEWED_LOCK_SECONDS` for stores that
- * renew, `DEFAULT_TTL_SECONDS`) and the inbox's for jobs (12 attempts, a first retry after 2 s),
- * written out as a hand-written route would write its own.
+ * The inbox's defaults for jobs (12 attempts, a first retry after 2 s), written out as a
+ * hand-written route would write its own (the claim's, LOCK_MS and TTL_MS, are the receiver's).
  */
-const LOCK_MS = 30_000;
-const TTL_MS = 86_400_000;
 const MAX_ATTEMPTS = 12;
 const BACKOFF_MS = 2000;
 
 /** The job the receiver would enqueue for this delivery (format 1), built by hand. */
-function jobOf(headers: Record<string, string | string[] | undefined>, body: Buffer) {
+function jobOf(headers: IncomingHttpHeaders, body: Buffer) {
   return {
     v: 1,
     id: headers['webhook-id'] as string,
@@ -76,20 +83,9 @@ function jobOf(headers: Record<string, string | string[] | undefined>, body: Buf
   };
 }
 
-/** A Fastify app whose one route is the hand-written accepting route. */
-async function handWritten(key: Buffer, enqueue: (store: string, job: ReturnType<typeof jobOf>) => Promise<unknown>, bare: BareDelivery): Promise<FastifyInstance> {
-  const app = Fastify({ logger: false });
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
-  app.post(PATH, async (request, reply) => {
-    const body = request.body as Buffer;
-    if (!handWrittenVerify(request.headers, body, key)) return reply.code(401).type('application/json').send(UNAUTHORIZED);
-    const storeKey = keyOf(request.headers['webhook-id'] as string);
-    await bare.claim(storeKey);
-    await enqueue(storeKey, jobOf(request.headers, body));
-    await bare.complete(storeKey);
-    return reply.code(202).type('application/json').send(ENQUEUED);
-  });
-  return app;
+/** The hand-written accepting route: the bare claim, `enqueue` of the job, the bare completion, 202. */
+function handWritten(key: Buffer, enqueue: (storeKey: string, job: ReturnType<typeof jobOf>) => Promise<unknown>, bare: BareDelivery): FastifyInstance {
+  return handWrittenRoute(key, bare, (storeKey, headers, body) => enqueue(storeKey, jobOf(headers, body)), { status: 202, json: ENQUEUED });
 }
 
 /** A Fastify app with the adapter accepting into `inbox` in a scope of its own. */
@@ -128,7 +124,7 @@ async function bullmqCell(cell: 'bullmq' | 'bullmq-inline', build: string, secre
     };
     // BullMQ ids may not contain ':': the hex SHA-256 of the key, as the inbox derives them.
     const add = (storeKey: string, job: ReturnType<typeof jobOf>) => queue.add('webhook', job, { ...options, jobId: createHash('sha256').update(storeKey).digest('hex') });
-    app = await handWritten(key, add, bare);
+    app = handWritten(key, add, bare);
   }
   await app.ready();
   return {
@@ -171,11 +167,11 @@ async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, sec
     const retryDelay = Math.ceil(BACKOFF_MS / 1000);
     await boss.createQueue(dead, { retentionSeconds: 14 * 86_400 });
     await boss.createQueue(name, { retryLimit: MAX_ATTEMPTS - 1, retryDelay, retryBackoff: true, deadLetter: dead });
-    const bare = await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
+    const bare = await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS, backend.cycle);
     const send = async (storeKey: string, job: ReturnType<typeof jobOf>) => {
       if ((await boss.send(name, job, { id: uuidOf(storeKey) })) === null) throw new Error('a job id came twice: the load generator sends fresh ids');
     };
-    app = await handWritten(key, send, bare);
+    app = handWritten(key, send, bare);
   }
   await app.ready();
   return {

@@ -14,6 +14,10 @@
  *   http-server.ts store <memory|ioredis|node-redis|postgres>
  *             the Fastify adapter with that store (section 10); the Redis server's URL arrives
  *             in BENCH_REDIS_URL, the Postgres server's in BENCH_POSTGRES_URL
+ *   http-server.ts store-inline <ioredis|node-redis|postgres>
+ *             the hand-written route on the same Fastify doing the same work: the hand-written
+ *             check, that store's own commands sent bare around the handler (section 10,
+ *             hand-written-route.ts)
  *   http-server.ts inbox <bullmq|bullmq-inline|pg-boss|pg-boss-inline>
  *             the Fastify adapter accepting into an inbox, or the hand-written route doing the
  *             same work (the inbox section, http-inbox.ts): it answers 202, its processed events
@@ -49,13 +53,31 @@ import { NestFactory } from '@nestjs/core';
 import { ExpressAdapter } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Webhook } from 'standardwebhooks';
-import type { RedisClientLike } from '../src/stores/redis.ts';
+import type { NodeRedisClientLike, RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { BareIdMap } from './bare-map.ts';
+import { barePostgresDelivery, bareRedisDelivery } from './bare-store.ts';
 import { importBuilt } from './build.ts';
 import { handWrittenVerify } from './fixtures.ts';
-import { FRAMEWORKS, INBOX_CELLS, INBOX_MODE, POSTGRES_POOL_SIZE, STORE_MODE, STORES, VARIANTS, WEBHOOK_PATH as PATH, type Framework, type InboxCell, type StoreKind, type Variant } from './http-cases.ts';
+import { handWrittenRoute, LOCK_MS, TTL_MS } from './hand-written-route.ts';
+import {
+  FRAMEWORKS,
+  INBOX_CELLS,
+  INBOX_MODE,
+  POSTGRES_POOL_SIZE,
+  SHARED_STORES,
+  STORE_INLINE_MODE,
+  STORE_MODE,
+  STORES,
+  VARIANTS,
+  WEBHOOK_PATH as PATH,
+  type Framework,
+  type InboxCell,
+  type SharedStoreKind,
+  type StoreKind,
+  type Variant,
+} from './http-cases.ts';
 import type { StoreBackend } from './http-inbox.ts';
 
 const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
@@ -318,18 +340,21 @@ async function storeOf(kind: StoreKind, build: string): Promise<IdempotencyStore
   return kind === 'memory' ? undefined : (await backendOf(kind, build)).store;
 }
 
-/** A shared store and the client it runs on (the inbox cells put their queue on that client). */
-async function backendOf(kind: Exclude<StoreKind, 'memory'>, build: string): Promise<StoreBackend | { kind: 'node-redis'; store: IdempotencyStore }> {
+/**
+ * A shared store and the client it runs on (the inbox cells put their queue on that client, the
+ * hand-written routes send the store's commands on it).
+ */
+async function backendOf(kind: SharedStoreKind, build: string): Promise<StoreBackend> {
   if (kind === 'postgres') {
     const url = process.env.BENCH_POSTGRES_URL;
     if (url === undefined) throw new Error('BENCH_POSTGRES_URL must name the Postgres server');
-    const { postgresStore } = await importBuilt<typeof import('../src/stores/postgres.ts')>(build, 'postgres');
+    const { postgresStore, CLEANUP_EVERY } = await importBuilt<typeof import('../src/stores/postgres.ts')>(build, 'postgres');
     const pool = new pg.Pool({ connectionString: url, max: POSTGRES_POOL_SIZE, idleTimeoutMillis: 0 });
     const makeStore = (client: pg.Pool) => postgresStore({ client, table: `bench_http_claims_${process.pid}` });
     const store = makeStore(pool);
     await store.setup();
     closeStore = () => pool.end();
-    return { kind, store, client: pool, makeStore };
+    return { kind, store, client: pool, makeStore, cycle: CLEANUP_EVERY };
   }
   const url = process.env.BENCH_REDIS_URL;
   if (url === undefined) throw new Error('BENCH_REDIS_URL must name the Redis server');
@@ -345,7 +370,9 @@ async function backendOf(kind: Exclude<StoreKind, 'memory'>, build: string): Pro
   redis.on('error', () => {});
   await redis.connect();
   closeStore = async () => redis.destroy();
-  return { kind, store: makeStore(redis as unknown as RedisClientLike) };
+  // node-redis' client types are generic over its modules and scripts: the store takes it by shape.
+  const client = redis as unknown as NodeRedisClientLike;
+  return { kind, store: makeStore(client), client, makeStore };
 }
 
 /** The Fastify adapter cell of section 4 (memory store) with the store of `kind`. */
@@ -359,6 +386,22 @@ async function fastifyStoreApp(kind: StoreKind, secret: string, build: string): 
       return reply.code(204).send();
     });
   });
+  await app.ready();
+  return app.server;
+}
+
+/**
+ * The hand-written route doing what the Fastify adapter with the store of `kind` does (section 10,
+ * like with like): the hand-written check, the store's own claim sent bare on the same client, the
+ * handler's work (parse the event, count it), the store's own completion sent bare, 204.
+ */
+async function fastifyStoreInlineApp(kind: SharedStoreKind, key: Buffer, build: string): Promise<Server> {
+  const backend = await backendOf(kind, build);
+  const bare =
+    backend.kind === 'postgres'
+      ? await barePostgresDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS, backend.cycle)
+      : await bareRedisDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
+  const app = handWrittenRoute(key, bare, (_storeKey, _headers, body) => handled(JSON.parse(body.toString('utf8'))), { status: 204 });
   await app.ready();
   return app.server;
 }
@@ -408,6 +451,25 @@ async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret
   return app.getHttpServer() as Server;
 }
 
+/** The server of one cell of section 4: `framework` with one way of handling a webhook. */
+async function frameworkApp(framework: Framework, variant: Variant, secret: string, key: Buffer): Promise<Server> {
+  switch (framework) {
+    case 'express':
+      return expressApp(variant, secret, key);
+    case 'fastify':
+      return fastifyApp(variant, secret, key);
+    case 'hono':
+      return honoApp(variant, secret, key);
+    case 'koa':
+      return koaApp(variant, secret, key);
+    case 'nestjs-express':
+    case 'nestjs-fastify':
+      return nestApp(framework === 'nestjs-express' ? 'express' : 'fastify', variant, secret, key);
+    case 'node:http':
+      return nodeApp(variant, secret, key);
+  }
+}
+
 /** How many events the server processed: its handlers' count, or the jobs in an inbox cell's queue. */
 let processedCount: () => number | Promise<number> = () => processed;
 /** What `{ type: 'reset' }` does: empties an inbox cell's queue. */
@@ -417,7 +479,6 @@ let reset: () => Promise<void> = async () => {};
 async function inboxServer(cell: InboxCell, secret: string, key: Buffer, build: string): Promise<Server> {
   const { inboxApp, storeKindOf } = await import('./http-inbox.ts');
   const backend = await backendOf(storeKindOf(cell), build);
-  if (backend.kind === 'node-redis') throw new Error('the inbox cells run on ioredis');
   const app = await inboxApp(cell, build, secret, key, backend, process.env.BENCH_POSTGRES_URL);
   processedCount = () => app.jobs();
   reset = () => app.reset();
@@ -430,12 +491,14 @@ async function inboxServer(cell: InboxCell, secret: string, key: Buffer, build: 
 }
 
 async function main(): Promise<void> {
-  const [framework, variant] = process.argv.slice(2) as [Framework | typeof STORE_MODE | typeof INBOX_MODE, Variant | StoreKind | InboxCell];
+  const [framework, variant] = process.argv.slice(2) as [Framework | typeof STORE_MODE | typeof STORE_INLINE_MODE | typeof INBOX_MODE, Variant | StoreKind | InboxCell];
   const storeMode = framework === STORE_MODE && (STORES as readonly string[]).includes(variant);
+  const storeInlineMode = framework === STORE_INLINE_MODE && (SHARED_STORES as readonly string[]).includes(variant);
   const inboxMode = framework === INBOX_MODE && (INBOX_CELLS as readonly string[]).includes(variant);
-  if (!storeMode && !inboxMode && (!(FRAMEWORKS as readonly string[]).includes(framework) || !(VARIANTS as readonly string[]).includes(variant))) {
+  if (!storeMode && !storeInlineMode && !inboxMode && (!(FRAMEWORKS as readonly string[]).includes(framework) || !(VARIANTS as readonly string[]).includes(variant))) {
     throw new Error(
-      `usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>, http-server.ts ${STORE_MODE} <${STORES.join('|')}>, or http-server.ts ${INBOX_MODE} <${INBOX_CELLS.join('|')}>`,
+      `usage: http-server.ts <${FRAMEWORKS.join('|')}> <${VARIANTS.join('|')}>, http-server.ts ${STORE_MODE} <${STORES.join('|')}>, ` +
+        `http-server.ts ${STORE_INLINE_MODE} <${SHARED_STORES.join('|')}>, or http-server.ts ${INBOX_MODE} <${INBOX_CELLS.join('|')}>`,
     );
   }
   const secret = process.env.BENCH_SECRET;
@@ -447,17 +510,9 @@ async function main(): Promise<void> {
     ? await inboxServer(variant as InboxCell, secret, key, build!)
     : storeMode
       ? await fastifyStoreApp(variant as StoreKind, secret, build!)
-      : framework === 'express'
-        ? expressApp(variant as Variant, secret, key)
-        : framework === 'fastify'
-          ? await fastifyApp(variant as Variant, secret, key)
-          : framework === 'hono'
-            ? honoApp(variant as Variant, secret, key)
-            : framework === 'koa'
-              ? koaApp(variant as Variant, secret, key)
-              : framework === 'nestjs-express' || framework === 'nestjs-fastify'
-                ? await nestApp(framework === 'nestjs-express' ? 'express' : 'fastify', variant as Variant, secret, key)
-                : nodeApp(variant as Variant, secret, key);
+      : storeInlineMode
+        ? await fastifyStoreInlineApp(variant as SharedStoreKind, key, build!)
+        : await frameworkApp(framework as Framework, variant as Variant, secret, key);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => resolve());
