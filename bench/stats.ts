@@ -57,6 +57,11 @@ export interface TimingOptions {
   warmupMs: number;
   /** At least this many operations per batch. */
   minIterations?: number;
+  /**
+   * What a batch is timed by, in milliseconds: wall time (`performance.now`) unless given, or, say,
+   * the event loop's cumulative busy time, to leave out waits for the thread pool.
+   */
+  clock?: () => number;
 }
 
 /**
@@ -70,28 +75,31 @@ export function microTiming(quick: boolean): TimingOptions {
 /** Seconds per operation of each candidate, one value per repetition. */
 export type Timings = Map<string, number[]>;
 
-async function timeBatch(candidate: Candidate, n: number): Promise<number> {
+async function timeBatch(candidate: Candidate, n: number, clock: () => number): Promise<number> {
   candidate.prepare?.(n);
-  const start = performance.now();
+  const start = clock();
   const pending = candidate.run(n);
   if (pending !== undefined) await pending;
-  return (performance.now() - start) / 1000 / n;
+  return (clock() - start) / 1000 / n;
 }
+
+const wallClock = () => performance.now();
 
 /**
  * Warms every candidate up and sizes each one's batch to about `batchMs`, then runs `reps`
  * repetitions of `rounds` rounds each (see {@link TimingOptions.rounds}).
  */
 export async function timeInterleaved(candidates: readonly Candidate[], options: TimingOptions): Promise<Timings> {
+  const clock = options.clock ?? wallClock;
   const iterations = new Map<string, number>();
   for (const candidate of candidates) {
     // Grow the batch until one takes a measurable time; the last one sets the estimate.
     let n = 1;
-    let perOp = await timeBatch(candidate, n);
+    let perOp = await timeBatch(candidate, n, clock);
     const deadline = performance.now() + options.warmupMs;
     while (performance.now() < deadline) {
       if (perOp * n < options.batchMs / 1000) n *= 2;
-      perOp = await timeBatch(candidate, n);
+      perOp = await timeBatch(candidate, n, clock);
     }
     iterations.set(candidate.name, Math.max(options.minIterations ?? 1, Math.round(options.batchMs / 1000 / perOp)));
   }
@@ -102,7 +110,7 @@ export async function timeInterleaved(candidates: readonly Candidate[], options:
     for (let round = 0; round < options.rounds; round++, turn++) {
       for (let k = 0; k < candidates.length; k++) {
         const candidate = candidates[(turn + k) % candidates.length]!;
-        rounds.get(candidate.name)!.push(await timeBatch(candidate, iterations.get(candidate.name)!));
+        rounds.get(candidate.name)!.push(await timeBatch(candidate, iterations.get(candidate.name)!, clock));
       }
     }
     for (const [name, values] of rounds) timings.get(name)!.push(summarize(values).median);

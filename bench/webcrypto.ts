@@ -14,32 +14,13 @@ import { inFlight, oneAtATime, ratios, series, summarize, timeInterleaved, type 
 const IN_FLIGHT = 64;
 
 /**
- * The main thread's busy time per call, 64 in flight: the event loop's active time (its
- * utilisation, which leaves out the waits for the thread pool) over `n` calls, in seconds. Wall
- * time with 64 in flight also counts the thread pool's four threads competing with the main
- * thread for two cores, which moved the ratio of two candidates between 0.8 and 1.35 from round to
- * round on a loaded machine; the main thread's time is what a verifier adds.
+ * The main thread's busy time so far, in milliseconds: the event loop's active time, which leaves
+ * out its waits for the thread pool. Wall time with 64 in flight also counts the thread pool's
+ * four threads competing with the main thread for two cores, which moved the ratio of two
+ * candidates between 0.8 and 1.35 from round to round on a loaded machine; the main thread's time
+ * is what a verifier adds.
  */
-async function mainThreadPerCall(op: () => Promise<unknown>, n: number): Promise<number> {
-  const start = performance.eventLoopUtilization();
-  await inFlight(op, IN_FLIGHT)(n);
-  return performance.eventLoopUtilization(start).active / 1000 / n;
-}
-
-/** Per repetition, each candidate's main-thread time per call, the order rotating between repetitions. */
-async function mainThreadSeries(candidates: Record<string, () => Promise<unknown>>, reps: number, calls: number): Promise<Map<string, number[]>> {
-  const names = Object.keys(candidates);
-  const out = new Map(names.map((name) => [name, [] as number[]]));
-  // Warm-up: every candidate once, untimed.
-  for (const name of names) await mainThreadPerCall(candidates[name]!, calls);
-  for (let rep = 0; rep < reps; rep++) {
-    for (let i = 0; i < names.length; i++) {
-      const name = names[(i + rep) % names.length]!;
-      out.get(name)!.push(await mainThreadPerCall(candidates[name]!, calls));
-    }
-  }
-  return out;
-}
+const mainThreadClock = () => performance.eventLoopUtilization().active;
 
 export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> {
   const { defaultBackend, webCryptoBackend } = config.pkg.crypto;
@@ -94,11 +75,17 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
     ...(await timeInterleaved(concurrent, { ...timing, batchMs: config.quick ? 5 : 25, minIterations: IN_FLIGHT })),
   ]);
 
-  // The target's measure: the main thread's busy time, the same candidates (see mainThreadPerCall).
-  const busy = await mainThreadSeries({ ours, hand }, config.quick ? 3 : 11, IN_FLIGHT * (config.quick ? 20 : 200));
-  const oursBusy = summarize(busy.get('ours')!);
-  const handBusy = summarize(busy.get('hand')!);
-  const busyRatio = summarize(ratios(busy.get('ours')!, busy.get('hand')!));
+  // The target's measure: the main thread's busy time, the same two candidates (see mainThreadClock).
+  const busy = await timeInterleaved(
+    [
+      { name: 'ours', run: inFlight(ours, IN_FLIGHT) },
+      { name: 'hand', run: inFlight(hand, IN_FLIGHT) },
+    ],
+    { ...timing, batchMs: config.quick ? 5 : 25, minIterations: IN_FLIGHT, clock: mainThreadClock },
+  );
+  const oursBusy = summarize(series(busy, 'ours'));
+  const handBusy = summarize(series(busy, 'hand'));
+  const busyRatio = summarize(ratios(series(busy, 'ours'), series(busy, 'hand')));
 
   const of = (name: string) => series(timings, name);
   const seq = summarize(ratios(of('ours, sequential'), of('bare, sequential')));

@@ -351,6 +351,22 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   };
 
   /**
+   * Completes the id `token` holds: `'now'`. Otherwise, idempotent for its own token, whether a
+   * completion of that token already landed. Both completions (plain and ordered) start here.
+   */
+  const completeId = (key: string, token: string, ttlMs: number, time: number): 'now' | boolean => {
+    const space = spaceOf(key);
+    const lock = held(space, key, token, time);
+    if (lock === undefined) {
+      const done = space.done.get(key);
+      return done !== undefined && done.token === token && done.until > time;
+    }
+    space.claims.delete(key);
+    space.remember(lock, time + ttlMs);
+    return 'now';
+  };
+
+  /**
    * The id's own answer at `time` (completed, or held by a live lock), else its expired lock if it
    * has one (to be taken over); an expired completion is forgotten. Both claims start here.
    */
@@ -383,17 +399,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
     complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
-      const space = spaceOf(key);
-      const time = now();
-      const lock = held(space, key, token, time);
-      if (lock === undefined) {
-        // Idempotent for its own token: a completion that already landed still answers true.
-        const done = space.done.get(key);
-        return done !== undefined && done.token === token && done.until > time;
-      }
-      space.claims.delete(key);
-      space.remember(lock, time + ttlMs);
-      return true;
+      return completeId(key, token, ttlMs, now()) !== false;
     },
     release(key, token) {
       checkRelease(key, token);
@@ -453,15 +459,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     complete(key: string, token: string, ttlMs: number, order: EntityOrder): boolean {
       checkComplete(key, token, ttlMs);
       checkOrder(order);
-      const space = spaceOf(key);
       const time = now();
-      const lock = held(space, key, token, time);
-      if (lock === undefined) {
-        const done = space.done.get(key);
-        return done !== undefined && done.token === token && done.until > time;
-      }
-      space.claims.delete(key);
-      space.remember(lock, time + ttlMs);
+      const completed = completeId(key, token, ttlMs, time);
+      if (completed !== 'now') return completed;
       const record = entities.make(order.entity, time);
       // Every entity locked and none to forget: the version cannot be kept (the id is done).
       if (record === undefined) return true;
