@@ -117,7 +117,8 @@ function statusOf(response: Response): number {
  *   response: the platform logs it with its stack and answers 500 (Next.js, Workers, Deno and
  *   Bun all do), and the sender retries. Catch inside the handler to answer differently. A
  *   `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`,
- *   422) is answered in the envelope instead, after the claim was released.
+ *   422) is answered in the envelope instead, after the claim was released, and so is a
+ *   `StoreError` (the store failed under the handler: 503 `STORE_UNAVAILABLE`, `Retry-After`).
  * - The claim is renewed while the handler runs; `context.signal` aborts if it is lost.
  *
  * Options are validated here, once: a bad secret throws at start-up.

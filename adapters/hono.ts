@@ -134,7 +134,8 @@ function executionWaitUntil(c: Context): WaitUntil | undefined {
  *   gets 200 `{ "duplicate": true }` and an id being processed 409 `IN_PROGRESS`, and neither
  *   reaches the route.
  * - The claim is completed when the route's response is a 2xx, and released for any other
- *   status or a thrown error (which `app.onError` answers), so the sender's retry runs it again.
+ *   status or a thrown error (which `app.onError` answers; a `StoreError`, the store failing under
+ *   the route, is answered 503 `STORE_UNAVAILABLE` in the envelope), so the sender's retry runs it again.
  *   A route that returns no Response is answered 500 by Hono, and its claim is released.
  *   A client that left while the route ran changes nothing: a route that succeeded completes,
  *   and the sender's retry is answered as a duplicate. A client that left before the route was

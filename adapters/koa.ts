@@ -121,7 +121,8 @@ function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): v
  * - The claim settles by `ctx.status` once `await next()` returns: a 2xx completes it, anything
  *   else (Koa's default 404 included) releases it, and so does a throw, which goes on to Koa's
  *   error handling; a `WebhookError` below 500 (`INVALID_PAYLOAD` from `webhook.json()`, 400; a
- *   `PermanentError`, 422) is answered in the envelope instead, after the claim was released. A
+ *   `PermanentError`, 422), or a `StoreError` (503 `STORE_UNAVAILABLE`), is answered in the
+ *   envelope instead, after the claim was released. A
  *   client that leaves while the handler works changes nothing; one that left before it was
  *   reached gets its claim released, and the handler does not run.
  * - The claim is renewed while the handler works; `ctx.state.webhookContext.signal` aborts if

@@ -317,8 +317,8 @@ function statusOf(result: LambdaHttpResult): number {
  * - The handler's result is returned (nothing means 204). A 2xx completes the claim; another
  *   status releases it; a throw releases it and is rethrown, so Lambda reports the error (API
  *   Gateway answers 500 or 502) and the sender retries. A `WebhookError` below 500
- *   (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`, 422) is answered in the
- *   envelope instead.
+ *   (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`, 422), or a `StoreError`
+ *   (503 `STORE_UNAVAILABLE`), is answered in the envelope instead.
  * - Everything is settled before the handler returns, completion retries included: Lambda
  *   freezes the container once it has the answer, and work left over would be lost.
  * - Each claim's lock is bounded by `context.getRemainingTimeInMillis()`: an invocation that

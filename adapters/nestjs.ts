@@ -219,8 +219,8 @@ const NO_RAW_BODY_HINT =
  * - When the handler returns (with a 2xx, which is Nest's default), the claim is completed
  *   before Nest sends the answer; when it throws, the claim is released and the error goes on to
  *   Nest's exception filters, so the sender's retry runs it again; a `WebhookError` below 500
- *   (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`, 422) is answered in the
- *   envelope instead.
+ *   (`INVALID_PAYLOAD` from `webhook.json()`, 400; a `PermanentError`, 422), or a `StoreError`
+ *   (503 `STORE_UNAVAILABLE`), is answered in the envelope instead.
  *   A client that leaves while the handler works changes nothing; one that left before it was
  *   reached gets its claim released, and the handler does not run.
  * - The handler reads the webhook with `@Webhook()` and its context with `@WebhookCtx()`.

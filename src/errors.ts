@@ -3,6 +3,8 @@
  * status that every adapter answers from. Tests and apps match on `code`, never on message text.
  */
 
+import { StoreError } from './stores/types.ts';
+
 /**
  * HTTP status for every {@link WebhookErrorCode}. Adapters answer rejected requests with it.
  *
@@ -231,6 +233,17 @@ export function bodyUnavailable(hint: string): WebhookError {
  */
 export function unsignedLimit(cause: unknown): WebhookError {
   return rejection('UNSIGNED_LIMIT', 'unsigned deliveries have reached their budget in the idempotency store; retry later', { cause });
+}
+
+/**
+ * What a handler's failure is answered as: a `StoreError` it let through (the Postgres store's
+ * `transaction` lost its connection, or timed out) is the store's outage, `STORE_UNAVAILABLE` (503,
+ * with `Retry-After`) as when a claim fails, with the store's error as `cause`; anything else is the
+ * handler's own failure, unchanged. Internal: not exported from the package.
+ */
+export function handlerFailure(error: unknown): unknown {
+  if (!(error instanceof StoreError)) return error;
+  return new WebhookError('STORE_UNAVAILABLE', 'the idempotency store became unreachable while the handler ran; retry later', { cause: error });
 }
 
 /**

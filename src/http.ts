@@ -5,7 +5,7 @@
  */
 
 import { DEFAULT_MAX_BODY_BYTES } from './body.ts';
-import { isWebhookError, type WebhookError } from './errors.ts';
+import { handlerFailure, isWebhookError, type WebhookError } from './errors.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { rejectionContext, tenantOfError, type RejectionContext } from './rejection.ts';
@@ -220,11 +220,13 @@ export class Delivery {
 
   /**
    * The answer to a handler that refused the payload (a `WebhookError` below 500, such as
-   * `INVALID_PAYLOAD` from `webhook.json(schema)`), once its claim was released; `undefined` for
-   * any other error, which the adapter lets the platform answer.
+   * `INVALID_PAYLOAD` from `webhook.json(schema)`) or whose store failed under it (a `StoreError`,
+   * answered 503 `STORE_UNAVAILABLE` so the sender retries later), once its claim was released;
+   * `undefined` for any other error, which the adapter lets the platform answer.
    */
   handlerRefusal(error: unknown): WebhookResponse | undefined {
-    return isWebhookError(error) && error.status < 500 ? errorResponse(error) : undefined;
+    const failure = handlerFailure(error);
+    return isWebhookError(failure) && (failure.status < 500 || failure.code === 'STORE_UNAVAILABLE') ? errorResponse(failure) : undefined;
   }
 
   /**

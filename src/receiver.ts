@@ -15,7 +15,7 @@
  * it is verified (`request.ts`).
  */
 
-import { rejection, unsignedLimit, WebhookError } from './errors.ts';
+import { handlerFailure, rejection, unsignedLimit, WebhookError } from './errors.ts';
 import { checkLogger } from './logger.ts';
 import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
@@ -293,9 +293,10 @@ class ReceiverImpl implements Receiver {
       const trace = traceOf(claim);
       value = await (trace === undefined ? handler(webhook, claim.context) : this.#observer.within(trace, () => handler(webhook, claim.context)));
     } catch (error) {
-      noteAnswer(claim, undefined, error);
+      const failure = handlerFailure(error);
+      noteAnswer(claim, undefined, failure);
       await claim.release();
-      throw error;
+      throw failure;
     }
     await claim.complete();
     const pending = claim.pending();
