@@ -109,6 +109,13 @@ export interface PgQueryConfigLike {
 export interface PgPoolClientLike extends PgClientLike {
   /** Returns the connection to its pool; an error (or `true`) destroys it instead. */
   release(error?: Error | boolean): void;
+  /**
+   * `pg` emits `'error'` on a connection whose server went away (a restart, a failover,
+   * `pg_terminate_backend`); the store listens while it holds the connection.
+   */
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  /** Takes the store's listener off a connection that goes back to its pool healthy. */
+  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 /**
@@ -736,6 +743,43 @@ function isPgPool(client: PgClientLike): client is PgPoolLike {
   return typeof candidate.connect === 'function' && typeof candidate.totalCount === 'number';
 }
 
+/**
+ * SQLSTATEs and driver codes that mean the connection is gone, not that a statement failed:
+ * 57P01-57P03 (the server is shutting down, crashed or not accepting connections yet; sent to
+ * every session on a restart or a failover, and by `pg_terminate_backend`), postgres.js's own
+ * codes for a closed connection, and the socket's errors. SQLSTATE class 08 (connection
+ * exceptions) too.
+ */
+const CONNECTION_LOST_CODES = new Set([
+  '57P01',
+  '57P02',
+  '57P03',
+  'CONNECTION_CLOSED',
+  'CONNECTION_ENDED',
+  'CONNECTION_DESTROYED',
+  'ECONNRESET',
+  'ECONNREFUSED',
+  'EPIPE',
+  'ETIMEDOUT',
+]);
+
+function connectionFailure(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && (CONNECTION_LOST_CODES.has(code) || /^08[0-9A-Z]{3}$/.test(code));
+}
+
+/**
+ * A transaction that could not connect, or was cut off by a lost connection, as the outage it is
+ * (`not_ready`: the receiver answers 503 `STORE_UNAVAILABLE`).
+ */
+function connectionLostError(phase: 'connect' | 'transaction', cause: unknown): StoreError {
+  const message =
+    phase === 'connect'
+      ? 'postgres store: could not connect to PostgreSQL for the transaction (is the server restarting?)'
+      : "postgres store: the connection to PostgreSQL was lost (a server restart, a failover or an ended session), so the transaction did not commit (lost during COMMIT it may have, and the claim's completion with it: a retry then finds the delivery done)";
+  return new StoreError('postgres', 'not_ready', message, { cause });
+}
+
 function rowsOf(reply: unknown, operation: string): Row[] {
   const rows = (reply as { rows?: unknown } | null)?.rows ?? reply;
   if (!Array.isArray(rows)) throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected reply to ${operation}: ${describeValue(reply)}`);
@@ -760,14 +804,30 @@ function pgDriver(client: PgClientLike, timeoutMs: number, prepare: boolean): Dr
           'postgresStore transaction() needs a pg Pool (or a postgres.js sql): on a single Client, every other statement would join the transaction',
         );
       }
-      const connecting = pool.connect();
+      // A checked-out connection has no listener of the pool's: when its server goes away (a
+      // restart, a failover, pg_terminate_backend) pg emits 'error' on it, and an 'error' event
+      // nobody hears ends the process. The store listens from checkout to release.
+      let lost: Error | undefined;
+      const onError = (error: Error) => {
+        lost ??= error;
+      };
+      /** Back to the pool healthy (without the store's listener), or destroyed when broken. */
+      const settleConnection = (held: PgPoolClientLike, failure: Error | undefined): void => {
+        // A destroyed connection keeps the listener: pg may still report its end.
+        if (failure === undefined) held.removeListener?.('error', onError);
+        held.release(failure ?? false);
+      };
+      const connecting = pool.connect().then((connection) => {
+        connection.on?.('error', onError);
+        return connection;
+      });
       let connection: PgPoolClientLike;
       try {
         connection = await withTimeout(connecting, timeoutMs, 'postgres', 'transaction (connect)');
       } catch (error) {
         // A connection that arrives after the timeout goes back to the pool, not astray.
-        if (error instanceof StoreError) connecting.then((late) => late.release(), () => {});
-        throw error;
+        if (error instanceof StoreError) connecting.then((late) => settleConnection(late, lost), () => {});
+        throw connectionFailure(error) ? connectionLostError('connect', error) : error;
       }
       // A connection whose statement timed out may still be inside the transaction: destroy it
       // rather than hand it back to the pool.
@@ -787,6 +847,7 @@ function pgDriver(client: PgClientLike, timeoutMs: number, prepare: boolean): Dr
           value = await fn(run, connection);
         } catch (error) {
           if (broken === undefined) {
+            // On a lost connection this fails too, once pg has noticed the loss (so `lost` is set).
             await run('ROLLBACK', [], 'transaction (ROLLBACK)').catch((rollbackError: unknown) => {
               // A connection that cannot roll back must not go back to the pool.
               broken ??= rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
@@ -798,9 +859,14 @@ function pgDriver(client: PgClientLike, timeoutMs: number, prepare: boolean): Dr
         return value;
       } catch (error) {
         broken ??= error instanceof StoreError ? error : undefined;
-        throw error;
+        if (lost === undefined && !connectionFailure(error)) throw error;
+        // The server went away mid-transaction: a store outage (503), whatever the statement
+        // that noticed it threw. A claim lost before that is still reported as such.
+        const outage = error instanceof StoreError || error instanceof ClaimLostError ? error : connectionLostError('transaction', error);
+        broken = outage;
+        throw outage;
       } finally {
-        connection.release(broken ?? false);
+        settleConnection(connection, broken ?? lost);
       }
     },
   };
@@ -819,6 +885,8 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
       // on its own time.
       return new Promise<T>((resolve, reject) => {
         let over = false;
+        // The connection went away under the transaction (postgres.js then rejects `begin`).
+        let lost = false;
         let timer: ReturnType<typeof setTimeout> | undefined;
         const settle = (outcome: () => void) => {
           clearTimeout(timer);
@@ -838,6 +906,8 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
             // Begun after the store gave up: roll back without running the app's callback.
             if (over) throw timeoutError('postgres', 'transaction (BEGIN)', timeoutMs);
             const run: TransactionRun = async (statement, values, operation) => {
+              // Nothing more is written to a connection known to be gone (see below).
+              if (lost) throw connectionLostError('transaction', undefined);
               try {
                 return await withTimeout(runOn(tx)(statement, values), timeoutMs, 'postgres', operation);
               } catch (error) {
@@ -845,7 +915,25 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
                 throw error;
               }
             };
-            const value = await fn(run, tx);
+            // Once the connection is lost, the callback never settles: postgres.js (3.4) answers
+            // its end with its own COMMIT or ROLLBACK, written even to a connection that has
+            // closed, where the write throws from a timer that no caller can catch, and the
+            // process ends. Unsettled, the callback sends neither (the server has rolled the
+            // transaction back already) and is collected with the connection's scope; the
+            // store's answer is the outage, at once.
+            const abandon = (cause: unknown) => {
+              fail(connectionLostError('transaction', cause));
+              return new Promise<never>(() => {});
+            };
+            let value: T;
+            try {
+              value = await fn(run, tx);
+            } catch (error) {
+              lost ||= connectionFailure(error);
+              if (lost) return abandon(error);
+              throw error;
+            }
+            if (lost) return abandon(undefined);
             if (over) throw timeoutError('postgres', 'transaction', timeoutMs);
             waitFor('transaction (COMMIT)');
             // Boxed: postgres.js awaits every element of an array that the callback returns.
@@ -853,7 +941,11 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
           })
           .then(
             (box) => settle(() => resolve((box as { value: T }).value)),
-            (error: unknown) => fail(error),
+            (error: unknown) => {
+              // postgres.js closes a lost connection itself; the failure is the outage it is.
+              lost ||= connectionFailure(error);
+              fail(lost ? connectionLostError('transaction', error) : error);
+            },
           );
       });
     },

@@ -201,7 +201,8 @@ export interface ClaimHandle {
  * into `STORE_UNAVAILABLE`.
  *
  * - `timeout`: no answer within the store's `timeoutMs`. The command may still run later.
- * - `not_ready`: the client reported that it lost its connection, so nothing was sent.
+ * - `not_ready`: the client reported that it lost its connection, so nothing was sent; or (the
+ *   Postgres store's `transaction`) the connection was lost mid-transaction or could not be made.
  * - `full`: the memory store holds only live claims and cannot admit another without evicting
  *   one (which would let a duplicate through).
  * - `unsigned_limit`: unsigned deliveries have no room left in their budget (`unsignedMax`): the
