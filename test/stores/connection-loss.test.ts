@@ -11,6 +11,8 @@
  *   the effects table ends with exactly one row per message. The store released each broken
  *   connection as broken, and none of them is handed out again.
  * - The same across server restarts (a private server, restarted while a transaction is open).
+ * - The pg-boss inbox in transactional mode: 10 accepts have their session ended before the job's
+ *   INSERT; each answers 503 `INBOX_UNAVAILABLE`, the retry enqueues, one job per message.
  */
 
 import { fork } from 'node:child_process';
@@ -59,7 +61,18 @@ const STALL_MS = 30_000;
  * transaction waits. Resolves once every message was processed, with the pool's state read by
  * the child; rejects when the child dies or stalls.
  */
-async function lossRun(kind: PostgresKind, url: string, admin: PostgresClient, messages: number, window: number, cuts: Map<number, Cut>, restart?: () => Promise<void>): Promise<LossRun> {
+async function lossRun(
+  kind: PostgresKind,
+  url: string,
+  admin: PostgresClient,
+  messages: number,
+  window: number,
+  cuts: Map<number, Cut>,
+  { restart, accept = false }: { restart?: () => Promise<void>; accept?: boolean } = {},
+): Promise<LossRun> {
+  /** What ends a message: its handler's effect committed, or (accepting) its job enqueued. */
+  const done = accept ? 'enqueued' : 'processed';
+  const schema = uniqueTable('loss_boss');
   const table = uniqueTable(`loss_${kind}`);
   const effects = uniqueTable(`loss_${kind}_effects`);
   await admin.query(`CREATE TABLE "${effects}" (id text NOT NULL)`);
@@ -72,7 +85,15 @@ async function lossRun(kind: PostgresKind, url: string, admin: PostgresClient, m
     cwd: root,
     execArgv: [],
     stdio: ["ignore", "ignore", process.env.LOSS_DEBUG ? "inherit" : "pipe", "ipc"],
-    env: { ...process.env, LOSS_CLIENT: kind, LOSS_DATABASE_URL: url, LOSS_TABLE: table, LOSS_EFFECTS: effects, LOSS_SECRET: secret },
+    env: {
+      ...process.env,
+      LOSS_CLIENT: kind,
+      LOSS_DATABASE_URL: url,
+      LOSS_TABLE: table,
+      LOSS_EFFECTS: effects,
+      LOSS_SECRET: secret,
+      ...(accept ? { LOSS_ENGINE: 'pg-boss', LOSS_SCHEMA: schema } : {}),
+    },
   });
   let stderr = '';
   child.stderr?.on('data', (chunk: Buffer) => (stderr = (stderr + chunk.toString()).slice(-4000)));
@@ -124,7 +145,7 @@ async function lossRun(kind: PostgresKind, url: string, admin: PostgresClient, m
         inFlight.delete(reply.seq);
         answers[reply.seq]!.push('outcome' in reply ? { outcome: reply.outcome } : { error: reply.error });
         if (answers[reply.seq]!.length > 50) return fail(new Error(`${kind}: message ${reply.seq} was answered ${JSON.stringify(answers[reply.seq])}`));
-        if ('outcome' in reply && reply.outcome === 'processed') processed.add(reply.seq);
+        if ('outcome' in reply && reply.outcome === done) processed.add(reply.seq);
         else if ('outcome' in reply && reply.outcome === 'in_progress') {
           // A claim the app could not release (the server was still down) holds until its lock
           // ends: the sender comes back a little later, as senders do.
@@ -141,6 +162,8 @@ async function lossRun(kind: PostgresKind, url: string, admin: PostgresClient, m
       feed();
     });
     const [counts] = await admin.query(`SELECT count(*)::int AS rows, count(DISTINCT id)::int AS distinct FROM "${effects}"`);
+    // Accepting, the effect is the job: one per message in the queue.
+    if (accept) return { answers, stats, rows: stats.jobs?.rows ?? 0, distinct: stats.jobs?.distinct ?? 0 };
     return { answers, stats, rows: counts!.rows as number, distinct: counts!.distinct as number };
   } finally {
     child.removeAllListeners('exit');
@@ -150,6 +173,7 @@ async function lossRun(kind: PostgresKind, url: string, admin: PostgresClient, m
       await exited;
     }
     await admin.query(`DROP TABLE IF EXISTS "${effects}", "${table}", "${table}_unsigned"`);
+    if (accept) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
   }
 }
 
@@ -161,10 +185,10 @@ const OUTAGE = { error: expect.objectContaining({ name: 'WebhookError', code: 'S
  * then processed. Any other: processed at once. With `outagesAfter`, any answer before the last
  * may also be a 503 (postgres.js, see the test).
  */
-function expectAnswers(answers: Answer[], cut: Cut | undefined, label: string, outagesAfter = false): void {
-  const between = (answer: Answer) => (outagesAfter && 'error' in answer ? OUTAGE : { outcome: 'in_progress' });
-  if (cut === undefined) return expect(answers, label).toEqual([...answers.slice(0, -1).map(between), { outcome: 'processed' }].slice(outagesAfter ? 0 : -1));
-  expect(answers, label).toEqual([OUTAGE, ...answers.slice(1, -1).map(between), { outcome: 'processed' }]);
+function expectAnswers(answers: Answer[], cut: Cut | undefined, label: string, { outagesAfter = false, done = 'processed', outage = OUTAGE } = {}): void {
+  const between = (answer: Answer) => (outagesAfter && 'error' in answer ? outage : { outcome: 'in_progress' });
+  if (cut === undefined) return expect(answers, label).toEqual([...answers.slice(0, -1).map(between), { outcome: done }].slice(outagesAfter ? 0 : -1));
+  expect(answers, label).toEqual([outage, ...answers.slice(1, -1).map(between), { outcome: done }]);
 }
 
 /** How many answers were 503s beyond the one each cut delivery gets. */
@@ -192,7 +216,7 @@ describe('Postgres store: a transaction whose connection is lost', () => {
         // with that session's error, or not at all: the store's release of the cut claim, or
         // another delivery's claim, then fails too, and the sender retries once more.
         const postgresJs = kind === 'postgres.js';
-        for (let seq = 0; seq < MESSAGES; seq++) expectAnswers(run.answers[seq]!, cuts.get(seq), `message ${seq} (${cuts.get(seq) ?? 'no cut'})`, postgresJs);
+        for (let seq = 0; seq < MESSAGES; seq++) expectAnswers(run.answers[seq]!, cuts.get(seq), `message ${seq} (${cuts.get(seq) ?? 'no cut'})`, { outagesAfter: postgresJs });
         if (postgresJs) console.log(`postgres.js, ${CUTS} sessions ended: ${extraOutages(run, cuts)} more 503s, ${run.answers.flat().filter((a) => 'outcome' in a && a.outcome === 'in_progress').length} in_progress answers`);
         // pg: the store released each cut claim at once (the server stayed up), so the first retry ran.
         else expect(run.answers.filter((answers) => answers.length > 2)).toEqual([]);
@@ -221,10 +245,11 @@ describe('Postgres store: a transaction open across a server restart', () => {
       try {
         const cuts = new Map<number, Cut>(Array.from({ length: RESTARTS }, (_, i) => [1 + 2 * i, 'hold'] as const));
         let restarts = 0;
-        const run = await lossRun(kind, server.url, admin, MESSAGES, 1, cuts, async () => {
+        const restart = async () => {
           await server.restart();
           restarts++;
-        });
+        };
+        const run = await lossRun(kind, server.url, admin, MESSAGES, 1, cuts, { restart });
         expect(restarts).toBe(RESTARTS);
         expect({ rows: run.rows, distinct: run.distinct }).toEqual({ rows: MESSAGES, distinct: MESSAGES });
         for (let seq = 0; seq < MESSAGES; seq++) expectAnswers(run.answers[seq]!, cuts.get(seq), `message ${seq}`);
@@ -238,5 +263,37 @@ describe('Postgres store: a transaction open across a server restart', () => {
       }
     },
     180_000,
+  );
+});
+
+describe('the pg-boss inbox, transactional: an accept whose connection is lost', () => {
+  const CUTS = 10;
+  const MESSAGES = 20;
+
+  // pg-boss 12 needs Node 22.12 or later; the app runs on this process's Node.
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  const supported = major > 22 || (major === 22 && minor >= 12);
+
+  it.skipIf(sharedPostgresUrl === null || !supported)(
+    'pg: 10 sessions ended before the job\'s INSERT, the app lives on, one job per message',
+    async () => {
+      const admin = connectPostgres('pg', sharedPostgresUrl!, 2);
+      try {
+        const cuts = new Map<number, Cut>(Array.from({ length: CUTS }, (_, i) => [2 * i, 'idle'] as const));
+        const run = await lossRun('pg', sharedPostgresUrl!, admin, MESSAGES, 1, cuts, { accept: true });
+        expect({ rows: run.rows, distinct: run.distinct }).toEqual({ rows: MESSAGES, distinct: MESSAGES });
+        // The accept in flight: its transaction rolled back, 503 INBOX_UNAVAILABLE, the claim
+        // released; the retry enqueues.
+        const outage = { error: expect.objectContaining({ name: 'WebhookError', code: 'INBOX_UNAVAILABLE', status: 503 }) };
+        for (let seq = 0; seq < MESSAGES; seq++) expectAnswers(run.answers[seq]!, cuts.get(seq), `message ${seq}`, { done: 'enqueued', outage });
+        expect(run.answers.filter((answers) => answers.length > 2)).toEqual([]);
+        expect(run.stats.healthy).toBe(run.stats.checked);
+        expect(run.stats.reused).toBe(0);
+        expect(run.stats.brokenReleases).toBe(CUTS);
+      } finally {
+        await admin.close();
+      }
+    },
+    120_000,
   );
 });

@@ -9,12 +9,16 @@
  * runs; `commit`: just before COMMIT is sent, `pg` only), or `hold`: the transaction stops after the
  * side effect and tells the parent, which restarts the server and then lets it go on.
  *
+ * With `LOSS_ENGINE=pg-boss` the receiver accepts into a transactional pg-boss inbox instead; a cut
+ * delivery's session ends just before pg-boss's INSERT of the job, inside the store's transaction.
+ *
  * Parent to child: `{ seq, headers, body, cut? }`, `{ resume: seq }`, `{ stats: true }`. Child to
  * parent: `{ ready }`, `{ seq, outcome }`, `{ seq, error }`, `{ held: seq }`, `{ stats }`.
  */
 
 import pg from 'pg';
 import postgres from 'postgres';
+import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
 import { createReceiver, type WebhookContext } from '../../src/receiver.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 
@@ -25,6 +29,8 @@ const kind = env.LOSS_CLIENT as 'pg' | 'postgres.js';
 const url = env.LOSS_DATABASE_URL!;
 const effects = env.LOSS_EFFECTS!;
 const MAX = 4;
+/** `pg-boss`: the receiver accepts into a transactional pg-boss inbox instead of running a handler. */
+const accepting = env.LOSS_ENGINE === 'pg-boss';
 
 const send = (reply: LossReply) => process.send!(reply);
 
@@ -55,6 +61,9 @@ async function main(): Promise<void> {
   let removed = 0;
   /** pg: connections whose COMMIT is to be cut, and their sessions. */
   const commitCuts = new WeakMap<object, number>();
+  /** Accepting: the next transaction's session ends before its first statement after BEGIN. */
+  let cutNextAccept = false;
+  const acceptCuts = new WeakSet<object>();
 
   let client: pg.Pool | postgres.Sql;
   if (kind === 'pg') {
@@ -77,11 +86,20 @@ async function main(): Promise<void> {
           wrapped.add(connection);
           const query = connection.query.bind(connection) as (...a: unknown[]) => unknown;
           (connection as { query: unknown }).query = (...a: unknown[]) => {
+            if (acceptCuts.has(connection) && a[0] !== 'BEGIN') {
+              // pg-boss's INSERT of the job, sent in the store's transaction.
+              acceptCuts.delete(connection);
+              return terminate((connection as unknown as { processID: number }).processID).then(() => query(...a));
+            }
             const pid = commitCuts.get(connection);
             if (a[0] !== 'COMMIT' || pid === undefined) return query(...a);
             commitCuts.delete(connection);
             return terminate(pid).then(() => query(...a));
           };
+        }
+        if (cutNextAccept && args.length === 0) {
+          cutNextAccept = false;
+          acceptCuts.add(connection);
         }
         return connection;
       });
@@ -119,7 +137,18 @@ async function main(): Promise<void> {
       }
     });
 
-  const receiver = createReceiver({ secrets: env.LOSS_SECRET!, idempotency: { store, lockSeconds: 3 }, onError: env.LOSS_DEBUG ? (error, context) => console.error('onError', context, error) : () => {} });
+  const onError = env.LOSS_DEBUG ? (error: unknown, context: object) => console.error('onError', context, error) : () => {};
+  let boss: (PgBossLike & { stop(options: object): Promise<void> }) | undefined;
+  if (accepting) {
+    const { PgBoss } = await import('pg-boss');
+    const started = new PgBoss({ connectionString: url, schema: env.LOSS_SCHEMA!, supervise: false, schedule: false, max: 2 });
+    started.on('error', () => {});
+    await started.start();
+    boss = started as unknown as PgBossLike & { stop(options: object): Promise<void> };
+  }
+  const receiver = accepting
+    ? createReceiver({ secrets: env.LOSS_SECRET!, inbox: pgBossInbox({ boss: boss!, queue: 'loss', transactional: true }), idempotency: { store, lockSeconds: 3 }, onError })
+    : createReceiver({ secrets: env.LOSS_SECRET!, idempotency: { store, lockSeconds: 3 }, onError });
 
   process.on('message', (message: LossRequest | { resume: number } | { stats: true }) => {
     if ('resume' in message) {
@@ -128,11 +157,12 @@ async function main(): Promise<void> {
       return;
     }
     if ('stats' in message) {
-      void stats(client, brokenClients, brokenReleases, removed).then((result) => send({ stats: result }));
+      void stats(client, brokenClients, brokenReleases, removed, boss).then((result) => send({ stats: result }));
       return;
     }
-    receiver
-      .handle({ headers: message.headers, body: message.body }, (webhook, context) => handler(webhook.id, message.seq, message.cut, context))
+    const input = { headers: message.headers, body: message.body };
+    if (accepting && message.cut !== undefined) cutNextAccept = true;
+    (accepting ? receiver.accept(input) : receiver.handle(input, (webhook, context) => handler(webhook.id, message.seq, message.cut, context)))
       .then(
         (result) => send({ seq: message.seq, outcome: result.outcome }),
         (error: unknown) => send({ seq: message.seq, error: describe(error) }),
@@ -145,7 +175,14 @@ async function main(): Promise<void> {
  * The store's connections after the run: every one the pool holds is checked out at once and
  * answers `SELECT 1`, and none of them is one the store released as broken.
  */
-async function stats(client: pg.Pool | postgres.Sql, brokenClients: WeakSet<object>, brokenReleases: number, removed: number): Promise<LossStats> {
+async function stats(client: pg.Pool | postgres.Sql, brokenClients: WeakSet<object>, brokenReleases: number, removed: number, boss: PgBossLike | undefined): Promise<LossStats> {
+  const pool = await poolStats(client, brokenClients, brokenReleases, removed);
+  if (boss === undefined) return pool;
+  const jobs = (await boss.findJobs('loss')) as { data: { id: string } }[];
+  return { ...pool, jobs: { rows: jobs.length, distinct: new Set(jobs.map((job) => job.data.id)).size } };
+}
+
+async function poolStats(client: pg.Pool | postgres.Sql, brokenClients: WeakSet<object>, brokenReleases: number, removed: number): Promise<LossStats> {
   if (kind === 'pg') {
     const pool = client as pg.Pool;
     const total = pool.totalCount;

@@ -23,6 +23,8 @@ export interface LossStats {
   healthy: number;
   /** How many of them had been released as broken before (must be none). */
   reused: number;
+  /** Accepting into pg-boss: the queue's jobs, and how many webhook ids they carry. */
+  jobs?: { rows: number; distinct: number };
 }
 
 /** The child's answers. */
