@@ -44,7 +44,7 @@ function keyless(): Entry {
  * How many of `maxConcurrentLoads` slots a tenant that was never loaded may not take: a quarter,
  * at least one from two slots up (with one slot nothing can be kept, or no new tenant could load).
  */
-export function keptForKnown(maxLoads: number): number {
+function keptForKnown(maxLoads: number): number {
   return maxLoads < 2 ? 0 : Math.max(1, Math.floor(maxLoads / 4));
 }
 
@@ -73,7 +73,7 @@ export function keysUnavailable(message: string, cause?: unknown, hint?: string)
 interface LoadState {
   /** `slot`: counted by maxConcurrentLoads; `set-aside`: timed out, counted by maxAbandonedLoads. */
   place: 'slot' | 'set-aside';
-  /** Its requests were answered (timed out): the slot is held only because the loader still runs. */
+  /** Its timeout passed and its requests were answered; only its loader call may still run. */
   timedOut: boolean;
 }
 
