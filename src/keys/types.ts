@@ -121,9 +121,9 @@ export interface TenantKeysOptions {
    * Loads a tenant's keys. `signal` aborts when the load timed out (`loadTimeoutMs`): pass it to
    * the database or HTTP client so a hung query is cancelled (a call that runs on counts against
    * `maxAbandonedLoads`). A throw or a timeout is `503 KEYS_UNAVAILABLE` (the last good keys keep
-   * serving for `graceSeconds` past their TTL); a key that does not
-   * decode is `500 INVALID_TENANT_KEYS`, and is not cached (which key and why is in the error's
-   * `hint`, logged, never answered).
+   * serving for `graceSeconds` past their TTL); a key that does not decode is
+   * `500 INVALID_TENANT_KEYS`, and is not cached (which key and why is in the error's `hint`,
+   * logged, never answered).
    */
   load: (tenant: string, context: { signal: AbortSignal }) => TenantKeysLoaded | Promise<TenantKeysLoaded>;
   /** How long loaded keys are used before they are loaded again. Default 60. */
