@@ -252,7 +252,8 @@ export async function runKeys(config: BenchConfig): Promise<SectionReport> {
     `### A flood of random tenant names`,
     '',
     `Every request names a different tenant that does not exist; the loader answers "unknown" after ${LOAD_MS} ms. ` +
-      `Loads run ${limit} at a time (\`maxConcurrentLoads\`, the default); every request past that is refused with ` +
+      `Loads run at most ${limit} at a time (\`maxConcurrentLoads\`, the default), made-up names in three quarters of ` +
+      'them (the last quarter is kept for tenants loaded before); every request past that is refused with ' +
       '`503 KEYS_UNAVAILABLE` without a load and without waiting for one.',
     '',
     table(['flood', 'loader calls', 'answers', 'last refusal answered after', 'all answered after'], floodRows),

@@ -1,13 +1,16 @@
 /**
- * Keys per tenant, looked up at request time (issue 25): one endpoint for many senders, each with
- * its own secrets, rotated on its own schedule. The tenant is named by the request (a route
- * parameter, the path, the host, a header; never the unverified body), its keys come from the
- * app's loader (a database, a secrets manager) and are decoded once and cached with `lru-cache`.
+ * Keys per tenant, looked up at request time: one endpoint for many senders, each with its own
+ * secrets, rotated on its own schedule. The tenant is named by the request (a route parameter, the
+ * path, the host, a header; never the unverified body), its keys come from the app's loader (a
+ * database, a secrets manager) and are decoded once and cached with `lru-cache`.
  *
- * Three bounds keep a flood of made-up tenant names cheap: known tenants and unknown ones live in
- * caches of their own (so unknown names cannot push known tenants out), a name longer than
- * {@link TENANT_KEYS_DEFAULTS.maxTenantLength} is never loaded, and loads run under a concurrency
- * limit past which a request is refused at once (503 `KEYS_UNAVAILABLE`) rather than queued.
+ * Four bounds keep a flood of made-up tenant names cheap and harmless to known tenants: known
+ * tenants and unknown ones live in caches of their own (so unknown names cannot push known tenants
+ * out), a name longer than {@link TENANT_KEYS_DEFAULTS.maxTenantLength} is never loaded, loads run
+ * under a concurrency limit past which a request is refused at once (503 `KEYS_UNAVAILABLE`)
+ * rather than queued, and a quarter of that limit is kept for tenants loaded before, so their keys
+ * are refreshed however many made-up names are being loaded. Loader calls that outlive their
+ * timeout are capped too (`maxAbandonedLoads`).
  *
  * This file is the public face: it names the tenant of a request and picks its verifier. Its parts
  * live in `keys/`: the public types and defaults (`types.ts`, below the others) and the caches and
@@ -28,7 +31,7 @@ import {
   type VerifierSettings,
   type WebhookInput,
 } from './verify.ts';
-import { keysUnavailable, shown, TenantKeyCache, type Entry } from './keys/cache.ts';
+import { shown, TenantKeyCache, type Entry } from './keys/cache.ts';
 import { TENANT_KEYS_DEFAULTS, type TenantKeys, type TenantKeysOptions, type TenantKeysUsage, type TenantRequest } from './keys/types.ts';
 
 // The public types and defaults, from the room below the keys' parts.
@@ -160,7 +163,7 @@ class TenantKeysImpl implements TenantKeys {
    */
   resolve(request: TenantRequest, profile: TenantVerifier): Verifier | Promise<Verifier> {
     const name = this.#name(request);
-    const entry = this.#cache.known.get(name);
+    const entry = this.#cache.fresh(name);
     if (entry !== undefined) return entry.profile === profile ? entry.verifier! : this.#verifierOf(entry, profile, name);
     // Off the cached path: every refusal from here on concerns this tenant (for the log).
     let found: Verifier | Promise<Verifier>;
@@ -198,17 +201,21 @@ class TenantKeysImpl implements TenantKeys {
     return verifier;
   }
 
-  /** A tenant without fresh keys: unknown, served from earlier keys, loaded, or refused. */
+  /**
+   * A tenant without fresh keys: unknown, loaded, or refused. Its last good keys serve, within the
+   * grace period, while a reload is refused (no slot) or fails (throws, times out).
+   */
   #uncached(name: string, profile: TenantVerifier): Verifier | Promise<Verifier> {
     if (this.#cache.unknown.has(name)) throw unknownTenant(`tenant ${shown(name)} is unknown`);
-    const stale = this.#cache.inGrace(name);
     let loading = this.#cache.loads.get(name);
     if (loading === undefined) {
+      const stale = this.#cache.inGrace(name);
       // Its reload failed a moment ago: the earlier keys serve until the next try is due.
       if (stale !== undefined && stale.retryAt > this.#cache.now()) return this.#verifierOf(stale, profile, name);
-      if (this.#cache.loads.size >= this.#cache.maxLoads) {
+      const refused = this.#cache.refuse(name);
+      if (refused !== undefined) {
         if (stale !== undefined) return this.#verifierOf(stale, profile, name);
-        throw keysUnavailable(`${this.#cache.maxLoads} key loads are in flight already (maxConcurrentLoads), so tenant ${shown(name)} was not loaded; retry later`);
+        throw refused;
       }
       loading = this.#cache.startLoad(name);
     }
@@ -218,7 +225,9 @@ class TenantKeysImpl implements TenantKeys {
         return this.#verifierOf(entry, profile, name);
       },
       (error: unknown) => {
-        if (stale !== undefined && (error as WebhookError).code === 'KEYS_UNAVAILABLE') return this.#verifierOf(stale, profile, name);
+        // Looked up when the load fails, not before it: keys forgotten meanwhile do not serve.
+        const stale = (error as WebhookError).code === 'KEYS_UNAVAILABLE' ? this.#cache.inGrace(name) : undefined;
+        if (stale !== undefined) return this.#verifierOf(stale, profile, name);
         throw error;
       },
     );
@@ -237,7 +246,7 @@ export function tenantKeysWith(options: TenantKeysOptions, backend: CryptoBacken
  *
  * Answers: no tenant named, or one the loader does not know, `404 UNKNOWN_TENANT` (no key was
  * tried); the loader throws or times out, or too many loads are in flight, `503 KEYS_UNAVAILABLE`
- * (earlier keys of the tenant serve instead, within the grace period); a key that does not decode,
+ * (the tenant's last good keys serve instead, within the grace period); a key that does not decode,
  * `500 INVALID_TENANT_KEYS` (its `hint`, logged and never answered, names the tenant and the key's
  * position, never the key).
  *

@@ -1,5 +1,5 @@
 /**
- * The public types and defaults of tenant keys (issue 25): what the app passes to `tenantKeys`,
+ * The public types and defaults of tenant keys: what the app passes to `tenantKeys`,
  * what it gets back, and the defaults. Below the rest of `keys/`, so every part may import it.
  */
 
@@ -14,12 +14,20 @@ import type { Verifier, VerifierOptions } from '../verify.ts';
  *   rotation or a revoked key takes to reach a process that was not told with `forget`.
  * - `unknownTtlSeconds` 10: how long "no such tenant" is remembered, so how long a newly added
  *   tenant stays unknown to a process that looked it up just before.
- * - `graceSeconds` 300: how long past their TTL earlier keys keep serving while loads fail
- *   (throw or time out).
+ * - `graceSeconds` 300: how long past their TTL a tenant's last good keys keep serving while no
+ *   reload succeeds (refused for want of a slot, thrown or timed out). Past it they no longer
+ *   serve, so a key is never trusted longer than `ttlSeconds + graceSeconds` after the loader last
+ *   returned it; the tenant stays known.
  * - `loadTimeoutMs` 3 000: how long one load may take before it counts as failed (its `signal`
  *   aborts then).
  * - `maxConcurrentLoads` 16: loads in flight at once, all tenants together; a request that would
- *   start one more is refused with 503 `KEYS_UNAVAILABLE` without loading.
+ *   start one more is refused with 503 `KEYS_UNAVAILABLE` without loading. A quarter of them (4 of
+ *   16; none when the limit is 1) is kept for tenants loaded before: a name never loaded is
+ *   refused from three quarters on, so made-up names cannot stop known tenants' refreshes.
+ * - `maxAbandonedLoads` 16: loads that timed out whose loader call still runs (a loader that does
+ *   not stop when its `signal` aborts), set aside without a slot. When that many are set aside, a
+ *   load that times out keeps its slot until its call settles: the loader never runs more than
+ *   `maxConcurrentLoads + maxAbandonedLoads` calls at once.
  * - `maxTenants` 10 000: known tenants cached (least recently used evicted first).
  * - `maxUnknownTenants` 1 000: unknown tenant names cached, in a bound of their own.
  * - `maxTenantLength` 256: a longer tenant name is `UNKNOWN_TENANT` without a load.
@@ -42,6 +50,7 @@ export const TENANT_KEYS_DEFAULTS = Object.freeze({
   graceSeconds: 300,
   loadTimeoutMs: 3_000,
   maxConcurrentLoads: 16,
+  maxAbandonedLoads: 16,
   maxTenants: 10_000,
   maxUnknownTenants: 1_000,
   maxTenantLength: 256,
@@ -110,22 +119,34 @@ export interface TenantKeysOptions {
   tenant: (request: TenantRequest) => string | undefined;
   /**
    * Loads a tenant's keys. `signal` aborts when the load timed out (`loadTimeoutMs`): pass it to
-   * the database or HTTP client so a hung query is cancelled. A throw or a timeout is
-   * `503 KEYS_UNAVAILABLE` (earlier keys keep serving for `graceSeconds`); a key that does not
-   * decode is `500 INVALID_TENANT_KEYS`, and is not cached (which key and why is in the error's
-   * `hint`, logged, never answered).
+   * the database or HTTP client so a hung query is cancelled (a call that runs on counts against
+   * `maxAbandonedLoads`). A throw or a timeout is `503 KEYS_UNAVAILABLE` (the last good keys keep
+   * serving for `graceSeconds` past their TTL); a key that does not decode is
+   * `500 INVALID_TENANT_KEYS`, and is not cached (which key and why is in the error's `hint`,
+   * logged, never answered).
    */
   load: (tenant: string, context: { signal: AbortSignal }) => TenantKeysLoaded | Promise<TenantKeysLoaded>;
   /** How long loaded keys are used before they are loaded again. Default 60. */
   ttlSeconds?: number;
   /** How long an unknown tenant is remembered as unknown. Default 10. */
   unknownTtlSeconds?: number;
-  /** How long past their TTL earlier keys serve while loads fail; 0 for not at all. Default 300. */
+  /**
+   * How long past their TTL a tenant's last good keys serve while no reload succeeds (refused,
+   * thrown or timed out); 0 for not at all. Default 300.
+   */
   graceSeconds?: number;
   /** How long one load may take. Default 3 000. */
   loadTimeoutMs?: number;
-  /** Loads in flight at once, all tenants together. Default 16. */
+  /**
+   * Loads in flight at once, all tenants together; a quarter of them is kept for tenants loaded
+   * before (none when this is 1). Default 16.
+   */
   maxConcurrentLoads?: number;
+  /**
+   * Loads that timed out while their loader call still runs, set aside without taking a slot;
+   * past that, a load that times out keeps its slot until its call settles. 0 for none. Default 16.
+   */
+  maxAbandonedLoads?: number;
   /** Known tenants cached. Default 10 000. */
   maxTenants?: number;
   /** Unknown tenant names cached. Default 1 000. */
@@ -139,16 +160,24 @@ export interface TenantKeysOptions {
  *
  * @example
  * ```ts
- * const { tenants, unknownTenants, loading } = keys.usage();
+ * const { tenants, unknownTenants, loading, abandoned } = keys.usage();
  * ```
  */
 export interface TenantKeysUsage {
-  /** Known tenants cached (also those past their TTL, kept for the grace period). */
+  /**
+   * Known tenants cached: every tenant a load found, also past its TTL and its grace (keys that
+   * no longer serve are dropped, the tenant stays known), up to `maxTenants`.
+   */
   tenants: number;
   /** Unknown tenant names cached. */
   unknownTenants: number;
-  /** Loads in flight. */
+  /** Loads holding a slot (`maxConcurrentLoads`). */
   loading: number;
+  /**
+   * Loads that timed out whose loader call still runs, set aside (`maxAbandonedLoads`). A count
+   * that stays up means the loader does not stop when its `signal` aborts.
+   */
+  abandoned: number;
 }
 
 /**
@@ -164,7 +193,9 @@ export interface TenantKeysUsage {
 export interface TenantKeys {
   /**
    * Drops what this process cached about `tenant` (keys, or "unknown"), so its next request loads
-   * it again. Other processes keep their copy until its TTL.
+   * it again; the forgotten keys do not serve even while that load fails. A tenant loaded before
+   * stays known (its reloads keep the share of loads kept for known tenants). Other processes keep
+   * their copy until its TTL.
    */
   forget(tenant: string): void;
   /**

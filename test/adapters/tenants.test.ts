@@ -5,6 +5,7 @@
  * handlers; 404/503 answers in the envelope, 503 with Retry-After; a rotation seen after the TTL.
  */
 
+import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Router from '@koa/router';
@@ -316,6 +317,90 @@ describe('rotation by TTL, over real HTTP (Express)', () => {
     expect(await post(secret, 'msg_t3')).toBe(204);
     expect(runs.at(-1)).toBe('msg_t3');
   });
+});
+
+describe('a known tenant under a flood of made-up names, over real HTTP (Express)', () => {
+  it('64 concurrent random names against a 100 ms loader: every delivery of a known tenant whose keys expired is refreshed and answered 204, none 503', async () => {
+    const LOAD_MS = 100;
+    const TTL_SECONDS = 60;
+    const GRACE_SECONDS = 300;
+    const FLOODERS = 64;
+    const KNOWN_DELIVERIES = 6;
+    // Each flooder sends until the known tenant is done; the cap only bounds the loop.
+    const MAX_PER_FLOODER = 2_000;
+    const secret = generateSecret();
+    // The caches' clock, moved past the TTL and the grace before each known delivery, so that
+    // every one of them needs a fresh load (earlier keys cannot answer for it).
+    let cacheNow = Date.now();
+    let acmeLoads = 0;
+    const keys = tenantKeys({
+      tenant: (request) => request.params.tenant,
+      now: () => cacheNow,
+      ttlSeconds: TTL_SECONDS,
+      graceSeconds: GRACE_SECONDS,
+      // Far beyond LOAD_MS: a loaded machine must not turn a slow load into a timeout here.
+      loadTimeoutMs: 60_000,
+      load: (tenant) =>
+        new Promise<TenantKeysLoaded>((resolve) => {
+          if (tenant === 'acme') acmeLoads++;
+          setTimeout(() => resolve(tenant === 'acme' ? [secret] : undefined), LOAD_MS);
+        }),
+    });
+    const app = express();
+    // Thousands of refusals: none logged.
+    app.post('/webhooks/:tenant', expressWebhooks({ keys, onRejected: () => {} }), (_req, res) => {
+      res.sendStatus(204);
+    });
+    const endpoint = await http(createServer(app));
+    const known = async (id: string) => {
+      const { headers, body } = await signedFor(secret, id, 'acme');
+      return (await endpoint.post('/webhooks/acme', headers, body)).status;
+    };
+    expect(await known('msg_first')).toBe(204);
+
+    const forged = await signedFor(secret, 'msg_flood', 'nobody');
+    const floodAnswers = new Map<number, number>();
+    let knownDone = false;
+    let exhausted = 0;
+    let firstRefusal!: () => void;
+    const refusing = new Promise<void>((resolve) => (firstRefusal = resolve));
+    const flooder = async () => {
+      let sent = 0;
+      while (!knownDone && sent < MAX_PER_FLOODER) {
+        sent++;
+        const { status } = await endpoint.post(`/webhooks/${randomBytes(12).toString('base64url')}`, forged.headers, forged.body);
+        floodAnswers.set(status, (floodAnswers.get(status) ?? 0) + 1);
+        if (status === 503) firstRefusal();
+      }
+      if (!knownDone) exhausted++;
+    };
+    const started = performance.now();
+    const flood = Array.from({ length: FLOODERS }, flooder);
+    // Every slot a made-up name may take is taken once the first one is refused.
+    await refusing;
+
+    const statuses: number[] = [];
+    const refusedBefore = floodAnswers.get(503) ?? 0;
+    for (let i = 0; i < KNOWN_DELIVERIES; i++) {
+      cacheNow += (TTL_SECONDS + GRACE_SECONDS) * 1000 + 1;
+      statuses.push(await known(`msg_${i}`));
+    }
+    const refusedDuring = (floodAnswers.get(503) ?? 0) - refusedBefore;
+    knownDone = true;
+    await Promise.all(flood);
+    const wall = performance.now() - started;
+
+    expect(statuses).toEqual(Array(KNOWN_DELIVERIES).fill(204));
+    expect(acmeLoads).toBe(1 + KNOWN_DELIVERIES);
+    // The flood ran the whole time, and was being refused while the known tenant was served.
+    expect(exhausted).toBe(0);
+    expect(refusedDuring).toBeGreaterThan(0);
+    expect([...floodAnswers.keys()].sort()).toEqual([404, 503]);
+    console.info(
+      `flood of ${FLOODERS} concurrent names: ${KNOWN_DELIVERIES}/${KNOWN_DELIVERIES} known deliveries 204; flood answers ${JSON.stringify(Object.fromEntries(floodAnswers))} in ${wall.toFixed(0)} ms`,
+    );
+    // Thousands of HTTP requests on two loaded cores: a generous bound, no timing asserted.
+  }, 120_000);
 });
 
 describe('the tenant in rejection logs and in onError (Express, over real HTTP)', () => {

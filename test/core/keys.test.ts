@@ -43,6 +43,15 @@ async function signed(secret: string, tenant: string, id = 'msg_1', at = T): Pro
   return { headers, body: `{"tenant":${JSON.stringify(tenant)}}`, params: { tenant } };
 }
 
+const randomName = () => randomBytes(12).toString('base64url');
+
+/** What a verification came to: `'verified'` or the error's code. */
+const codeOf = (outcome: Promise<unknown>): Promise<string> =>
+  outcome.then(
+    () => 'verified',
+    (error: WebhookError) => error.code,
+  );
+
 /** A promise the test settles when it chooses (a load in flight). */
 function gate<T>() {
   let open!: (value: T) => void;
@@ -103,7 +112,7 @@ describe('tenant keys', () => {
     expect(results.every((webhook) => webhook.tenant === 'acme')).toBe(true);
     for (let i = 0; i < 20; i++) await verifier.verify(input);
     expect(calls).toBe(1);
-    expect(keys.usage()).toEqual({ tenants: 1, unknownTenants: 0, loading: 0 });
+    expect(keys.usage()).toEqual({ tenants: 1, unknownTenants: 0, loading: 0, abandoned: 0 });
   });
 
   it('loads again after the TTL, so a rotation takes effect then; forget takes effect at once', async () => {
@@ -201,7 +210,7 @@ describe('tenant keys', () => {
       const verifier = keys.verifier({ now: t.now });
       await verifier.verify(await signed(secret, 'acme'));
       for (let i = 0; i < 20; i++) await rejection(verifier.verify(await signed(secret, `nobody-${i}`)), 'UNKNOWN_TENANT');
-      expect(keys.usage()).toEqual({ tenants: 1, unknownTenants: 3, loading: 0 });
+      expect(keys.usage()).toEqual({ tenants: 1, unknownTenants: 3, loading: 0, abandoned: 0 });
       await verifier.verify(await signed(secret, 'acme'));
       expect(db.count('acme')).toBe(1);
     });
@@ -244,7 +253,7 @@ describe('tenant keys', () => {
       expect(error.cause).toBe(failure);
       await rejection(verifier.verify(await signed(secret, 'acme')), 'KEYS_UNAVAILABLE');
       expect(calls).toBe(2);
-      expect(keys.usage()).toEqual({ tenants: 0, unknownTenants: 0, loading: 0 });
+      expect(keys.usage()).toEqual({ tenants: 0, unknownTenants: 0, loading: 0, abandoned: 0 });
     });
 
     it('a throwing loader with earlier keys: they serve through the grace period, a reload is tried every retryAfterSeconds, then 503', async () => {
@@ -277,13 +286,14 @@ describe('tenant keys', () => {
       t.advance(1);
       await verifier.verify(await signed(secret, 'acme', 'msg_4', at()));
       expect(calls).toBe(3);
-      // The grace ends 300 s past the TTL: the keys are dropped and the failure answered.
+      // The grace ends 300 s past the TTL: the keys are dropped and the failure answered; the
+      // tenant stays known (its refreshes keep the share of loads kept for known tenants).
       t.advance(300_000 - 1 - TENANT_KEYS_DEFAULTS.retryAfterSeconds * 1000);
       await verifier.verify(await signed(secret, 'acme', 'msg_5', at()));
       expect(calls).toBe(4);
       t.advance(1);
       await rejection(verifier.verify(await signed(secret, 'acme', 'msg_6', at())), 'KEYS_UNAVAILABLE');
-      expect(keys.usage().tenants).toBe(0);
+      expect(keys.usage().tenants).toBe(1);
       failing = false;
       expect((await verifier.verify(await signed(secret, 'acme', 'msg_7', at()))).tenant).toBe('acme');
     });
@@ -332,12 +342,14 @@ describe('tenant keys', () => {
         db.rows.acme = loaded;
         await rejection(verifier.verify(await signed(good, 'acme')), 'INVALID_TENANT_KEYS');
       }
-      expect(keys.usage().tenants).toBe(0);
+      // Known still (the loader knows acme), without keys to serve.
+      expect(keys.usage().tenants).toBe(1);
+      expect(db.count('acme')).toBe(6);
     });
   });
 
   describe('a flood of random tenant names', () => {
-    it('10 000 requests naming 10 000 random tenants: at most maxConcurrentLoads loads, bounded caches, refusals without a wait', async () => {
+    it('10 000 requests naming 10 000 random tenants: loads in three quarters of maxConcurrentLoads, bounded caches, refusals without a wait', async () => {
       const secret = newSecret();
       const t = clock();
       const known = gate<TenantKeysLoaded>();
@@ -364,20 +376,21 @@ describe('tenant keys', () => {
           (error: WebhookError) => error.code,
         ),
       );
-      const { maxConcurrentLoads } = TENANT_KEYS_DEFAULTS;
-      expect(loads.length).toBe(maxConcurrentLoads);
-      expect(keys.usage().loading).toBe(maxConcurrentLoads);
+      // The last quarter of the slots is kept for tenants loaded before: 12 of the default 16.
+      const admitted = TENANT_KEYS_DEFAULTS.maxConcurrentLoads * 0.75;
+      expect(loads.length).toBe(admitted);
+      expect(keys.usage().loading).toBe(admitted);
       // The first requests started the loads; every later one settles while those are all pending.
-      const settled = await Promise.all(outcomes.slice(maxConcurrentLoads));
+      const settled = await Promise.all(outcomes.slice(admitted));
       const refusedIn = performance.now() - started;
       expect(new Set(settled)).toEqual(new Set(['KEYS_UNAVAILABLE']));
       expect(loads.every((load) => load.tenant.length === 16)).toBe(true);
 
       for (const { answer } of loads) answer.open(undefined);
       const all = await Promise.all(outcomes);
-      expect(all.filter((code) => code === 'UNKNOWN_TENANT').length).toBe(maxConcurrentLoads);
-      expect(all.filter((code) => code === 'KEYS_UNAVAILABLE').length).toBe(10_000 - maxConcurrentLoads);
-      expect(keys.usage()).toEqual({ tenants: 1, unknownTenants: maxConcurrentLoads, loading: 0 });
+      expect(all.filter((code) => code === 'UNKNOWN_TENANT').length).toBe(admitted);
+      expect(all.filter((code) => code === 'KEYS_UNAVAILABLE').length).toBe(10_000 - admitted);
+      expect(keys.usage()).toEqual({ tenants: 1, unknownTenants: admitted, loading: 0, abandoned: 0 });
       // The known tenant was not pushed out, nor loaded again.
       expect((await verifier.verify(await signed(secret, 'acme', 'msg_2'))).tenant).toBe('acme');
       recordMessage(`flood refused in ${refusedIn.toFixed(0)} ms`);
@@ -399,9 +412,9 @@ describe('tenant keys', () => {
         for (const code of settled) codes.set(String(code), (codes.get(String(code)) ?? 0) + 1);
         expect(keys.usage().unknownTenants).toBeLessThanOrEqual(500);
       }
-      expect(calls).toBe(100 * TENANT_KEYS_DEFAULTS.maxConcurrentLoads);
+      expect(calls).toBe(100 * TENANT_KEYS_DEFAULTS.maxConcurrentLoads * 0.75);
       expect(Object.fromEntries(codes)).toEqual({ UNKNOWN_TENANT: calls, KEYS_UNAVAILABLE: 10_000 - calls });
-      expect(keys.usage()).toEqual({ tenants: 0, unknownTenants: 500, loading: 0 });
+      expect(keys.usage()).toEqual({ tenants: 0, unknownTenants: 500, loading: 0, abandoned: 0 });
     });
 
     it('at the load limit a tenant past its TTL is served its earlier keys rather than refused', async () => {
@@ -431,6 +444,239 @@ describe('tenant keys', () => {
       expect((await verifier.verify(await signed(secret, 'acme', 'msg_2', Math.floor(t.now() / 1000)))).tenant).toBe('acme');
       held[0]!.open(undefined);
       await rejection(other, 'UNKNOWN_TENANT');
+    });
+  });
+
+  describe('known tenants under a flood of unknown names', () => {
+    /** A loader answering known tenants from `rows` (or holding, or failing them) and holding every other name until released. */
+    function floodable(rows: Record<string, string>) {
+      const held: ReturnType<typeof gate<TenantKeysLoaded>>[] = [];
+      const mode: Record<string, 'answer' | 'hold' | 'fail'> = {};
+      const heldKnown: ReturnType<typeof gate<TenantKeysLoaded>>[] = [];
+      const calls: string[] = [];
+      const load = (tenant: string): Promise<TenantKeysLoaded> => {
+        calls.push(tenant);
+        const secret = rows[tenant];
+        if (secret === undefined) {
+          const answer = gate<TenantKeysLoaded>();
+          held.push(answer);
+          return answer.promise;
+        }
+        if (mode[tenant] === 'fail') return Promise.reject(new Error('database down'));
+        if (mode[tenant] === 'hold') {
+          const answer = gate<TenantKeysLoaded>();
+          heldKnown.push(answer);
+          return answer.promise;
+        }
+        return Promise.resolve([secret]);
+      };
+      return { held, heldKnown, mode, calls, load, count: (tenant: string) => calls.filter((name) => name === tenant).length };
+    }
+    it('64 made-up names at once hold three quarters of the slots; a known tenant past its TTL and grace is refreshed in the quarter kept, not refused', async () => {
+      const [acme, globex, newco] = [newSecret(), newSecret(), newSecret()];
+      const t = clock();
+      const db = floodable({ acme, globex, newco });
+      const keys = tenantKeys({ tenant: byParam, now: t.now, ttlSeconds: 60, graceSeconds: 300, load: db.load });
+      const verifier = keys.verifier({ now: t.now });
+      const at = () => Math.floor(t.now() / 1000);
+      await verifier.verify(await signed(acme, 'acme'));
+      await verifier.verify(await signed(globex, 'globex'));
+
+      const input = await signed(acme, 'x');
+      const flood = Array.from({ length: 64 }, () => codeOf(verifier.verify({ ...input, params: { tenant: randomName() } })));
+      const { maxConcurrentLoads } = TENANT_KEYS_DEFAULTS;
+      expect(db.held.length).toBe(maxConcurrentLoads * 0.75);
+      expect(await Promise.all(flood.slice(db.held.length))).toEqual(Array(64 - db.held.length).fill('KEYS_UNAVAILABLE'));
+      const refused = await rejection(verifier.verify({ ...input, params: { tenant: 'made-up' } }), 'KEYS_UNAVAILABLE');
+      expect(refused.message).toBe('tenant "made-up" was not loaded: 12 of 16 key load slots are taken (maxConcurrentLoads, the last 4 kept for tenants loaded before); retry later');
+      recordMessage(refused.message);
+
+      // Past the TTL and the grace: the keys no longer serve, a refresh is needed, and it runs.
+      t.advance((60 + 300) * 1000 + 1);
+      expect((await verifier.verify(await signed(acme, 'acme', 'msg_2', at()))).tenant).toBe('acme');
+      expect(db.count('acme')).toBe(2);
+      // Forgotten keys keep the tenant known: its reload runs in the quarter kept too.
+      keys.forget('globex');
+      expect((await verifier.verify(await signed(globex, 'globex', 'msg_3', at()))).tenant).toBe('globex');
+      expect(db.count('globex')).toBe(2);
+      // A tenant never loaded in this process is a name like any other until its first load.
+      await rejection(verifier.verify(await signed(newco, 'newco', 'msg_4', at())), 'KEYS_UNAVAILABLE');
+      expect(db.count('newco')).toBe(0);
+      expect(keys.usage()).toEqual({ tenants: 2, unknownTenants: 0, loading: 12, abandoned: 0 });
+
+      for (const answer of db.held) answer.open(undefined);
+      expect((await Promise.all(flood)).filter((code) => code === 'UNKNOWN_TENANT').length).toBe(12);
+      expect((await verifier.verify(await signed(newco, 'newco', 'msg_5', at()))).tenant).toBe('newco');
+    });
+
+    it('a refresh refused or failing serves the last good keys within graceSeconds; past it 503, and the tenant stays known for its next refresh', async () => {
+      const [acme, globex] = [newSecret(), newSecret()];
+      const t = clock();
+      const db = floodable({ acme, globex });
+      // 4 slots: 3 for any name, the 4th kept for tenants loaded before.
+      const keys = tenantKeys({ tenant: byParam, now: t.now, ttlSeconds: 60, graceSeconds: 300, maxConcurrentLoads: 4, load: db.load });
+      const verifier = keys.verifier({ now: t.now });
+      const at = () => Math.floor(t.now() / 1000);
+      await verifier.verify(await signed(acme, 'acme'));
+      await verifier.verify(await signed(globex, 'globex'));
+      const input = await signed(acme, 'x');
+      const flood = Array.from({ length: 10 }, () => codeOf(verifier.verify({ ...input, params: { tenant: randomName() } })));
+      expect(db.held.length).toBe(3);
+
+      // globex's refresh takes the kept slot and hangs there: acme's refresh is refused.
+      t.advance(60_001);
+      db.mode.globex = 'hold';
+      const globexWaits = verifier.verify(await signed(globex, 'globex', 'msg_g', at()));
+      expect(keys.usage().loading).toBe(4);
+      expect((await verifier.verify(await signed(acme, 'acme', 'msg_2', at()))).tenant).toBe('acme');
+      expect(db.count('acme')).toBe(1);
+      // Past the grace a refused refresh is answered: the keys are not trusted any longer.
+      t.advance(300_000);
+      const refused = await rejection(verifier.verify(await signed(acme, 'acme', 'msg_3', at())), 'KEYS_UNAVAILABLE');
+      expect(refused.message).toBe('tenant "acme" was not loaded: 4 of 4 key load slots are taken (maxConcurrentLoads, the last 1 kept for tenants loaded before); retry later');
+      expect(keys.usage().tenants).toBe(2);
+
+      // The kept slot frees; acme's refresh now fails: past the grace, answered, still known.
+      db.heldKnown[0]!.open([globex]);
+      expect((await globexWaits).tenant).toBe('globex');
+      db.mode.acme = 'fail';
+      const failed = await rejection(verifier.verify(await signed(acme, 'acme', 'msg_4', at())), 'KEYS_UNAVAILABLE');
+      expect(failed.message).toBe('the key loader failed for tenant "acme"; retry later');
+      expect(db.count('acme')).toBe(2);
+      expect(keys.usage()).toMatchObject({ tenants: 2, loading: 3 });
+      // Its next refresh, the made-up names still holding their three slots, succeeds.
+      db.mode.acme = 'answer';
+      expect((await verifier.verify(await signed(acme, 'acme', 'msg_5', at()))).tenant).toBe('acme');
+      expect(db.count('acme')).toBe(3);
+
+      // A failing refresh within the grace serves the last good keys (acme, loaded just now).
+      t.advance(60_001);
+      db.mode.acme = 'fail';
+      expect((await verifier.verify(await signed(acme, 'acme', 'msg_6', at()))).tenant).toBe('acme');
+      expect(db.count('acme')).toBe(4);
+      for (const answer of db.held) answer.open(undefined);
+      await Promise.all(flood);
+    });
+
+    it('keys forgotten while their reload runs do not serve when that reload fails', async () => {
+      const secret = newSecret();
+      const t = clock();
+      const db = floodable({ acme: secret });
+      const keys = tenantKeys({ tenant: byParam, now: t.now, load: db.load });
+      const verifier = keys.verifier({ now: t.now });
+      await verifier.verify(await signed(secret, 'acme'));
+      t.advance(TENANT_KEYS_DEFAULTS.ttlSeconds * 1000 + 1);
+      db.mode.acme = 'hold';
+      const waiting = verifier.verify(await signed(secret, 'acme', 'msg_2', Math.floor(t.now() / 1000)));
+      keys.forget('acme'); // the key was revoked
+      db.heldKnown[0]!.fail(new Error('database down'));
+      await rejection(waiting, 'KEYS_UNAVAILABLE');
+    });
+  });
+
+  describe('a loader that does not stop when its signal aborts', () => {
+    it('loads still running past their timeout are capped (maxAbandonedLoads), later ones refused at once, without a loader call', async () => {
+      const secret = newSecret();
+      const t = clock();
+      const hung: ReturnType<typeof gate<TenantKeysLoaded>>[] = [];
+      let settled = 0;
+      let hang = false;
+      const keys = tenantKeys({
+        tenant: byParam,
+        now: t.now,
+        loadTimeoutMs: 20,
+        maxConcurrentLoads: 4,
+        maxAbandonedLoads: 8,
+        // Ignores its signal: the call runs until the test settles it.
+        load: () => {
+          if (!hang) return [secret];
+          const call = gate<TenantKeysLoaded>();
+          hung.push(call);
+          void call.promise.finally(() => settled++);
+          return call.promise;
+        },
+      });
+      const verifier = keys.verifier({ now: t.now });
+      const at = () => Math.floor(t.now() / 1000);
+      await verifier.verify(await signed(secret, 'acme'));
+      hang = true;
+
+      const input = await signed(secret, 'x');
+      const running = () => hung.length - settled;
+      const codes: string[] = [];
+      for (let wave = 0; wave < 12; wave++) {
+        codes.push(...(await Promise.all(Array.from({ length: 4 }, () => codeOf(verifier.verify({ ...input, params: { tenant: randomName() } }))))));
+        expect(running()).toBeLessThanOrEqual(4 + 8);
+      }
+      expect(new Set(codes)).toEqual(new Set(['KEYS_UNAVAILABLE']));
+      // 8 set aside, then 3 timed-out loads keep their slots (the 4th slot is kept for known tenants).
+      expect(hung.length).toBe(11);
+      expect(keys.usage()).toMatchObject({ loading: 3, abandoned: 8 });
+      const refused = await rejection(verifier.verify({ ...input, params: { tenant: 'made-up' } }), 'KEYS_UNAVAILABLE');
+      expect(refused.message).toBe('tenant "made-up" was not loaded: 3 of 4 key load slots are taken (maxConcurrentLoads, the last 1 kept for tenants loaded before); retry later');
+      expect(refused.hint).toBe(
+        '3 of the loads holding a slot timed out but their loader call still runs, and 8 more are set aside (maxAbandonedLoads 8): the loader does not stop when its signal aborts; ' +
+          'pass the signal on to the database or HTTP client, or give that client a timeout shorter than loadTimeoutMs',
+      );
+      expect(hung.length).toBe(11);
+
+      // A known tenant past its TTL still tries, in the slot kept: it times out, its last good keys serve.
+      t.advance(TENANT_KEYS_DEFAULTS.ttlSeconds * 1000 + 1);
+      expect((await verifier.verify(await signed(secret, 'acme', 'msg_2', at()))).tenant).toBe('acme');
+      expect(hung.length).toBe(12);
+      expect(running()).toBe(4 + 8);
+      expect(keys.usage()).toMatchObject({ loading: 4, abandoned: 8 });
+
+      // One call set aside settles: the first load waiting for room moves aside and frees its slot.
+      hung[0]!.open(undefined);
+      await hung[0]!.promise;
+      expect(keys.usage()).toMatchObject({ loading: 3, abandoned: 8 });
+      // A call holding a slot settles: the slot is free, and a made-up name may load again (and hang).
+      hung[10]!.open(undefined);
+      await hung[10]!.promise;
+      expect(keys.usage()).toMatchObject({ loading: 2, abandoned: 8 });
+      await rejection(verifier.verify({ ...input, params: { tenant: randomName() } }), 'KEYS_UNAVAILABLE');
+      expect(hung.length).toBe(13);
+      expect(running()).toBeLessThanOrEqual(4 + 8);
+      for (const call of hung) call.open(undefined);
+      await Promise.all(hung.map((call) => call.promise));
+      expect(keys.usage()).toMatchObject({ loading: 0, abandoned: 0 });
+    });
+
+    it('maxAbandonedLoads 0: a timed-out load whose call runs on keeps its slot; a loader that stops on the signal frees it at once', async () => {
+      const secret = newSecret();
+      const hung: ReturnType<typeof gate<TenantKeysLoaded>>[] = [];
+      const deaf = tenantKeys({
+        tenant: byParam,
+        loadTimeoutMs: 20,
+        maxConcurrentLoads: 1,
+        maxAbandonedLoads: 0,
+        load: () => {
+          const call = gate<TenantKeysLoaded>();
+          hung.push(call);
+          return call.promise;
+        },
+      });
+      const input = await signed(secret, 'x');
+      await rejection(deaf.verifier().verify({ ...input, params: { tenant: 'a' } }), 'KEYS_UNAVAILABLE');
+      expect(deaf.usage()).toMatchObject({ loading: 1, abandoned: 0 });
+      await rejection(deaf.verifier().verify({ ...input, params: { tenant: 'b' } }), 'KEYS_UNAVAILABLE');
+      expect(hung.length).toBe(1);
+      hung[0]!.open(undefined);
+      await hung[0]!.promise;
+      expect(deaf.usage()).toMatchObject({ loading: 0, abandoned: 0 });
+
+      let calls = 0;
+      const listening = tenantKeys({
+        tenant: byParam,
+        loadTimeoutMs: 20,
+        maxConcurrentLoads: 1,
+        maxAbandonedLoads: 0,
+        load: (_tenant, { signal }) => (calls++, new Promise<TenantKeysLoaded>((_resolve, reject) => signal.addEventListener('abort', () => reject(signal.reason)))),
+      });
+      for (const tenant of ['a', 'b', 'c']) await rejection(listening.verifier().verify({ ...input, params: { tenant } }), 'KEYS_UNAVAILABLE');
+      expect(calls).toBe(3);
+      expect(listening.usage()).toMatchObject({ loading: 0, abandoned: 0 });
     });
   });
 
@@ -506,6 +752,9 @@ describe('tenant keys', () => {
       [{ tenant: byParam, load, graceSeconds: -1 }, RangeError, 'tenantKeys graceSeconds must be a non-negative finite number (default 300)'],
       [{ tenant: byParam, load, loadTimeoutMs: Infinity }, RangeError, 'tenantKeys loadTimeoutMs must be a positive finite number (default 3000)'],
       [{ tenant: byParam, load, maxConcurrentLoads: 1.5 }, RangeError, 'tenantKeys maxConcurrentLoads must be a positive whole number (default 16)'],
+      [{ tenant: byParam, load, maxAbandonedLoads: -1 }, RangeError, 'tenantKeys maxAbandonedLoads must be a non-negative whole number (default 16)'],
+      [{ tenant: byParam, load, maxAbandonedLoads: 2.5 }, RangeError, 'tenantKeys maxAbandonedLoads must be a non-negative whole number (default 16)'],
+      [{ tenant: byParam, load, maxAbandonedLoads: '4' }, RangeError, 'tenantKeys maxAbandonedLoads must be a non-negative whole number (default 16)'],
       [{ tenant: byParam, load, maxTenants: 0 }, RangeError, 'tenantKeys maxTenants must be a positive whole number (default 10000)'],
       [{ tenant: byParam, load, maxUnknownTenants: -3 }, RangeError, 'tenantKeys maxUnknownTenants must be a positive whole number (default 1000)'],
       [{ tenant: byParam, load, now: 5 }, TypeError, 'tenantKeys now must be a function returning epoch milliseconds'],
