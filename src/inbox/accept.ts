@@ -102,18 +102,15 @@ export interface ClaimedDelivery {
  * Turns the receiver's claim on a verified delivery into an accepted job: enqueue, then complete
  * the claim (the engine acknowledged), or release it and rethrow (`INBOX_UNAVAILABLE`), so the
  * sender's retry enqueues it. A duplicate or an id in progress is answered without enqueueing.
- * `order`, for an ordered delivery: its entity and version, which the job carries to the worker.
+ * `namespace`: the idempotency namespace the claim is (or, run unclaimed through a store outage,
+ * would have been) in; the job and its id carry it. `order`, for an ordered delivery: its entity
+ * and version, which the job carries to the worker.
  */
-export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null, order?: EntityOrder): Promise<AcceptResult> {
+export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null, namespace: string, order?: EntityOrder): Promise<AcceptResult> {
   const { webhook } = claim;
   if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
   if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
   const handle = claim.context.claim;
-  // The namespace is the claim key's first part (`${namespace}:${class}:${id}`), or the entity
-  // key's (`${namespace}:o:${entity}`) when the delivery ran unclaimed through a store outage
-  // (`onStoreError: 'process'`); without either the job goes to the default namespace.
-  const scoped = handle?.key ?? order?.entity;
-  const namespace = scoped === undefined ? 'default' : scoped.slice(0, scoped.indexOf(':'));
   let outcome: 'enqueued' | 'duplicate';
   try {
     outcome = await gate.enqueue(jobOf(webhook, { namespace, contentType, order, acceptedAt: Date.now() }), handle);
