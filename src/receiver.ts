@@ -66,8 +66,12 @@ export function observerOf(receiver: Receiver): Observer | undefined {
   return observers.get(receiver);
 }
 
-/** What an inbox's accept learns from its claim: the delivery's entity and version, when ordered. */
+/**
+ * What an inbox's accept learns from its claim: the namespace the claim is in (or would be in,
+ * when the delivery runs unclaimed), and the delivery's entity and version, when ordered.
+ */
 interface Accepting {
+  namespace: string;
   order: EntityOrder | undefined;
 }
 
@@ -195,7 +199,12 @@ class ReceiverImpl implements Receiver {
     const webhook = isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input);
     if (trace !== undefined) this.#observer.verified(trace, webhook, this.#now());
     const store = this.#store;
-    if (store === undefined) return this.#unclaimedRun(webhook, trace);
+    if (store === undefined) {
+      // Deduplication off: the job still goes to the namespace a claim would use, so two tenants'
+      // deliveries of one id stay two jobs.
+      if (accepting !== undefined) accepting.namespace = this.#namespaceOf(webhook);
+      return this.#unclaimedRun(webhook, trace);
+    }
     if (this.#closed) throw new WebhookError('STORE_UNAVAILABLE', 'this receiver is shutting down; retry later');
 
     // Only verified requests reach the store: forged or malformed traffic cannot fill it. Signed
@@ -210,6 +219,10 @@ class ReceiverImpl implements Receiver {
     const ordered = orderingOf(this.#ordering, webhook, namespace);
     let order: EntityOrder | undefined = ordered === undefined ? undefined : { ...ordered, exclusive: this.#ordering!.exclusive };
     if (accepting !== undefined) {
+      // Known before the store is asked: a delivery run unclaimed through a store outage
+      // (`onStoreError: 'process'`) is filed where its claim would have been, so its job id is
+      // the one the sender's retry after the outage finds, and tenants stay apart.
+      accepting.namespace = namespace;
       accepting.order = order;
       order = undefined;
     }
@@ -310,9 +323,9 @@ class ReceiverImpl implements Receiver {
       throw new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler');
     }
     // The accepting claim is unordered (never stale): the worker judges the job's entity and version.
-    const accepting: Accepting = { order: undefined };
+    const accepting: Accepting = { namespace: 'default', order: undefined };
     const claim = (await this.#traced(input, undefined, accepting)) as ClaimedDelivery;
-    return acceptClaimed(gate, claim, contentTypeOf(input), accepting.order);
+    return acceptClaimed(gate, claim, contentTypeOf(input), accepting.namespace, accepting.order);
   }
 
   async ping(): Promise<void> {

@@ -1,7 +1,8 @@
 /**
  * The accepting side's guard around an engine: the backlog bound and the acknowledgement timeout,
  * the same for every engine. An engine that refuses, does not answer within `timeoutMs` (BullMQ's
- * `add` never settles while Redis is down), or whose backlog is past `maxBacklog`, is a 503
+ * `add` never settles while Redis is down; one budget covers the backlog read and the add
+ * together), or whose backlog is past `maxBacklog`, is a 503
  * `INBOX_UNAVAILABLE`: the receiver releases its claim, so the sender's retry enqueues the
  * delivery. An engine that refuses a job it can never take with a `WebhookError` below 500
  * (`PAYLOAD_TOO_LARGE`) is answered with that error, the claim released the same way. An add that timed out may still land later; the worker's claim makes that harmless.
@@ -35,22 +36,26 @@ export class InboxGate {
     this.inbox = inbox;
   }
 
-  /** Enqueues `job` within the inbox's `timeoutMs`, or throws `INBOX_UNAVAILABLE`. */
+  /**
+   * Enqueues `job` within the inbox's `timeoutMs`, or throws `INBOX_UNAVAILABLE`. The backlog read
+   * and the add share that one budget: an engine that is down answers neither, and the sender
+   * should hear so after `timeoutMs`, not after one wait for each step.
+   */
   async enqueue(job: InboxJob, claim: ClaimHandle | undefined): Promise<'enqueued' | 'duplicate'> {
     const inbox = this.inbox;
-    await this.#checkBacklog();
+    const deadline = Date.now() + inbox.timeoutMs;
+    await this.#checkBacklog(deadline);
+    const left = deadline - Date.now();
+    // Spent on the backlog read: the add is not even started, so it cannot land after the 503.
+    if (left <= 0) throw this.#late('count its waiting jobs');
     let outcome: unknown;
     try {
-      outcome = await withTimeout(inbox.enqueue(job, { claim }), inbox.timeoutMs, inbox.engine, 'enqueue');
+      outcome = await withTimeout(inbox.enqueue(job, { claim }), left, inbox.engine, 'enqueue');
     } catch (error) {
       // A job the engine can never take (a body past Cloudflare Queues' message limit) is refused
       // as the engine said (413), not as a 503 the sender would retry into the same refusal.
       if (isWebhookError(error) && error.status < 500) throw error;
-      if (error instanceof StoreError && error.reason === 'timeout') {
-        throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox did not acknowledge the webhook in time; retry later', {
-          hint: `${inbox.engine} did not acknowledge the job within ${inbox.timeoutMs} ms (is its server reachable?)`,
-        });
-      }
+      if (error instanceof StoreError && error.reason === 'timeout') throw this.#late('acknowledge the job');
       throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox could not take the webhook; retry later', { cause: error, hint: `${inbox.engine} refused the job` });
     }
     if (outcome !== 'enqueued' && outcome !== 'duplicate') {
@@ -61,8 +66,19 @@ export class InboxGate {
     return outcome;
   }
 
-  /** Refuses while the last count read is past `maxBacklog`; reads it again at most once a second. */
-  async #checkBacklog(): Promise<void> {
+  /** The budget ran out while the engine was to `step`. */
+  #late(step: string): WebhookError {
+    const { engine, timeoutMs } = this.inbox;
+    return new WebhookError('INBOX_UNAVAILABLE', 'the inbox did not acknowledge the webhook in time; retry later', {
+      hint: `${engine} did not ${step} within timeoutMs, ${timeoutMs} ms, the one budget for the backlog read and the add (is its server reachable?)`,
+    });
+  }
+
+  /**
+   * Refuses while the last count read is past `maxBacklog`; reads it again at most once a second.
+   * Waits for a count only until `deadline` (epoch ms), the delivery's budget.
+   */
+  async #checkBacklog(deadline: number): Promise<void> {
     const now = Date.now();
     if (now - this.#readAt >= BACKLOG_REFRESH_MS && this.#reading === undefined) {
       this.#readAt = now;
@@ -77,8 +93,17 @@ export class InboxGate {
         },
       );
     }
-    // The first delivery waits for a count; later ones use the last one while it is refreshed.
-    if (this.#backlog === undefined && this.#reading !== undefined) await this.#reading;
+    // The first delivery waits for a count (a read another delivery started, too, for no longer
+    // than its own budget); later ones use the last one while it is refreshed.
+    const reading = this.#reading;
+    if (this.#backlog === undefined && reading !== undefined) {
+      try {
+        await withTimeout(reading, Math.max(0, deadline - Date.now()), this.inbox.engine, 'backlog');
+      } catch {
+        // The read itself never rejects (a failure leaves the count unknown): this is the budget.
+        throw this.#late('count its waiting jobs');
+      }
+    }
     const backlog = this.#backlog;
     if (backlog !== undefined && backlog >= this.inbox.maxBacklog) {
       throw new WebhookError('INBOX_UNAVAILABLE', 'the inbox is full; retry later', {
@@ -102,18 +127,15 @@ export interface ClaimedDelivery {
  * Turns the receiver's claim on a verified delivery into an accepted job: enqueue, then complete
  * the claim (the engine acknowledged), or release it and rethrow (`INBOX_UNAVAILABLE`), so the
  * sender's retry enqueues it. A duplicate or an id in progress is answered without enqueueing.
- * `order`, for an ordered delivery: its entity and version, which the job carries to the worker.
+ * `namespace`: the idempotency namespace the claim is (or, run unclaimed through a store outage,
+ * would have been) in; the job and its id carry it. `order`, for an ordered delivery: its entity
+ * and version, which the job carries to the worker.
  */
-export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null, order?: EntityOrder): Promise<AcceptResult> {
+export async function acceptClaimed(gate: InboxGate, claim: ClaimedDelivery, contentType: string | null, namespace: string, order?: EntityOrder): Promise<AcceptResult> {
   const { webhook } = claim;
   if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
   if (claim.outcome === 'in_progress') return { outcome: 'in_progress', webhook, retryAfterSeconds: claim.retryAfterSeconds ?? 1 };
   const handle = claim.context.claim;
-  // The namespace is the claim key's first part (`${namespace}:${class}:${id}`), or the entity
-  // key's (`${namespace}:o:${entity}`) when the delivery ran unclaimed through a store outage
-  // (`onStoreError: 'process'`); without either the job goes to the default namespace.
-  const scoped = handle?.key ?? order?.entity;
-  const namespace = scoped === undefined ? 'default' : scoped.slice(0, scoped.indexOf(':'));
   let outcome: 'enqueued' | 'duplicate';
   try {
     outcome = await gate.enqueue(jobOf(webhook, { namespace, contentType, order, acceptedAt: Date.now() }), handle);

@@ -77,7 +77,7 @@ export interface BullmqInboxOptions extends CommonInboxOptions {
   backoff?: { delayMs?: number };
   /** Waiting and delayed jobs past which new deliveries are refused with 503. Default 100 000. */
   maxBacklog?: number;
-  /** How long an add may take before the delivery is refused with 503 (while Redis is down, `add` never settles). Default 2 000. */
+  /** How long the backlog read and the add may take together before the delivery is refused with 503 (while Redis is down, neither settles). Default 2 000. */
   timeoutMs?: number;
   /**
    * The workers' connection. BullMQ's workers block on Redis and need `maxRetriesPerRequest: null`;

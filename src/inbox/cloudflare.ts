@@ -165,7 +165,7 @@ export interface CloudflareQueueInboxOptions extends CommonInboxOptions {
   backoff?: { delayMs?: number };
   /** Messages waiting past which new deliveries are refused with 503, read from the binding's `metrics()` where it has one. Default 100 000. */
   maxBacklog?: number;
-  /** How long a send may take before the delivery is refused with 503. Default 2 000. */
+  /** How long the backlog read and the send may take together before the delivery is refused with 503. Default 2 000. */
   timeoutMs?: number;
 }
 

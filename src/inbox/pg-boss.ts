@@ -95,7 +95,7 @@ export interface PgBossInboxOptions extends CommonInboxOptions {
    * (every minute by default), so the bound is approximate. Default 100 000.
    */
   maxBacklog?: number;
-  /** How long a send may take before the delivery is refused with 503. Default 2 000. */
+  /** How long the backlog read and the send may take together before the delivery is refused with 503. Default 2 000. */
   timeoutMs?: number;
   /**
    * With the Postgres store (on a pool) as the receiver's store: insert the job in the transaction

@@ -299,13 +299,13 @@ export interface Inbox {
   readonly maxAttempts: number;
   /** Jobs waiting (or delayed) past which the receiver refuses new deliveries with 503 `INBOX_UNAVAILABLE`. */
   readonly maxBacklog: number;
-  /** How long the receiver waits for the engine to acknowledge a job before answering 503 `INBOX_UNAVAILABLE`. */
+  /** How long the receiver waits for the engine, its backlog read and the job's acknowledgement together, before answering 503 `INBOX_UNAVAILABLE`. */
   readonly timeoutMs: number;
   /**
    * Adds the job: `enqueued`, or `duplicate` when the engine already holds a job of this id. Rejects
    * when the engine refuses (a 503 `INBOX_UNAVAILABLE`), or with a `WebhookError` below 500 for a
    * job it can never take (`PAYLOAD_TOO_LARGE` past a message limit), which the receiver answers
-   * as it is. The receiver bounds it by `timeoutMs`.
+   * as it is. The receiver bounds it by what is left of `timeoutMs` after the backlog read.
    */
   enqueue(job: InboxJob, options?: EnqueueOptions): Promise<'enqueued' | 'duplicate'>;
   /** How many jobs wait to run (waiting and delayed, not running). */

@@ -10,8 +10,10 @@
 
 import { randomBytes } from 'node:crypto';
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { webhookHandler } from '../../adapters/fetch.ts';
+import type { WebhookError } from '../../src/errors.ts';
+import { errorResponse } from '../../src/http.ts';
 import { hexJobId } from '../../src/inbox/job.ts';
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
 import { createReceiver } from '../../src/receiver.ts';
@@ -128,6 +130,48 @@ describe.skipIf(!canStartRedis('the inbox outage test'))('receiver.accept with t
   });
   afterAll(async () => {
     await redis?.close();
+  });
+
+  it('spends one timeoutMs on the backlog read and the add together: with no count yet, the read takes the budget and the add is never started', async () => {
+    // ioredis's defaults, as an app connects: while Redis is down, BullMQ's calls wait for it
+    // (and so would the cleanup: this queue is removed here, with Redis back, not after the file).
+    const connection = await connectIORedis(redis.url);
+    const queue = new Queue(`accept-${randomBytes(6).toString('hex')}`, { connection, prefix: 'test-accept' });
+    queue.on('error', () => {});
+    await redis.stop();
+    const timeoutMs = 1000;
+    const inbox = bullmqInbox({ queue, timeoutMs, logger: silent });
+    // Spies that call through to the real engine: which steps the accept started, and how often.
+    const backlog = vi.spyOn(inbox, 'backlog');
+    const enqueue = vi.spyOn(inbox, 'enqueue');
+    const store = memoryStore();
+    const receiver = createReceiver({ secrets: secret, inbox, idempotency: { store } });
+    try {
+      const before = performance.now();
+      const refused = await receiver.accept(await delivery('msg_budget')).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      const tookMs = performance.now() - before;
+      expect(refused).toMatchObject({ name: 'WebhookError', code: 'INBOX_UNAVAILABLE', status: 503, message: 'the inbox did not acknowledge the webhook in time; retry later' });
+      expect(errorResponse(refused as WebhookError).headers['retry-after']).toBe('5');
+      // The whole budget was waited (a timer may fire a millisecond early by this clock)...
+      expect(tookMs).toBeGreaterThanOrEqual(timeoutMs - 2);
+      // ...once: the backlog read took it all, so no add was started to wait a second budget on
+      // (or to land after the 503).
+      expect(backlog).toHaveBeenCalledTimes(1);
+      expect(enqueue).not.toHaveBeenCalled();
+      expect((refused as { hint?: string }).hint).toBe(
+        'bullmq did not count its waiting jobs within timeoutMs, 1000 ms, the one budget for the backlog read and the add (is its server reachable?)',
+      );
+      // The claim was released: the sender's retry enqueues it.
+      expect((await store.claim('default:s:msg_budget', 1000)).status).toBe('acquired');
+    } finally {
+      await redis.start();
+      await queue.obliterate({ force: true });
+      await queue.close();
+      connection.disconnect();
+    }
   });
 
   it('answers 503 INBOX_UNAVAILABLE with Retry-After within timeoutMs (BullMQ never settles its add), the claim released; the retry after the restart enqueues', async () => {

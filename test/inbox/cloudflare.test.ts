@@ -10,7 +10,8 @@
  *   Durable Object store; duplicates not enqueued twice; a redelivered message never run to success
  *   twice; a busy claim sent back without spending an attempt; poison dead-lettered at once,
  *   listed, retried and purged; a message Queues itself gave up on recorded by the dead-letter
- *   consumer; 413 past the message limit; 503 when the queue's send fails.
+ *   consumer; 413 past the message limit; 503 when the queue's send fails; two tenants' deliveries
+ *   of one id, accepted unclaimed through a store outage, processed once each.
  */
 
 import { Miniflare, Response as MiniflareResponse } from 'miniflare';
@@ -20,6 +21,8 @@ import { base64Decode } from '../../src/encoding.ts';
 import { isWebhookError } from '../../src/errors.ts';
 import { cloudflareQueueInbox, type CloudflareQueueInbox, type QueueLike } from '../../src/inbox/cloudflare.ts';
 import type { Inbox, InboxHandler, JobContext, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
+import { tenantKeys } from '../../src/keys.ts';
+import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { durableObjectStore, type DurableObjectNamespaceLike, type DurableObjectStore } from '../../src/stores/durable-object.ts';
 import { askObject } from '../../src/stores/internal.ts';
@@ -182,6 +185,53 @@ describeOrderedInbox('cloudflare-queues with the Durable Object store', {
   make: makeBridged,
   store: async (made) => made.store,
   oneBatchAtATime: "Miniflare delivers a queue's next batch only once the consumer returned the last one",
+});
+
+// Queues has no job ids: what keeps two tenants' deliveries of one id apart is the namespace each
+// job carries, which the consumer's claim (key class `w`) is made of.
+describe('cloudflare-queues through a store outage', () => {
+  it("two tenants send one webhook-id while the receiver's store is down (onStoreError: 'process'): jobs in t.acme and t.globex, each processed once", async () => {
+    const made = await makeBridged({ maxAttempts: 3 });
+    try {
+      const secrets: Record<string, string> = { acme: generateSecret(), globex: generateSecret() };
+      const keys = tenantKeys({
+        tenant: (request) => request.params.tenant,
+        load: async (tenant) => (secrets[tenant] === undefined ? undefined : [secrets[tenant]]),
+      });
+      // The receiver's store refuses every claim, as one that cannot be reached; the consumer's is the real one.
+      const down: IdempotencyStore = {
+        claim: () => Promise.reject(new Error('the store is down')),
+        complete: (key, token, ttlMs) => made.store.complete(key, token, ttlMs),
+        release: (key, token) => made.store.release(key, token),
+      };
+      const receiver = createReceiver({ keys, inbox: made.inbox, idempotency: { store: down, onStoreError: 'process' }, onError: () => {} });
+      const id = `msg_cf_tenants_${Date.now()}`;
+      for (const tenant of ['acme', 'globex']) {
+        const body = `{"for":"${tenant}"}`;
+        const signed = await signWebhook({ secret: secrets[tenant]!, body, id });
+        expect((await receiver.accept({ headers: signed.headers, body, params: { tenant } })).outcome).toBe('enqueued');
+      }
+      const outcomes = new Outcomes();
+      const runs: (string | undefined)[] = [];
+      await made.inbox.work(
+        (webhook) => {
+          runs.push(webhook.tenant);
+        },
+        { onOutcome: outcomes.record, idempotency: { store: made.store } },
+      );
+      const processed = () => outcomes.events.filter((event) => event.outcome === 'processed');
+      await outcomes.until(() => processed().length === 2 || outcomes.of(id).includes('duplicate'), 30_000);
+      expect(processed().map((event) => [event.webhookId, event.namespace]).sort()).toEqual([
+        [id, 't.acme'],
+        [id, 't.globex'],
+      ]);
+      // Neither answered as the other's duplicate (a busy store may defer one: it then runs later).
+      expect(outcomes.of(id).filter((outcome) => outcome !== 'processed' && outcome !== 'deferred')).toEqual([]);
+      expect(runs.sort()).toEqual(['acme', 'globex']);
+    } finally {
+      await made.cleanup();
+    }
+  }, 60_000);
 });
 
 describe('cloudflareQueueInbox in workerd', () => {

@@ -133,6 +133,7 @@ function bridgedHandler(env: Env): InboxHandler {
       scheme: webhook.scheme ?? null,
       keyIndex: webhook.keyIndex ?? null,
       keyId: webhook.keyId ?? null,
+      tenant: webhook.tenant ?? null,
       attempt: context.attempt,
       maxAttempts: context.maxAttempts,
       acceptedAt: context.acceptedAt.getTime(),

@@ -1,8 +1,8 @@
 /**
  * The inbox with tenant keys (issue 25), on BullMQ against the real redis-server: each tenant's
  * delivery is accepted only with its own secret; the same webhook-id from two tenants is two jobs
- * (namespaces `t.<tenant>` apart), and a worker runs the handler once for each with
- * `webhook.tenant` set; the jobs hold the tenant and never a secret (every key of the queue in
+ * (namespaces `t.<tenant>` apart, with deduplication off too), and a worker runs the handler once
+ * for each with `webhook.tenant` set; the jobs hold the tenant and never a secret (every key of the queue in
  * Redis read raw); and Express on `/webhooks/:tenant` over real HTTP answers 202.
  */
 
@@ -152,6 +152,21 @@ describe.skipIf(sharedRedisUrl === null)('the inbox with tenant keys (BullMQ)', 
     expect(await queue.getJobCounts('active', 'failed', 'wait', 'delayed')).toEqual({ active: 0, failed: 0, wait: 0, delayed: 0 });
     expect(runs).toHaveLength(2);
     expectNoSecret(await rawQueueText(connection, queue), Object.values(secrets));
+  });
+
+  it('with idempotency off, one id from both tenants is still two jobs, each in its tenant namespace', async () => {
+    const { secrets, keys, queue, inbox } = await fixture();
+    const receiver = createReceiver({ keys, inbox, idempotency: false });
+    for (const tenant of ['acme', 'globex']) {
+      const body = `{"for":"${tenant}"}`;
+      const signed = await signWebhook({ secret: secrets[tenant]!, body, id: 'msg_no_store' });
+      expect((await receiver.accept({ headers: signed.headers, body, params: { tenant } })).outcome).toBe('enqueued');
+    }
+    const jobs = await queue.getJobs(['wait']);
+    expect(jobs.map((job) => [(job.data as InboxJob).namespace, job.id]).sort()).toEqual([
+      ['t.acme', await hexJobId('t.acme:s:msg_no_store')],
+      ['t.globex', await hexJobId('t.globex:s:msg_no_store')],
+    ]);
   });
 
   it('Express on /webhooks/:tenant with webhooks({ keys, inbox }): 202 {"enqueued":true} per tenant over real HTTP, 401 and 404 otherwise', async () => {
