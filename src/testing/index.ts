@@ -9,6 +9,13 @@
  */
 
 export { signedRequest, type SignedRequestInit } from './request.ts';
+export {
+  signedLambdaEvent,
+  type HttpApiLambdaEvent,
+  type LambdaEventSource,
+  type RestApiLambdaEvent,
+  type SignedLambdaEventInit,
+} from './lambda-event.ts';
 export { assertSignedWebhook, assertUnsignedWebhook, WebhookAssertionError, type SignedWebhookAssertionOptions } from './assert.ts';
 export type { RecordedRequest } from './recorded.ts';
 export {

@@ -34,7 +34,8 @@ export interface SignedRequestInit {
   method?: string;
 }
 
-function bodyBytes(body: SignedRequestInit['body']): Uint8Array {
+/** The bytes `body` stands for: a string or bytes as given, anything else as JSON. */
+export function bodyBytes(body: SignedRequestInit['body']): Uint8Array {
   if (typeof body === 'string' || body instanceof Uint8Array || body instanceof ArrayBuffer) return toBytes(body);
   if (body === null || body === undefined) throw new TypeError('signedRequest needs a body: a string, bytes, or a value to send as JSON');
   const json = JSON.stringify(body);

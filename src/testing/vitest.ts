@@ -43,8 +43,12 @@ export interface WebhookMatchers<R = unknown> {
 
 // Only `Assertion`, not vitest's `Matchers` (which 3.2+ also spreads onto `expect.*` as
 // asymmetric matchers): these matchers are asynchronous, and asymmetric matchers cannot be.
+// Declared without type parameters: every declaration of an interface must repeat its type
+// parameters by name, and vitest 4 declares `Assertion<T>` where vitest 5 declares
+// `Assertion<R, T>` (TS2428 on the other major). A declaration with none merges with either, as
+// both give every parameter a default; the matchers do not depend on them.
 declare module 'vitest' {
-  interface Assertion<T> extends WebhookMatchers<void> {}
+  interface Assertion extends WebhookMatchers<void> {}
 }
 
 export { webhookMatchers };
