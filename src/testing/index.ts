@@ -17,6 +17,7 @@ export {
   signReplay,
   replayRequest,
   REPLAY_DROPPED_HEADERS,
+  type CaptureRejection,
   type CapturedDelivery,
   type CapturedVerification,
   type RelayEventDocument,
@@ -25,6 +26,7 @@ export {
   type ReplaySource,
   type SignedReplay,
 } from './replay.ts';
+export { isCredentialHeader, redactCredentialHeaders, REDACTED } from './redact.ts';
 export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';
 export {
   checkEndpoint,
