@@ -60,6 +60,8 @@ or every chosen capture was skipped, 2 misuse or a malformed recording or docume
 is sent).`;
 
 const ANSWER_BODY_MAX_BYTES = 64 * 1024;
+/** An HTTP token: what a header name and a method are made of. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Reads a file for the command, as a usage error naming the option when it cannot. */
 function readInput(file: string, option: string): string {
@@ -250,9 +252,9 @@ export async function replayCommand(args: string[]): Promise<number> {
   const last = wholeNumber(values.last, '--last', 1, 1_000_000);
   const timeoutMs = (wholeNumber(values.timeout, '--timeout', 1, 600) ?? 10) * 1000;
   const dropHeaders = values['drop-header'] ?? [];
-  for (const name of dropHeaders) if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError('--drop-header takes a header name');
+  for (const name of dropHeaders) if (!TOKEN.test(name)) throw new UsageError('--drop-header takes a header name');
   const method = values.method;
-  if (method !== undefined && !/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(method)) throw new UsageError('--method takes an HTTP method such as POST');
+  if (method !== undefined && !TOKEN.test(method)) throw new UsageError('--method takes an HTTP method such as POST');
   const includeRejected = values['include-rejected'] === true;
 
   // Signed unless --unsigned says otherwise; a forgotten secret is an error, never an unsigned replay.
