@@ -8,6 +8,7 @@
 import { escapeControlCharacters } from '../encoding.ts';
 import type { PgBossLike } from '../inbox/pg-boss.ts';
 import type { DeadLetter, Inbox } from '../inbox/types.ts';
+import { noAnswer, scrubbed, shownUrl, unreachable, within, type ServerKind } from './connect.ts';
 import { io, parse, printHelp, UsageError, wholeNumber } from './options.ts';
 
 export const INBOX_HELP = `Usage: webhook-receiver inbox <list|retry|purge> [options]
@@ -33,6 +34,9 @@ Options:
   --json              list as one JSON object per line (the body in base64)
   --prefix P          BullMQ's key prefix (default bull)
   --schema S          pg-boss's schema (default pgboss)
+  --timeout S         seconds to wait for the engine to connect, and then for the command to
+                      complete (default 10 each); then it gives up, naming the URL without its
+                      password and what to check
   --help              show this help
 
 Exit codes: 0 done, 1 no such dead letter or the engine failed, 2 misuse.`;
@@ -45,32 +49,74 @@ interface Opened {
   close(): Promise<void>;
 }
 
-async function openBullmq(url: string, queueName: string, prefix: string | undefined): Promise<Opened> {
+/** How long closing may take once the command is done or has given up: closing never holds the answer back. */
+const CLOSE_MS = 2000;
+
+async function openBullmq(url: string, queueName: string, prefix: string | undefined, timeoutMs: number): Promise<Opened> {
   // Loaded here, not at the top: BullMQ is an optional peer the other commands never need.
   const [{ Queue }, { Redis }, { bullmqInbox }] = await Promise.all([import('bullmq'), import('ioredis'), import('../inbox/bullmq.ts')]);
-  // Fail fast rather than queue commands forever while the server is unreachable.
-  const connection = new Redis(url, { maxRetriesPerRequest: 1, connectTimeout: 5000, enableOfflineQueue: true, lazyConnect: false });
-  connection.on('error', () => {});
+  // Connected here, before BullMQ sees it, and never again: ioredis would otherwise reconnect
+  // forever to a server that refuses, and BullMQ wait for it without a word. A command in flight
+  // when the connection drops fails rather than waits for another. The connect timeout is past the
+  // command's own bound, so the bound's message (no answer) is the one given.
+  const connection = new Redis(url, { lazyConnect: true, connectTimeout: timeoutMs + 1000, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  let lastError: unknown;
+  connection.on('error', (error: unknown) => {
+    lastError = error;
+  });
+  let connected;
+  try {
+    connected = await within(connection.connect(), timeoutMs);
+  } catch (error) {
+    connection.disconnect();
+    // ioredis rejects with "Connection is closed"; the reason came as an 'error' event before it.
+    throw unreachable('Redis', url, lastError ?? error);
+  }
+  if (connected.timedOut) {
+    connection.disconnect();
+    throw noAnswer('Redis', url, timeoutMs / 1000, 'while connecting');
+  }
   const queue = new Queue(queueName, { connection, ...(prefix === undefined ? {} : { prefix }) });
   queue.on('error', () => {});
   const silent = { warn: () => {}, error: () => {} };
   return {
     inbox: bullmqInbox({ queue, logger: silent }),
     close: async () => {
-      await queue.close();
+      await within(queue.close(), CLOSE_MS).catch(() => {});
       connection.disconnect();
     },
   };
 }
 
-async function openPgBoss(url: string, queueName: string, schema: string | undefined): Promise<Opened> {
+async function openPgBoss(url: string, queueName: string, schema: string | undefined, timeoutMs: number): Promise<Opened> {
   const [{ PgBoss }, { pgBossInbox }] = await Promise.all([import('pg-boss'), import('../inbox/pg-boss.ts')]);
-  const boss = new PgBoss({ connectionString: url, ...(schema === undefined ? {} : { schema }), supervise: false, schedule: false, migrate: false, max: 2 });
+  const boss = new PgBoss({
+    connectionString: url,
+    ...(schema === undefined ? {} : { schema }),
+    supervise: false,
+    schedule: false,
+    migrate: false,
+    max: 2,
+    // Past the command's own bound, so the bound's message (no answer) is the one given.
+    connectionTimeoutMillis: timeoutMs + 1000,
+  });
   boss.on('error', () => {});
-  await boss.start();
+  const close = () => within(boss.stop({ graceful: false, close: true, timeout: CLOSE_MS }), CLOSE_MS).then(() => {}, () => {});
+  let started;
+  try {
+    started = await within(boss.start(), timeoutMs);
+  } catch (error) {
+    await close();
+    throw unreachable('PostgreSQL', url, error);
+  }
+  if (started.timedOut) {
+    // stop() waits for the start in flight, which ends at pg's own connection timeout: not awaited.
+    void close();
+    throw noAnswer('PostgreSQL', url, timeoutMs / 1000, 'while connecting');
+  }
   return {
     inbox: pgBossInbox({ boss: boss as unknown as PgBossLike, queue: queueName }),
-    close: () => boss.stop({ graceful: false, close: true, timeout: 2000 }),
+    close,
   };
 }
 
@@ -104,6 +150,7 @@ export async function inboxCommand(args: string[]): Promise<number> {
     json: { type: 'boolean' },
     prefix: { type: 'string' },
     schema: { type: 'string' },
+    timeout: { type: 'string' },
   });
   if (values.help) return printHelp(INBOX_HELP);
   const url = values.url ?? process.env.INBOX_URL ?? '';
@@ -115,18 +162,35 @@ export async function inboxCommand(args: string[]): Promise<number> {
   const limit = wholeNumber(values.limit, '--limit', 1, 100_000);
   const id = values.id;
   if (subcommand !== 'list' && (id === undefined || id === '')) throw new UsageError(`${subcommand} needs --id`);
+  const timeoutSeconds = wholeNumber(values.timeout, '--timeout', 1, 600) ?? 10;
+  const timeoutMs = timeoutSeconds * 1000;
   const queueName = values.queue ?? 'webhooks';
-  const opened = engine === 'bullmq' ? await openBullmq(url, queueName, values.prefix) : await openPgBoss(url, queueName, values.schema);
+  const kind: ServerKind = engine === 'bullmq' ? 'Redis' : 'PostgreSQL';
+  const opened = engine === 'bullmq' ? await openBullmq(url, queueName, values.prefix, timeoutMs) : await openPgBoss(url, queueName, values.schema, timeoutMs);
+  /** The engine's answer within the bound; a failure names the URL without its password. */
+  const ask = async <T>(work: () => Promise<T>, step: string): Promise<T> => {
+    let answer;
+    try {
+      answer = await within(work(), timeoutMs);
+    } catch (error) {
+      throw new Error(`${step} failed on ${engine} (${kind} at ${shownUrl(url)}): ${scrubbed(error instanceof Error ? error.message : String(error), url)}`);
+    }
+    if (answer.timedOut) {
+      const unsure = subcommand === 'list' ? '' : ` (the ${subcommand} may or may not have been done: list the dead letters to see)`;
+      throw noAnswer(kind, url, timeoutSeconds, `while ${step}${unsure}`);
+    }
+    return answer.value;
+  };
   try {
     const inbox = opened.inbox;
     if (subcommand === 'list') {
-      const letters = await inbox.deadLetters(limit === undefined ? undefined : { limit });
+      const letters = await ask(() => inbox.deadLetters(limit === undefined ? undefined : { limit }), 'listing the dead letters');
       for (const letter of letters) io.out(values.json ? JSON.stringify(letter) : line(letter));
       if (!values.json) io.err(`${letters.length} dead letter${letters.length === 1 ? '' : 's'} in ${engine} queue ${queueName}`);
       return 0;
     }
     const selector = { namespace: values.namespace ?? 'default', signed: values.unsigned !== true };
-    const done = subcommand === 'retry' ? await inbox.retry(id!, selector) : await inbox.purge(id!, selector);
+    const done = await ask(() => (subcommand === 'retry' ? inbox.retry(id!, selector) : inbox.purge(id!, selector)), `${subcommand === 'retry' ? 'retrying' : 'purging'} the dead letter`);
     if (!done) {
       io.err(`no dead letter of ${JSON.stringify(id)} in namespace ${selector.namespace}${selector.signed ? '' : ' (unsigned)'}`);
       return 1;

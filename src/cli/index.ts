@@ -92,12 +92,25 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
+/**
+ * Once a command has answered, what it left behind may not keep the process alive: a driver still
+ * waiting on a server that never answered (a connection attempt with its own, longer timer) is
+ * cut off this long after. The timer is unref'd, so a process with nothing left ends at once.
+ */
+const LINGER_MS = 1000;
+
+function endSoon(): void {
+  setTimeout(() => process.exit(), LINGER_MS).unref();
+}
+
 main(process.argv.slice(2)).then(
   (code) => {
     process.exitCode = code;
+    endSoon();
   },
   (error: unknown) => {
     io.err(`webhook-receiver: ${error instanceof Error ? error.message : String(error)}`);
     process.exitCode = 1;
+    endSoon();
   },
 );

@@ -27,7 +27,9 @@ ${SECRET_HELP}
   --forward URL       send verified deliveries on to URL (your app) and answer with its status
   --record FILE       append every delivery to FILE, one JSON line each (method, path, headers in
                       order, contentType, bytes, bodyBase64, receivedAt, status, verification), for
-                      'webhook-receiver replay'. Created with mode 0600: it holds real payloads
+                      'webhook-receiver replay'. Credential headers (authorization, cookie, every
+                      signature…) are written as [redacted]. Created with mode 0600: it holds real
+                      payloads
   --max-body-bytes N  the largest body read and recorded (default 1048576); a larger one is
                       answered 413 and recorded without its body
   --help              show this help`;

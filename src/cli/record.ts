@@ -6,6 +6,7 @@
 
 import { closeSync, fstatSync, openSync, writeSync } from 'node:fs';
 import { base64Encode } from '../encoding.ts';
+import { redactCredentialHeaders } from '../testing/redact.ts';
 import type { CapturedDelivery } from '../testing/replay.ts';
 import type { Delivery } from '../testing/node/test-receiver.ts';
 
@@ -30,7 +31,9 @@ export interface Recording {
 /**
  * The line written for one delivery: the relay's field names where they exist, the body as
  * base64 (so a body that is not UTF-8 survives byte for byte), and what `listen` answered and
- * concluded. A body over the limit was not read: `bytes` is 0 and the verdict says
+ * concluded. Credential headers keep their name and lose their value (`[redacted]`): the file
+ * must not hand out a password, a session or a signature still valid at the real endpoint.
+ * A body over the limit was not read: `bytes` is 0 and the verdict says
  * `PAYLOAD_TOO_LARGE`, which `replay` refuses rather than send an empty body.
  *
  * @example
@@ -44,7 +47,7 @@ export function capturedDelivery(delivery: Delivery, receivedAt: Date): Captured
   return {
     method: delivery.method,
     path: delivery.path,
-    headers: delivery.headers,
+    headers: redactCredentialHeaders(delivery.headers),
     contentType,
     bytes: delivery.body.byteLength,
     bodyBase64: base64Encode(delivery.body),

@@ -11,13 +11,13 @@ import { request as httpsRequest } from 'node:https';
 import { escapeControlCharacters } from '../encoding.ts';
 import type { SecretInput } from '../secrets.ts';
 import { createSigner } from '../sign.ts';
-import { parseCapturedDelivery, parseRelayEvent, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
+import { parseCapturedDelivery, parseRelayEvent, recordedRejection, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
 import { quoted } from '../testing/recorded.ts';
 import { SECRET_HELP, UsageError, asUsage, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';
 
 export const REPLAY_HELP = `Usage: webhook-receiver replay --to URL (--from FILE [--id ID | --last N] | --event FILE --payload FILE)
                               [--secret S]... [--unsigned] [--new-id] [--drop-header NAME]...
-                              [--timeout S] [--yes]
+                              [--include-rejected] [--method M] [--timeout S] [--yes]
 
 Sends captured deliveries to your endpoint again: the same body bytes, the same headers in their
 captured order (repeats kept), re-signed with your secret and a fresh webhook-timestamp. Prints
@@ -43,15 +43,25 @@ ${SECRET_HELP.replace('a trusted secret', 'the signing secret').replace(" or 'wh
   --drop-header NAME  leave this captured header out; repeat it. Always left out: the captured
                       webhook-*/svix-* signing headers (replaced), host, connection, content-length,
                       transfer-encoding, content-encoding (the bytes are decoded) and other
-                      hop-by-hop headers. Third-party signatures (stripe-signature…) are kept
+                      hop-by-hop headers, and every credential: authorization, cookie, x-api-key,
+                      other senders' signatures (stripe-signature, x-hub-signature-256…), any
+                      header recorded as [redacted]
+  --include-rejected  also replay captures that failed verification when captured (listen's
+                      verdict, the relay's verificationState "failed"). Skipped by default, and
+                      listed with the reason: re-signed with your secret, a forgery would pass
+  --method M          the method for a capture that did not record one (the relay's older
+                      events have method null, never to be read as POST); a recorded method is kept
   --timeout S         seconds each request may take (default 10)
   --yes               allow a --to that is not this machine
   --help              show this help
 
-Exit codes: 0 every answer was 2xx, 1 an answer was not 2xx or the endpoint could not be reached,
-2 misuse or a malformed recording or document (then nothing is sent).`;
+Exit codes: 0 every answer was 2xx, 1 an answer was not 2xx, the endpoint could not be reached,
+or every chosen capture was skipped, 2 misuse or a malformed recording or document (then nothing
+is sent).`;
 
 const ANSWER_BODY_MAX_BYTES = 64 * 1024;
+/** An HTTP token: what a header name and a method are made of. */
+const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Reads a file for the command, as a usage error naming the option when it cannot. */
 function readInput(file: string, option: string): string {
@@ -71,11 +81,30 @@ function lineHeader(record: Record<string, unknown>, name: string): string | und
   return undefined;
 }
 
+/** A chosen capture: what is sent, or why it is not. */
+type Chosen = { source: ReplaySource; where: string } | { skipped: string; where: string };
+
+/** How a chosen capture is named in the output: where it is, and its webhook-id when it has one. */
+function named(where: string, id: string | undefined): string {
+  return id === undefined ? where : `${where} (webhook-id ${quoted(id)})`;
+}
+
+/** Re-reads a check's `TypeError` as misuse: the input is malformed, and nothing was sent. */
+function checked<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (error) {
+    if (error instanceof TypeError) throw new UsageError(`${error.message}; nothing was sent`);
+    throw error;
+  }
+}
+
 /**
  * Deliveries from a recording: every line must be a JSON object, and the lines chosen are checked
- * in full before anything is sent (a line whose body was not kept blocks only its own replay).
+ * in full before anything is sent (a line whose body was not kept blocks only its own replay). A
+ * line `listen` refused is skipped, unless `includeRejected`: then it is checked like the others.
  */
-function fromRecording(file: string, id: string | undefined, last: number | undefined): ReplaySource[] {
+function fromRecording(file: string, id: string | undefined, last: number | undefined, includeRejected: boolean): Chosen[] {
   const lines: { record: Record<string, unknown>; where: string }[] = [];
   const text = readInput(file, '--from').split('\n');
   for (let index = 0; index < text.length; index++) {
@@ -101,25 +130,20 @@ function fromRecording(file: string, id: string | undefined, last: number | unde
     if (match === undefined) throw new UsageError('no recorded delivery in the --from file carries the webhook-id given with --id');
     chosen = [match];
   }
-  return chosen.map(({ record, where }) => {
-    try {
-      return parseCapturedDelivery(record as unknown as CapturedDelivery, where);
-    } catch (error) {
-      if (error instanceof TypeError) throw new UsageError(`${error.message}; nothing was sent`);
-      throw error;
-    }
+  return chosen.map(({ record, where }): Chosen => {
+    const rejected = checked(() => recordedRejection(record, where));
+    // Skipped before the rest is checked: a refused line's body may not even have been kept.
+    if (rejected !== undefined && !includeRejected) return { skipped: rejected.reason, where: named(where, lineHeader(record, 'webhook-id') ?? lineHeader(record, 'svix-id')) };
+    return { source: checked(() => parseCapturedDelivery(record as unknown as CapturedDelivery, where)), where };
   });
 }
 
-function fromRelay(eventFile: string, payloadFile: string): ReplaySource {
+function fromRelay(eventFile: string, payloadFile: string, includeRejected: boolean): Chosen {
   const event = readInput(eventFile, '--event');
   const payload = readInput(payloadFile, '--payload');
-  try {
-    return parseRelayEvent(event, payload);
-  } catch (error) {
-    if (error instanceof TypeError) throw new UsageError(`${error.message}; nothing was sent`);
-    throw error;
-  }
+  const source = checked(() => parseRelayEvent(event, payload));
+  const where = named('the relay event', source.eventId);
+  return source.rejected !== undefined && !includeRejected ? { skipped: source.rejected.reason, where } : { source, where };
 }
 
 interface Answer {
@@ -201,6 +225,8 @@ export async function replayCommand(args: string[]): Promise<number> {
     unsigned: { type: 'boolean' },
     'new-id': { type: 'boolean' },
     'drop-header': { type: 'string', multiple: true },
+    'include-rejected': { type: 'boolean' },
+    method: { type: 'string' },
     timeout: { type: 'string' },
     yes: { type: 'boolean' },
   });
@@ -226,7 +252,10 @@ export async function replayCommand(args: string[]): Promise<number> {
   const last = wholeNumber(values.last, '--last', 1, 1_000_000);
   const timeoutMs = (wholeNumber(values.timeout, '--timeout', 1, 600) ?? 10) * 1000;
   const dropHeaders = values['drop-header'] ?? [];
-  for (const name of dropHeaders) if (!/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/.test(name)) throw new UsageError('--drop-header takes a header name');
+  for (const name of dropHeaders) if (!TOKEN.test(name)) throw new UsageError('--drop-header takes a header name');
+  const method = values.method;
+  if (method !== undefined && !TOKEN.test(method)) throw new UsageError('--method takes an HTTP method such as POST');
+  const includeRejected = values['include-rejected'] === true;
 
   // Signed unless --unsigned says otherwise; a forgotten secret is an error, never an unsigned replay.
   let secrets: SecretInput[] | undefined;
@@ -240,7 +269,26 @@ export async function replayCommand(args: string[]): Promise<number> {
     await asUsage(async () => createSigner(secrets!));
   }
 
-  const sources = fromFile ? fromRecording(values.from!, values.id, last) : [fromRelay(values.event!, values.payload!)];
+  const chosen = fromFile ? fromRecording(values.from!, values.id, last, includeRejected) : [fromRelay(values.event!, values.payload!, includeRejected)];
+  const sources: ReplaySource[] = [];
+  const skipped: string[] = [];
+  for (const capture of chosen) {
+    if ('skipped' in capture) {
+      skipped.push(`skipped ${capture.where}: ${capture.skipped}`);
+      continue;
+    }
+    // Never read as POST: the method must be told (checked for every capture before any is sent).
+    if (capture.source.method === null && method === undefined) {
+      throw new UsageError(`${capture.where} has no method (null: not recorded): pass --method to say which to send; nothing was sent`);
+    }
+    sources.push(capture.source);
+  }
+  for (const line of skipped) io.out(escapeControlCharacters(line));
+  const skipNote = skipped.length === 0 ? '' : `; ${skipped.length} skipped: refused when captured (--include-rejected replays them)`;
+  if (sources.length === 0) {
+    io.out(`nothing replayed${skipNote}`);
+    return 1;
+  }
   const count = sources.length;
   io.out(
     `replaying ${count} ${count === 1 ? 'delivery' : 'deliveries'} to ${target.href} (${secrets === undefined ? 'unsigned' : `signed with ${secrets.length} ${secrets.length === 1 ? 'key' : 'keys'}`}; ${values['new-id'] === true ? 'new ids' : 'ids kept'})`,
@@ -248,8 +296,16 @@ export async function replayCommand(args: string[]): Promise<number> {
   let succeeded = 0;
   for (const [index, source] of sources.entries()) {
     // Signed just before it is sent: the timestamp is fresh for each one, however slow the others.
-    const replay = await signReplay(source, { secret: secrets, unsigned: secrets === undefined, newId: values['new-id'] === true, dropHeaders });
-    const head = `#${index + 1} ${replay.method} webhook-id ${quoted(replay.id)} (${ID_SOURCE[replay.idSource]}), ${replay.body.byteLength} bytes`;
+    const replay = await signReplay(source, {
+      secret: secrets,
+      unsigned: secrets === undefined,
+      newId: values['new-id'] === true,
+      dropHeaders,
+      includeRejected,
+      ...(method === undefined ? {} : { method }),
+    });
+    const rejected = source.rejected === undefined ? '' : `, refused when captured (${source.rejected.code})`;
+    const head = `#${index + 1} ${replay.method} webhook-id ${quoted(replay.id)} (${ID_SOURCE[replay.idSource]}), ${replay.body.byteLength} bytes${rejected}`;
     try {
       const answer = await send(target, replay, timeoutMs);
       if (answer.status >= 200 && answer.status < 300) succeeded++;
@@ -259,6 +315,6 @@ export async function replayCommand(args: string[]): Promise<number> {
       io.out(escapeControlCharacters(`${head}: failed: ${reason}`));
     }
   }
-  io.out(`${succeeded} of ${count} answered 2xx`);
+  io.out(`${succeeded} of ${count} answered 2xx${skipNote}`);
   return succeeded === count ? 0 : 1;
 }

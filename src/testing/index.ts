@@ -24,6 +24,7 @@ export {
   signReplay,
   replayRequest,
   REPLAY_DROPPED_HEADERS,
+  type CaptureRejection,
   type CapturedDelivery,
   type CapturedVerification,
   type RelayEventDocument,
@@ -32,6 +33,7 @@ export {
   type ReplaySource,
   type SignedReplay,
 } from './replay.ts';
+export { isCredentialHeader, redactCredentialHeaders, REDACTED } from './redact.ts';
 export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';
 export {
   checkEndpoint,

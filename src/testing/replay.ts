@@ -12,6 +12,7 @@ import { base64Decode } from '../encoding.ts';
 import type { SecretInput } from '../secrets.ts';
 import { generateMessageId, signWebhook, toUnixSeconds } from '../sign.ts';
 import { bodyText } from './recorded.ts';
+import { isCredentialHeader, REDACTED } from './redact.ts';
 
 /**
  * What `listen` concluded about a recorded delivery: the key that verified it, or the error code
@@ -45,7 +46,11 @@ export interface CapturedDelivery {
   method: string;
   /** The request target: path and query string. */
   path: string;
-  /** Every header as received, in order, names in their original case, repeats kept. */
+  /**
+   * Every header as received, in order, names in their original case, repeats kept; a
+   * credential's value (`authorization`, `cookie`, any signature…) written as `[redacted]`
+   * (see `isCredentialHeader`).
+   */
   headers: [string, string][];
   /** The `content-type` header, or `null` without one. */
   contentType: string | null;
@@ -72,12 +77,17 @@ export interface CapturedDelivery {
  */
 export interface RelayEventDocument {
   id?: string;
-  method: string;
+  /** The captured method; `null` when the relay did not record it (never to be read as `POST`). */
+  method: string | null;
   /** The request's headers as ordered `[name, value]` string pairs, unscrubbed, repeats kept. */
   headers: [string, string][];
   contentType?: string | null;
   /** The body's length; checked against the payload document when present. */
   payloadBytes?: number;
+  /** `verified`, `authenticated`, `failed` (a signature was checked and rejected) or `unattempted`. */
+  verificationState?: string;
+  /** The relay's diagnostic; `ok: false` is a rejected capture when `verificationState` is absent. */
+  verification?: { ok?: boolean } | null;
 }
 
 /**
@@ -97,6 +107,23 @@ export interface RelayPayloadDocument {
 }
 
 /**
+ * Why a capture was refused where it was captured: `listen`'s error code (`SIGNATURE_MISMATCH`…)
+ * or the relay's `verificationState` (`failed`), and a sentence saying so (never a secret).
+ * {@link signReplay} re-signs such a capture only with `includeRejected: true`: re-signing a forged
+ * request with your own secret would make it pass.
+ *
+ * @example
+ * ```ts
+ * import type { CaptureRejection } from 'webhook-receiver/testing';
+ * const rejection: CaptureRejection = { code: 'SIGNATURE_MISMATCH', reason: 'refused when recorded: 401 SIGNATURE_MISMATCH' };
+ * ```
+ */
+export interface CaptureRejection {
+  code: string;
+  reason: string;
+}
+
+/**
  * A captured delivery, checked and decoded, ready for {@link signReplay}.
  *
  * @example
@@ -107,7 +134,8 @@ export interface RelayPayloadDocument {
  * ```
  */
 export interface ReplaySource {
-  method: string;
+  /** The captured method, or `null` when it was not recorded (the relay's older events): then {@link ReplayOptions.method} says which to send. */
+  method: string | null;
   /** The captured request target, when the source has one (a recording does; the relay's event view need not). */
   path: string | undefined;
   headers: readonly (readonly [string, string])[];
@@ -116,6 +144,8 @@ export interface ReplaySource {
   contentType: string | null;
   /** The relay event's `id`: the replay's `webhook-id` when the capture carried none. */
   eventId: string | undefined;
+  /** Set when the capture failed verification where it was captured: {@link signReplay} then refuses it unless `includeRejected`. */
+  rejected?: CaptureRejection;
 }
 
 /**
@@ -137,15 +167,23 @@ export interface ReplayOptions {
   unsigned?: boolean;
   /** A fresh `webhook-id` instead of the captured one (so the endpoint's deduplication lets it through). */
   newId?: boolean;
-  /** More header names to leave out (any case); third-party signature headers are kept unless named here. */
+  /** More header names to leave out (any case). Credential headers are always left out. */
   dropHeaders?: readonly string[];
   /** `webhook-timestamp`, as Unix seconds or a `Date`. Default: now. */
   timestamp?: number | Date;
+  /**
+   * Re-sign a capture that failed verification where it was captured (a forged or stale request:
+   * {@link ReplaySource.rejected}). Without it such a capture is refused: re-signed with your
+   * secret, a forgery would pass your endpoint's check.
+   */
+  includeRejected?: boolean;
+  /** The method to send for a capture whose method was not recorded (`null`); a recorded method is always kept. */
+  method?: string;
 }
 
 /**
  * A captured delivery made ready to send: the headers in their captured order with repeats kept,
- * the signing headers replaced, the hop-by-hop ones dropped; the exact captured body.
+ * the signing headers replaced, the hop-by-hop and credential ones dropped; the exact captured body.
  *
  * @example
  * ```ts
@@ -175,7 +213,7 @@ export interface SignedReplay {
   body: Uint8Array;
   /** The body as text when it is valid UTF-8 (supertest sends a string as is, but serialises a Buffer with a JSON content type). */
   bodyText: string | undefined;
-  /** The captured header names left out (lower case, each once): hop-by-hop, framing, and `dropHeaders`. */
+  /** The captured header names left out (lower case, each once): hop-by-hop, framing, credentials, and `dropHeaders`. */
   dropped: string[];
 }
 
@@ -233,10 +271,40 @@ const isString = (value: unknown): value is string => typeof value === 'string';
 const isLength = (value: unknown): value is number => typeof value === 'number' && Number.isSafeInteger(value) && value >= 0;
 const isStringOrNull = (value: unknown): value is string | null => value === null || typeof value === 'string';
 
-function method(record: Record<string, unknown>, where: string): string {
-  const value = field(record, where, 'method', isString, 'an HTTP method such as "POST"');
-  if (!TOKEN.test(value)) throw new TypeError(`${where}: method is not an HTTP method`);
+/** The method, or `null` where the capture says it was not recorded. */
+function method(record: Record<string, unknown>, where: string): string | null {
+  const value = field(record, where, 'method', isStringOrNull, 'an HTTP method such as "POST" (or null: not recorded)');
+  if (value !== null && !TOKEN.test(value)) throw new TypeError(`${where}: method is not an HTTP method`);
   return value;
+}
+
+/** Longer messages are cut: a reason is one line of output. */
+const REASON_MESSAGE_MAX = 200;
+
+/**
+ * What `listen` concluded about a recorded line, checked: `undefined` when it verified, else why
+ * it was refused.
+ */
+export function recordedRejection(record: Record<string, unknown>, where: string): CaptureRejection | undefined {
+  const verification = field(record, where, 'verification', isObject, "what listen concluded, { ok: true, … } or { ok: false, code, message }");
+  if (verification.ok === true) return undefined;
+  if (verification.ok !== false) throw new TypeError(`${where}: verification.ok is ${describe(verification.ok)}, expected true or false`);
+  const code = field(verification, `${where}: verification`, 'code', isString, 'the error code');
+  const message = typeof verification.message === 'string' ? verification.message : '';
+  const status = typeof record.status === 'number' ? `${record.status} ` : '';
+  const shown = message.length > REASON_MESSAGE_MAX ? `${message.slice(0, REASON_MESSAGE_MAX)}…` : message;
+  return { code, reason: `refused when recorded: ${status}${code}${shown === '' ? '' : `: ${shown}`}` };
+}
+
+/** What the relay concluded at capture, as far as a replay must heed it: `failed` is a rejection. */
+function relayRejection(record: Record<string, unknown>, where: string): CaptureRejection | undefined {
+  if ('verificationState' in record && record.verificationState !== undefined) {
+    const state = field(record, where, 'verificationState', isString, 'a string such as "verified"');
+    return state === 'failed' ? { code: 'failed', reason: 'the relay\'s verificationState is "failed": a signature was checked and rejected at capture' } : undefined;
+  }
+  const verification = record.verification;
+  if (isObject(verification) && verification.ok === false) return { code: 'failed', reason: 'the relay\'s verification is { ok: false }: a signature was checked and rejected at capture' };
+  return undefined;
 }
 
 /** Header pairs checked one by one, so the error names the pair that is wrong. */
@@ -281,8 +349,9 @@ function parsed(input: unknown, where: string): Record<string, unknown> {
 /**
  * Checks one line of a `webhook-receiver listen --record` file (its text, or the parsed
  * {@link CapturedDelivery}) and decodes its body. Throws `TypeError` naming what is wrong: not
- * JSON, a missing field, a header pair that is not two strings, base64 that does not decode, a
- * `bytes` that is not the decoded length, a body that was not kept.
+ * JSON, a missing field (`verification` included), a header pair that is not two strings, base64
+ * that does not decode, a `bytes` that is not the decoded length, a body that was not kept. A line
+ * that `listen` refused (`verification.ok` false) comes back with `rejected` set.
  *
  * @param where - how error messages name the line (default `'the recorded delivery'`).
  *
@@ -302,6 +371,7 @@ export function parseCapturedDelivery(line: string | CapturedDelivery, where = '
   if (isObject(verification) && verification.ok === false && verification.code === 'PAYLOAD_TOO_LARGE') {
     throw new TypeError(`${where}: its body was not kept (over the recorder's limit): record it again with a larger --max-body-bytes`);
   }
+  const rejected = recordedRejection(record, where);
   const result: ReplaySource = {
     method: method(record, where),
     path: 'path' in record ? field(record, where, 'path', isString, 'the request path') : undefined,
@@ -310,6 +380,7 @@ export function parseCapturedDelivery(line: string | CapturedDelivery, where = '
     contentType: 'contentType' in record ? field(record, where, 'contentType', isStringOrNull, 'a string or null') : null,
     eventId: undefined,
   };
+  if (rejected !== undefined) result.rejected = rejected;
   return result;
 }
 
@@ -317,7 +388,9 @@ export function parseCapturedDelivery(line: string | CapturedDelivery, where = '
  * Checks the relay's two documents for a captured event, the event view
  * (`GET /v1/events/{eventId}`) and the payload envelope (`GET /v1/events/{id}/payload`), and
  * decodes the body. Throws `TypeError` naming what is wrong; in particular a payload whose `bytes`
- * is not the decoded length of `bodyBase64` is refused, as the relay's clients refuse it.
+ * is not the decoded length of `bodyBase64` is refused, as the relay's clients refuse it. An event
+ * whose `verificationState` is `failed` comes back with `rejected` set; one whose `method` is
+ * `null` (not recorded) with `method: null`.
  *
  * @example
  * ```ts
@@ -343,7 +416,10 @@ export function parseRelayEvent(event: RelayEventDocument | string, payload: Rel
     eventId = field(eventRecord, 'the event document', 'id', isString, 'the event id, a string');
     if (eventId === '') eventId = undefined;
   }
-  return { method: method(eventRecord, 'the event document'), path: undefined, headers, body, contentType, eventId };
+  const source: ReplaySource = { method: method(eventRecord, 'the event document'), path: undefined, headers, body, contentType, eventId };
+  const rejected = relayRejection(eventRecord, 'the event document');
+  if (rejected !== undefined) source.rejected = rejected;
+  return source;
 }
 
 function firstValue(headers: ReplaySource['headers'], name: string): string | undefined {
@@ -361,8 +437,11 @@ function firstValue(headers: ReplaySource['headers'], name: string): string | un
  *   left out with `unsigned: true`. One of the two is required. A capture sent with `svix-*`
  *   names only gets `svix-*` names back.
  * - The captured signing headers are replaced; hop-by-hop and framing headers
- *   ({@link REPLAY_DROPPED_HEADERS}) and `dropHeaders` are left out. Third-party signature
- *   headers (such as `stripe-signature`) are kept: they no longer match, name them to drop them.
+ *   ({@link REPLAY_DROPPED_HEADERS}), `dropHeaders`, credential headers (`authorization`,
+ *   `cookie`, other senders' signatures such as `stripe-signature`: `isCredentialHeader`) and any
+ *   header whose value is `[redacted]` are left out.
+ * - A capture refused where it was captured ({@link ReplaySource.rejected}) throws unless
+ *   `includeRejected: true`; one whose method was not recorded throws unless `method` is given.
  *
  * @example
  * ```ts
@@ -376,7 +455,14 @@ export async function signReplay(source: ReplaySource, options: ReplayOptions): 
     throw new TypeError('signReplay needs a source from parseCapturedDelivery() or parseRelayEvent()');
   }
   if (typeof options !== 'object' || options === null) throw new TypeError('signReplay needs options: { secret } or { unsigned: true }');
-  const { secret, unsigned, newId, dropHeaders = [], timestamp } = options;
+  const { secret, unsigned, newId, dropHeaders = [], timestamp, includeRejected, method: fallbackMethod } = options;
+  if (includeRejected !== undefined && typeof includeRejected !== 'boolean') throw new TypeError('includeRejected must be true or false');
+  if (source.rejected !== undefined && includeRejected !== true) {
+    throw new TypeError(`the capture was refused where it was captured (${source.rejected.reason}): re-signing it would make it pass; pass includeRejected: true to replay it anyway`);
+  }
+  if (fallbackMethod !== undefined && (typeof fallbackMethod !== 'string' || !TOKEN.test(fallbackMethod))) throw new TypeError('method must be an HTTP method such as "POST"');
+  const sentMethod = source.method ?? fallbackMethod;
+  if (sentMethod === undefined) throw new TypeError('the capture has no method (null: not recorded, and never to be read as POST): pass method to say which to send');
   if (unsigned !== undefined && typeof unsigned !== 'boolean') throw new TypeError('unsigned must be true or false');
   if (unsigned === true && secret !== undefined) throw new TypeError('pass either secret (to re-sign) or unsigned: true, not both');
   if (unsigned !== true && secret === undefined) {
@@ -421,7 +507,8 @@ export async function signReplay(source: ReplaySource, options: ReplayOptions): 
       signingAt ??= headers.length;
       continue;
     }
-    if (REPLAY_DROPPED_HEADERS.has(lower) || drop.has(lower)) {
+    // A credential is never sent again, whether the capture kept its value or a recorder redacted it.
+    if (REPLAY_DROPPED_HEADERS.has(lower) || drop.has(lower) || isCredentialHeader(lower) || value === REDACTED) {
       if (!dropped.includes(lower)) dropped.push(lower);
       continue;
     }
@@ -443,7 +530,7 @@ export async function signReplay(source: ReplaySource, options: ReplayOptions): 
     idSource,
     timestamp: seconds,
     signed: unsigned !== true,
-    method: source.method,
+    method: sentMethod,
     headers,
     headerRecord,
     body: source.body,

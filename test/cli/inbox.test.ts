@@ -5,6 +5,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
+import { createServer, type Server, type Socket } from 'node:net';
 import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -29,6 +30,81 @@ describe('webhook-receiver inbox: misuse', () => {
     const help = await run(['inbox', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout).toContain('Usage: webhook-receiver inbox <list|retry|purge>');
+  });
+});
+
+/** A loopback port where nothing listens: taken, then let go. */
+async function closedPort(): Promise<number> {
+  const probe = createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const { port } = probe.address() as { port: number };
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  return port;
+}
+
+/** A server that accepts connections and never says a word: a host behind a firewall that holds them, or the wrong service. */
+async function silentServer(): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as { port: number }).port,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+describe('webhook-receiver inbox: an engine it cannot reach', () => {
+  /** Child processes that load BullMQ or pg-boss on a loaded machine: generous, and still bounded. */
+  const TIMEOUT = 60_000;
+  const REDIS_PASSWORD = 'r3dis-pass-never-shown';
+  const PG_PASSWORD = 'pg-pass-never-shown';
+
+  it('gives up on a port where nothing listens, naming the URL without its password and what to check', { timeout: TIMEOUT * 2 }, async () => {
+    const port = await closedPort();
+    // From INBOX_URL for Redis, from --url for PostgreSQL: neither may be repeated with its password.
+    const redis = await run(['inbox', 'list'], { env: { INBOX_URL: `redis://:${REDIS_PASSWORD}@127.0.0.1:${port}` }, timeoutMs: TIMEOUT });
+    expect(redis.stdout).toBe('');
+    expect(redis.stderr).toBe(
+      `webhook-receiver inbox: cannot reach Redis at redis://:***@127.0.0.1:${port}: connection refused: nothing listens on that host and port (ECONNREFUSED): ` +
+        "check that Redis is running there and the URL's host and port (rediss:// for TLS)\n",
+    );
+    expect(redis.code).toBe(1);
+    const postgres = await run(['inbox', 'retry', '--id', 'msg_1', '--url', `postgres://admin:${PG_PASSWORD}@127.0.0.1:${port}/jobs`], { timeoutMs: TIMEOUT });
+    expect(postgres.stdout).toBe('');
+    expect(postgres.stderr).toBe(
+      `webhook-receiver inbox: cannot reach PostgreSQL at postgres://admin:***@127.0.0.1:${port}/jobs: connection refused: nothing listens on that host and port (ECONNREFUSED): ` +
+        "check that PostgreSQL is running there and the URL's host and port (and sslmode, when it needs TLS)\n",
+    );
+    expect(postgres.code).toBe(1);
+  });
+
+  it('gives up after --timeout on a server that never answers, for either engine', { timeout: TIMEOUT * 2 }, async () => {
+    const silent = await silentServer();
+    try {
+      const redis = await run(['inbox', 'list', '--timeout', '1', '--url', `redis://:${REDIS_PASSWORD}@127.0.0.1:${silent.port}/0?password=${REDIS_PASSWORD}`], { timeoutMs: TIMEOUT });
+      expect(redis.stderr).toMatch(new RegExp(`^webhook-receiver inbox: no answer from Redis at redis://:\\*\\*\\*@127\\.0\\.0\\.1:${silent.port}/0\\?… within 1 s while connecting: check that Redis is running there`));
+      expect(redis.stderr).toContain('on a slow link, raise --timeout\n');
+      expect(redis.code).toBe(1);
+      expect(redis.stdout + redis.stderr).not.toContain(REDIS_PASSWORD);
+      const postgres = await run(['inbox', 'purge', '--id', 'msg_1', '--timeout', '1'], { env: { INBOX_URL: `postgresql://admin:${PG_PASSWORD}@127.0.0.1:${silent.port}/jobs` }, timeoutMs: TIMEOUT });
+      expect(postgres.stderr).toMatch(new RegExp(`^webhook-receiver inbox: no answer from PostgreSQL at postgresql://admin:\\*\\*\\*@127\\.0\\.0\\.1:${silent.port}/jobs within 1 s while connecting: check that PostgreSQL is running there`));
+      expect(postgres.code).toBe(1);
+      expect(postgres.stdout + postgres.stderr).not.toContain(PG_PASSWORD);
+    } finally {
+      await silent.close();
+    }
+  });
+
+  it('refuses a --timeout that is not a number of seconds', async () => {
+    const result = await run(['inbox', 'list', '--timeout', 'soon'], { env: { INBOX_URL: 'redis://127.0.0.1:1' } });
+    expect(result).toMatchObject({ code: 2, stderr: expect.stringContaining('--timeout must be a whole number from 1 to 600') });
   });
 });
 

@@ -47,8 +47,10 @@ beforeAll(async () => {
   // The developer's own endpoint, verifying with their LOCAL secret (OTHER_SECRET); production
   // deliveries were signed with SECRET.
   app.post('/webhooks', webhooks({ secrets: OTHER_SECRET, onRejected: () => {} }), record(true));
-  // A store of its own, for the duplicate test.
+  // Stores of their own, for the duplicate test and for ids other tests replay too.
   app.post('/dedup', webhooks({ secrets: OTHER_SECRET, onRejected: () => {} }), record(true));
+  app.post('/skip', webhooks({ secrets: OTHER_SECRET, onRejected: () => {} }), record(true));
+  app.post('/method', webhooks({ secrets: OTHER_SECRET, onRejected: () => {} }), record(true));
   app.post('/unsigned', webhooks({ secrets: OTHER_SECRET, unsigned: 'accept', onRejected: () => {} }), record(false));
   server = createServer(app);
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -167,11 +169,16 @@ describe('listen --record, then replay', () => {
       'Stripe-Signature',
       'X-Trace',
     ]);
+    // Signatures are credentials: the header stays, its value does not.
+    expect(lines[2]!.headers.filter(([name]) => /signature/i.test(name))).toEqual([
+      ['webhook-signature', '[redacted]'],
+      ['Stripe-Signature', '[redacted]'],
+    ]);
     expect(lines[3]!.verification).toMatchObject({ ok: false, code: 'SIGNATURE_MISMATCH' });
   });
 
-  it('refuses the whole file when a chosen line lost its body, and sends nothing', async () => {
-    const result = await cli(['replay', '--to', `${endpoint}/webhooks`, '--from', file], { WEBHOOK_SECRET: OTHER_SECRET });
+  it('refuses the whole file when a chosen line lost its body (asked for with --include-rejected), and sends nothing', async () => {
+    const result = await cli(['replay', '--to', `${endpoint}/webhooks`, '--from', file, '--include-rejected'], { WEBHOOK_SECRET: OTHER_SECRET });
     expect(result.code).toBe(2);
     expect(result.stdout).toBe('');
     expect(result.stderr).toBe(
@@ -182,28 +189,29 @@ describe('listen --record, then replay', () => {
   }, TIMEOUT);
 
   it('replays the last lines re-signed with the local secret; the endpoint verifies them and gets the same bytes and headers', async () => {
+    // The last three: two verified when recorded, and the forgery, which is skipped.
     const result = await cli(['replay', '--to', `${endpoint}/webhooks`, '--from', file, '--last', '3', '--secret', OTHER_SECRET]);
     expect(result.stderr).toBe('');
     expect(result.code).toBe(0);
     const lines = result.stdout.trimEnd().split('\n');
-    expect(lines[0]).toBe(`replaying 3 deliveries to ${endpoint}/webhooks (signed with 1 key; ids kept)`);
-    expect(lines.slice(1, 4)).toEqual([
+    expect(lines[0]).toMatch(/^skipped --from line 4 \(webhook-id "msg_forged"\): refused when recorded: 401 SIGNATURE_MISMATCH: no signature matched/);
+    expect(lines[1]).toBe(`replaying 2 deliveries to ${endpoint}/webhooks (signed with 1 key; ids kept)`);
+    expect(lines.slice(2, 4)).toEqual([
       expect.stringMatching(/^#1 POST webhook-id "msg_json" \(captured\), 44 bytes: 204 in \d+ ms$/),
       expect.stringMatching(/^#2 POST webhook-id "msg_binary" \(captured\), 8 bytes: 204 in \d+ ms$/),
-      expect.stringMatching(/^#3 POST webhook-id "msg_forged" \(captured\), 44 bytes: 204 in \d+ ms$/),
     ]);
-    expect(lines[4]).toBe('3 of 3 answered 2xx');
+    expect(lines[4]).toBe('2 of 2 answered 2xx; 1 skipped: refused when captured (--include-rejected replays them)');
     expect(handled.map((h) => [h.id, h.signed, h.keyIndex])).toEqual([
       ['msg_json', true, 0],
       ['msg_binary', true, 0],
-      ['msg_forged', true, 0],
     ]);
     expect(handled[0]!.body).toEqual(Buffer.from(json));
     expect(handled[1]!.body).toEqual(Buffer.from(binary));
     const pairs = received(handled[1]!.rawHeaders);
     const timestamp = header(pairs, 'webhook-timestamp')[0]!;
     expect(Number(timestamp)).toBeGreaterThan(Math.floor(Date.now() / 1000) - 120);
-    // The captured order, repeats kept; signing headers replaced in place; host and length the client's own.
+    // The captured order, repeats kept; signing headers replaced in place; host and length the
+    // client's own; the other sender's signature, a credential, not sent at all.
     expect(pairs).toEqual([
       ['host', new URL(endpoint).host],
       ['Content-Type', 'application/octet-stream'],
@@ -212,11 +220,37 @@ describe('listen --record, then replay', () => {
       ['webhook-timestamp', timestamp],
       ['webhook-signature', expect.stringMatching(/^v1,[A-Za-z0-9+/]{43}=$/)],
       ['x-trace', 'second'],
-      ['Stripe-Signature', 't=1,v1=0000'],
       ['X-Trace', 'third'],
       ['content-length', '8'],
       ['Connection', 'close'],
     ]);
+  }, TIMEOUT);
+
+  it('skips captures refused when recorded, saying which and why; --include-rejected replays them, marked', async () => {
+    const result = await cli(['replay', '--to', `${endpoint}/skip`, '--from', file, '--secret', OTHER_SECRET]);
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    expect(result.stdout.trimEnd().split('\n')).toEqual([
+      expect.stringMatching(/^skipped --from line 1 \(webhook-id "msg_big"\): refused when recorded: 413 PAYLOAD_TOO_LARGE: /),
+      expect.stringMatching(/^skipped --from line 4 \(webhook-id "msg_forged"\): refused when recorded: 401 SIGNATURE_MISMATCH: no signature matched/),
+      `replaying 2 deliveries to ${endpoint}/skip (signed with 1 key; ids kept)`,
+      expect.stringMatching(/^#1 POST webhook-id "msg_json" \(captured\), 44 bytes: 204 in \d+ ms$/),
+      expect.stringMatching(/^#2 POST webhook-id "msg_binary" \(captured\), 8 bytes: 204 in \d+ ms$/),
+      '2 of 2 answered 2xx; 2 skipped: refused when captured (--include-rejected replays them)',
+    ]);
+    // The forged capture never reached the handler, re-signed or not.
+    expect(handled.map((h) => h.id)).toEqual(['msg_json', 'msg_binary']);
+
+    handled.length = 0;
+    const byId = await cli(['replay', '--to', `${endpoint}/skip`, '--from', file, '--id', 'msg_forged', '--secret', OTHER_SECRET]);
+    expect(byId.code).toBe(1);
+    expect(byId.stdout).toMatch(/^skipped --from line 4 \(webhook-id "msg_forged"\): refused when recorded: 401 SIGNATURE_MISMATCH[^\n]*\nnothing replayed; 1 skipped: refused when captured \(--include-rejected replays them\)\n$/);
+    expect(handled).toEqual([]);
+
+    const asked = await cli(['replay', '--to', `${endpoint}/skip`, '--from', file, '--id', 'msg_forged', '--include-rejected', '--secret', OTHER_SECRET]);
+    expect(asked.code).toBe(0);
+    expect(asked.stdout).toMatch(/^#1 POST webhook-id "msg_forged" \(captured\), 44 bytes, refused when captured \(SIGNATURE_MISMATCH\): 204 in \d+ ms$/m);
+    expect(handled.map((h) => h.id)).toEqual(['msg_forged']);
   }, TIMEOUT);
 
   it('answers a second replay of the same id as a duplicate, and runs the handler again with --new-id', async () => {
@@ -299,6 +333,90 @@ describe('listen --record: an existing file, an unwritable one, a compressed del
   }, TIMEOUT);
 });
 
+describe('credentials: recorded as [redacted], never sent again', () => {
+  it('listen --record keeps the names of credential headers and none of their values; replay sends none of them', async () => {
+    const file = join(dir, 'credentials.jsonl');
+    const body = '{"type":"invoice.paid","data":{"id":"in_cred"}}';
+    const signed = await signWebhook({ secret: SECRET, body, id: 'msg_cred' });
+    // Every value below that is a credential carries this marker, so no trace of one can hide.
+    const mark = 'CREDENTIAL-VALUE';
+    const sent: [string, string][] = [
+      ['content-type', 'application/json'],
+      ['Authorization', `Bearer ${mark}-bearer`],
+      ['Proxy-Authorization', `Basic ${mark}-proxy`],
+      ['Cookie', `session=${mark}-cookie`],
+      ['Set-Cookie', `id=${mark}-set-cookie`],
+      ['X-Api-Key', `${mark}-api-key`],
+      ['X-Hub-Signature-256', `sha256=${mark}-github`],
+      ['Stripe-Signature', `t=1,v1=${mark}-stripe`],
+      ['X-Slack-Signature', `v0=${mark}-slack`],
+      ['X-Shopify-Hmac-Sha256', `${mark}-shopify`],
+      ['X-Gitlab-Token', `${mark}-gitlab`],
+      ['Idempotency-Key', 'idem-1'],
+      ['X-Request-Id', 'req-1'],
+      ['webhook-id', signed.id],
+      ['webhook-timestamp', String(signed.timestamp)],
+      ['webhook-signature', signed.signature],
+    ];
+    const listener = await listen(['--record', file], { WEBHOOK_SECRET: SECRET });
+    try {
+      expect(await post(`${listener.url}/in`, sent, new TextEncoder().encode(body))).toBe(204);
+      await listener.waitFor(/^#1 [^\n]*\n(?:.*\n)*? {2}answered 204$/m);
+    } finally {
+      listener.child.kill('SIGTERM');
+    }
+    expect(await listener.exit).toBe(0);
+    outputs.push(listener.output());
+
+    const text = readFileSync(file, 'utf8');
+    expect(text).not.toContain(mark);
+    // The captured signature still verifies at the real endpoint for minutes: not in the file either.
+    expect(text).not.toContain(signed.signature.slice(3));
+    const [captured] = text.trimEnd().split('\n').map((line) => JSON.parse(line) as CapturedDelivery);
+    const redacted = '[redacted]';
+    expect(captured!.headers.slice(1, 17)).toEqual([
+      ['content-type', 'application/json'],
+      ['Authorization', redacted],
+      ['Proxy-Authorization', redacted],
+      ['Cookie', redacted],
+      ['Set-Cookie', redacted],
+      ['X-Api-Key', redacted],
+      ['X-Hub-Signature-256', redacted],
+      ['Stripe-Signature', redacted],
+      ['X-Slack-Signature', redacted],
+      ['X-Shopify-Hmac-Sha256', redacted],
+      ['X-Gitlab-Token', redacted],
+      ['Idempotency-Key', 'idem-1'],
+      ['X-Request-Id', 'req-1'],
+      ['webhook-id', 'msg_cred'],
+      ['webhook-timestamp', String(signed.timestamp)],
+      ['webhook-signature', redacted],
+    ]);
+    expect(captured!.verification).toMatchObject({ ok: true, id: 'msg_cred' });
+
+    const result = await cli(['replay', '--to', `${endpoint}/webhooks`, '--from', file, '--secret', OTHER_SECRET]);
+    expect(result.code).toBe(0);
+    expect(result.stdout).toMatch(/^#1 POST webhook-id "msg_cred" \(captured\), 47 bytes: 204 in \d+ ms$/m);
+    expect(handled).toHaveLength(1);
+    const pairs = received(handled[0]!.rawHeaders);
+    const replayedSignature = header(pairs, 'webhook-signature');
+    expect(replayedSignature).toHaveLength(1);
+    expect(replayedSignature[0]).not.toBe(signed.signature);
+    expect(pairs.map(([name]) => name)).toEqual([
+      'host',
+      'content-type',
+      'Idempotency-Key',
+      'X-Request-Id',
+      'webhook-id',
+      'webhook-timestamp',
+      'webhook-signature',
+      'content-length',
+      'Connection',
+    ]);
+    expect(handled[0]!.rawHeaders.join('\n')).not.toContain(redacted);
+  }, TIMEOUT * 2);
+});
+
 describe('replay from the relay\'s event and payload documents', () => {
   // Not UTF-8, with a NUL: only base64 carries it.
   const body = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0x0d, 0x0a]);
@@ -319,6 +437,10 @@ describe('replay from the relay\'s event and payload documents', () => {
       ['Content-Length', '31'],
       ['Stripe-Signature', 't=1,v1=abc'],
       ['Connection', 'keep-alive'],
+      // The relay's headers come unscrubbed: credentials, and one a recorder already redacted.
+      ['Authorization', 'Bearer whk_live_relay_credential'],
+      ['Cookie', 'session=relay-session-credential'],
+      ['X-Custom', '[redacted]'],
       ['Accept', 'c'],
     ],
   };
@@ -342,7 +464,6 @@ describe('replay from the relay\'s event and payload documents', () => {
       'Content-Type',
       'Accept',
       'accept',
-      'Stripe-Signature',
       'Accept',
       'webhook-id',
       'webhook-timestamp',
@@ -353,8 +474,8 @@ describe('replay from the relay\'s event and payload documents', () => {
     expect(header(pairs, 'accept')).toEqual(['a', 'b', 'c']);
     expect(header(pairs, 'host')).toEqual([new URL(endpoint).host]);
     expect(header(pairs, 'content-length')).toEqual(['8']);
-    expect(header(pairs, 'stripe-signature')).toEqual(['t=1,v1=abc']);
     expect(header(pairs, 'connection')).toEqual(['close']);
+    expect(handled[0]!.rawHeaders.join('\n')).not.toMatch(/credential|redacted|v1=abc/);
   }, TIMEOUT);
 
   it('keeps a captured svix-id (the relay event id comes second) and answers svix-* with svix-*', async () => {
@@ -364,6 +485,39 @@ describe('replay from the relay\'s event and payload documents', () => {
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/^#1 POST webhook-id "msg_svix" \(captured\), 8 bytes: 204/m);
     expect(received(handled[0]!.rawHeaders).map(([name]) => name)).toEqual(['host', 'content-type', 'svix-id', 'svix-timestamp', 'svix-signature', 'content-length', 'Connection']);
+  }, TIMEOUT);
+
+  it('refuses an event whose method was not recorded unless --method says which; skips one whose verification failed', async () => {
+    const nullMethod = join(dir, 'null-method-event.json');
+    writeFileSync(nullMethod, JSON.stringify({ ...event, method: null }));
+    const refused = await cli(['replay', '--to', `${endpoint}/webhooks`, '--event', nullMethod, '--payload', payloadFile, '--secret', OTHER_SECRET]);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toBe('');
+    expect(refused.stderr).toBe(
+      'webhook-receiver replay: the relay event (webhook-id "evt_01J9Z") has no method (null: not recorded): pass --method to say which to send; nothing was sent\n' +
+        "Run 'webhook-receiver replay --help' for usage.\n",
+    );
+    expect(handled).toEqual([]);
+    // An endpoint of its own: evt_01J9Z already ran at /webhooks.
+    const told = await cli(['replay', '--to', `${endpoint}/method`, '--event', nullMethod, '--payload', payloadFile, '--secret', OTHER_SECRET, '--method', 'POST']);
+    expect(told.code).toBe(0);
+    expect(told.stdout).toMatch(/^#1 POST webhook-id "evt_01J9Z" \(the relay event's id\), 8 bytes: 204 in \d+ ms$/m);
+    expect(handled.map((h) => h.id)).toEqual(['evt_01J9Z']);
+
+    handled.length = 0;
+    const failed = join(dir, 'failed-event.json');
+    writeFileSync(failed, JSON.stringify({ ...event, id: 'evt_forged', status: 'failed', verified: false, verificationState: 'failed' }));
+    const skipped = await cli(['replay', '--to', `${endpoint}/webhooks`, '--event', failed, '--payload', payloadFile, '--secret', OTHER_SECRET]);
+    expect(skipped.code).toBe(1);
+    expect(skipped.stdout).toBe(
+      'skipped the relay event (webhook-id "evt_forged"): the relay\'s verificationState is "failed": a signature was checked and rejected at capture\n' +
+        'nothing replayed; 1 skipped: refused when captured (--include-rejected replays them)\n',
+    );
+    expect(handled).toEqual([]);
+    const included = await cli(['replay', '--to', `${endpoint}/webhooks`, '--event', failed, '--payload', payloadFile, '--secret', OTHER_SECRET, '--include-rejected']);
+    expect(included.code).toBe(0);
+    expect(included.stdout).toMatch(/^#1 POST webhook-id "evt_forged" \(the relay event's id\), 8 bytes, refused when captured \(failed\): 204 in \d+ ms$/m);
+    expect(handled.map((h) => h.id)).toEqual(['evt_forged']);
   }, TIMEOUT);
 
   it('sends unsigned only with --unsigned; a forgotten secret is an error', async () => {
@@ -424,6 +578,11 @@ describe('replay refuses malformed input and misuse with exit 2, sending nothing
       [line({ bytes: undefined }), '--from line 1 has no bytes: expected the body length, a whole number'],
       [line({ bytes: -1 }), '--from line 1: bytes is a number, expected the body length, a whole number'],
       [line({ bytes: 3 }), '--from line 1: bytes is 3 but bodyBase64 decodes to 2 bytes: the body is not the one captured'],
+      [line({ verification: undefined }), "--from line 1 has no verification: expected what listen concluded, { ok: true, … } or { ok: false, code, message }"],
+      [line({ verification: { ok: 'no' } }), '--from line 1: verification.ok is a string, expected true or false'],
+      [line({ verification: { ok: false, message: 'x' } }), '--from line 1: verification has no code: expected the error code'],
+      [line({ method: 7 }), '--from line 1: method is a number, expected an HTTP method such as "POST" (or null: not recorded)'],
+      [line({ method: null }), '--from line 1 has no method (null: not recorded): pass --method to say which to send'],
       ['\n\n', 'the --from file holds no recorded deliveries'],
     ];
     for (const [content, message] of cases) {
@@ -478,6 +637,7 @@ describe('replay refuses malformed input and misuse with exit 2, sending nothing
       [['--to', to, '--from', from, '--last', '0'], '--last must be a whole number from 1 to 1000000'],
       [['--to', to, '--from', from, '--timeout', 'soon'], '--timeout must be a whole number from 1 to 600'],
       [['--to', to, '--from', from, '--drop-header', 'a b'], '--drop-header takes a header name'],
+      [['--to', to, '--from', from, '--method', 'PO ST'], '--method takes an HTTP method such as POST'],
       [['--to', to, '--from', join(dir, 'missing.jsonl')], 'cannot read the file given with --from: ENOENT'],
       [['--to', to, '--from', from, '--id', SECRET], 'no recorded delivery in the --from file carries the webhook-id given with --id'],
       [['--to', to, '--from', from, '--secret', 'whsec_c2hvcnQ='], 'secret[0] decodes to 5 bytes'],

@@ -11,8 +11,11 @@ import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhookOf, webhooks } from '../../adapters/express.ts';
 import { createVerifier } from '../../src/verify.ts';
 import {
+  isCredentialHeader,
   parseCapturedDelivery,
   parseRelayEvent,
+  redactCredentialHeaders,
+  REDACTED,
   replayRequest,
   signReplay,
   type CapturedDelivery,
@@ -50,9 +53,9 @@ const event: RelayEventDocument = { id: 'evt_9', method: 'POST', headers: [['con
 const payload: RelayPayloadDocument = { contentType: 'application/octet-stream', bytes: binary.byteLength, bodyBase64: Buffer.from(binary).toString('base64') };
 
 describe('signReplay', () => {
-  it('keeps the captured id and header order, replaces the signing headers in place, drops hop-by-hop and content-encoding', async () => {
+  it('keeps the captured id and header order, replaces the signing headers in place, drops hop-by-hop, content-encoding and credentials', async () => {
     const replay = await signReplay(parseCapturedDelivery(JSON.stringify(line)), { secret: OTHER_SECRET, timestamp: 1700000000 });
-    expect(replay).toMatchObject({ id: 'msg_line', idSource: 'captured', timestamp: 1700000000, signed: true, method: 'POST', dropped: ['host', 'content-encoding'] });
+    expect(replay).toMatchObject({ id: 'msg_line', idSource: 'captured', timestamp: 1700000000, signed: true, method: 'POST', dropped: ['host', 'content-encoding', 'stripe-signature'] });
     const signature = `v1,${hmac(Buffer.from(OTHER_SECRET.slice(6), 'base64'), 'msg_line', '1700000000', json)}`;
     expect(replay.headers).toEqual([
       ['Content-Type', 'application/json'],
@@ -61,7 +64,6 @@ describe('signReplay', () => {
       ['webhook-timestamp', '1700000000'],
       ['webhook-signature', signature],
       ['x-tag', 'b'],
-      ['Stripe-Signature', 't=1,v1=abc'],
     ]);
     expect(replay.headerRecord).toEqual({
       'content-type': 'application/json',
@@ -69,7 +71,6 @@ describe('signReplay', () => {
       'webhook-id': 'msg_line',
       'webhook-timestamp': '1700000000',
       'webhook-signature': signature,
-      'stripe-signature': 't=1,v1=abc',
     });
     expect(replay.bodyText).toBe(json);
     expectNoSecrets(JSON.stringify(replay), [SECRET, OTHER_SECRET]);
@@ -123,6 +124,91 @@ describe('signReplay', () => {
     await expect(signReplay(source, { secret: SECRET, unsigned: true })).rejects.toThrow(new TypeError('pass either secret (to re-sign) or unsigned: true, not both'));
     await expect(signReplay(source, { secret: SECRET, dropHeaders: ['bad name'] })).rejects.toThrow(new TypeError('dropHeaders holds a name that is not a valid HTTP header name'));
     await expect(signReplay(source, { secret: 'whsec_c2hvcnQ=' })).rejects.toThrow(RangeError);
+  });
+});
+
+describe('captures refused where they were captured, and methods not recorded', () => {
+  const forged: CapturedDelivery = { ...line, status: 401, verification: { ok: false, code: 'SIGNATURE_MISMATCH', message: 'no signature matched' } };
+
+  it('re-signs a refused capture only with includeRejected: a forgery must not come out signed', async () => {
+    const source = parseCapturedDelivery(forged);
+    expect(source.rejected).toEqual({ code: 'SIGNATURE_MISMATCH', reason: 'refused when recorded: 401 SIGNATURE_MISMATCH: no signature matched' });
+    await expect(signReplay(source, { secret: OTHER_SECRET })).rejects.toThrow(
+      new TypeError(
+        'the capture was refused where it was captured (refused when recorded: 401 SIGNATURE_MISMATCH: no signature matched): re-signing it would make it pass; pass includeRejected: true to replay it anyway',
+      ),
+    );
+    expect((await signReplay(source, { secret: OTHER_SECRET, includeRejected: true })).signed).toBe(true);
+    expect(parseCapturedDelivery(line).rejected).toBeUndefined();
+
+    const failed = parseRelayEvent({ ...event, verificationState: 'failed' }, payload);
+    expect(failed.rejected?.code).toBe('failed');
+    await expect(signReplay(failed, { unsigned: true })).rejects.toThrow(TypeError);
+    expect(parseRelayEvent({ ...event, verificationState: 'unattempted' }, payload).rejected).toBeUndefined();
+    expect(parseRelayEvent({ ...event, verification: { ok: false } }, payload).rejected?.code).toBe('failed');
+  });
+
+  it('sends a capture without a recorded method only with the method given, and keeps a recorded one', async () => {
+    const source = parseRelayEvent({ ...event, method: null }, payload);
+    expect(source.method).toBeNull();
+    await expect(signReplay(source, { secret: SECRET })).rejects.toThrow(
+      new TypeError('the capture has no method (null: not recorded, and never to be read as POST): pass method to say which to send'),
+    );
+    expect((await signReplay(source, { secret: SECRET, method: 'PUT' })).method).toBe('PUT');
+    expect((await signReplay(parseRelayEvent(event, payload), { secret: SECRET, method: 'PUT' })).method).toBe('POST');
+    await expect(signReplay(source, { secret: SECRET, method: 'P T' })).rejects.toThrow(new TypeError('method must be an HTTP method such as "POST"'));
+  });
+});
+
+describe('credential headers', () => {
+  it('are named by a list and by the words in their names; idempotency keys and ids are not credentials', () => {
+    const credentials = [
+      'Authorization',
+      'proxy-authorization',
+      'Cookie',
+      'set-cookie',
+      'X-API-Key',
+      'webhook-signature',
+      'svix-signature',
+      'Stripe-Signature',
+      'X-Hub-Signature',
+      'X-Hub-Signature-256',
+      'X-Slack-Signature',
+      'X-Twilio-Signature',
+      'X-Shopify-Hmac-Sha256',
+      'X-Square-HmacSha256-Signature',
+      'X-Gitlab-Token',
+      'X-Webhook-Secret',
+      'X-Auth-Token',
+      'X-Amz-Security-Token',
+      'X-Goog-Api-Key',
+      'X-Signature-Ed25519',
+    ];
+    for (const name of credentials) expect(isCredentialHeader(name), name).toBe(true);
+    for (const name of ['content-type', 'webhook-id', 'webhook-timestamp', 'svix-id', 'Idempotency-Key', 'X-Request-Id', 'user-agent', 'x-forwarded-for', 'accept']) {
+      expect(isCredentialHeader(name), name).toBe(false);
+    }
+  });
+
+  it('are redacted in place, names, order and repeats kept; a replay sends none, nor any [redacted] value', async () => {
+    const headers: [string, string][] = [
+      ['Content-Type', 'application/json'],
+      ['Cookie', 'a=1'],
+      ['X-Tag', 'x'],
+      ['cookie', 'b=2'],
+      ['Stripe-Signature', 't=1,v1=abc'],
+    ];
+    expect(redactCredentialHeaders(headers)).toEqual([
+      ['Content-Type', 'application/json'],
+      ['Cookie', REDACTED],
+      ['X-Tag', 'x'],
+      ['cookie', REDACTED],
+      ['Stripe-Signature', REDACTED],
+    ]);
+    expect(REDACTED).toBe('[redacted]');
+    const replay = await signReplay(parseRelayEvent({ ...event, headers: [...headers, ['X-Other', REDACTED], ['Authorization', 'Bearer whk_key']] }, payload), { secret: SECRET });
+    expect(replay.headers.map(([name]) => name)).toEqual(['Content-Type', 'X-Tag', 'webhook-id', 'webhook-timestamp', 'webhook-signature']);
+    expect(replay.dropped).toEqual(['cookie', 'stripe-signature', 'x-other', 'authorization']);
   });
 });
 
