@@ -343,7 +343,8 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
         return released;
       });
     },
-    // The id first: a token that no longer holds it renews nothing.
+    // The id first: a token that no longer holds it renews nothing. One that lost only the
+    // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
     async extendOrdered(key, token, lockMs, order) {
       checkExtend(key, token, lockMs);
       checkOrder(order);

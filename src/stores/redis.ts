@@ -588,6 +588,13 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${reply}`);
   };
 
+  /** Frees the id `token` holds, without waiting or failing: the lock expires on its own anyway. */
+  const releaseQuietly = (key: string, token: string): void => {
+    Promise.resolve()
+      .then(() => sendUnbounded('release', key, [token]))
+      .catch(() => undefined);
+  };
+
   /** The ordered claim's second step and what follows from it, the id being held by `token`. */
   const judgeEntity = async (key: string, token: string, lockMs: number, ttlMs: number, order: EntityOrder): Promise<OrderedClaimResult> => {
     const args = [token, String(wholeMs(lockMs)), order.version, order.exclusive ? '1' : '0'];
@@ -597,7 +604,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
     } catch (error) {
       // Nothing was decided: free the id for the sender's retry rather than leave it held for
       // lockMs (best effort; when Redis is away, the lock expires on its own).
-      sendUnbounded('release', key, [token]).catch(() => undefined);
+      releaseQuietly(key, token);
       throw error;
     }
     const [kind, ms] = Array.isArray(reply) && reply.length === 2 ? [integerReply(reply[0], 'claim'), integerReply(reply[1], 'claim')] : [Number.NaN, 0];
@@ -613,7 +620,7 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       if (kind === 2) return ms > 0 ? { status: 'processing', retryAfterMs: ms } : { status: 'processing' };
       return ms > 0 ? { status: 'busy', retryAfterMs: ms } : { status: 'busy' };
     }
-    sendUnbounded('release', key, [token]).catch(() => undefined);
+    releaseQuietly(key, token);
     throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${describeValue(reply)}`);
   };
 
@@ -664,7 +671,8 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
         return integerReply(released, 'release') === 1;
       });
     },
-    // The id first: a token that no longer holds it renews nothing.
+    // The id first: a token that no longer holds it renews nothing. One that lost only the
+    // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
     async extendOrdered(key, token, lockMs, order) {
       checkExtend(key, token, lockMs);
       checkOrder(order);

@@ -16,7 +16,7 @@ import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import type { EntityOrder, OrderedClaimResult } from '../../src/stores/types.ts';
 import { sharedPostgresUrl, uniqueTable } from '../support/postgres.ts';
-import { CLIENT_KINDS, connectClient, deleteKeysUnder, keysUnder, sharedRedisUrl, uniquePrefix, type TestClient } from '../support/redis.ts';
+import { CLIENT_KINDS, connectClient, countRoundTrips, deleteKeysUnder, keysUnder, sharedRedisUrl, uniquePrefix, type TestClient } from '../support/redis.ts';
 import { SECRET } from '../receiver/support.ts';
 
 /** The text Redis Cluster hashes for a key: between the first `{` and the next `}`, when not empty. */
@@ -183,6 +183,27 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore ordering
     expect(answer.status === 'processing' && answer.retryAfterMs).toBeGreaterThan(0);
     expect(answer.status === 'processing' && answer.retryAfterMs).toBeLessThanOrEqual(30_000);
     expect(await admin.exists(prefix + key)).toBe(0);
+  });
+
+  it('an ordered claim is two round trips and a duplicate one; a completion two', async () => {
+    const store = redisStore({ client: client.client, prefix });
+    const entity = 'default:o:round_trips';
+    // Every script loaded first, so that each operation below is EVALSHA alone.
+    const warm = acquired(await store.claimOrdered('default:s:rt_0', 30_000, TTL_MS, at(entity, 1)));
+    expect(await store.completeOrdered('default:s:rt_0', warm, TTL_MS, at(entity, 1))).toBe(true);
+    let token = '';
+    const claim = await countRoundTrips(sharedRedisUrl!, client, async () => {
+      token = acquired(await store.claimOrdered('default:s:rt_1', 30_000, TTL_MS, at(entity, 2)));
+    });
+    expect(claim.commands).toEqual(['evalsha', 'evalsha']);
+    const complete = await countRoundTrips(sharedRedisUrl!, client, async () => {
+      expect(await store.completeOrdered('default:s:rt_1', token, TTL_MS, at(entity, 2))).toBe(true);
+    });
+    expect(complete.commands).toEqual(['evalsha', 'evalsha']);
+    const duplicate = await countRoundTrips(sharedRedisUrl!, client, async () => {
+      expect(await store.claimOrdered('default:s:rt_1', 30_000, TTL_MS, at(entity, 2))).toEqual({ status: 'completed' });
+    });
+    expect(duplicate.commands).toEqual(['evalsha']);
   });
 
   it('stale and busy claims leave the id done and free respectively, and release frees both', async () => {
