@@ -18,6 +18,10 @@
  * Expiry is checked on access (a record past its time counts as absent) and cleaned up by the
  * object's alarm, so an id's storage goes away once its completion has expired.
  *
+ * With ordering, an id still lives in its own object (an id is one id, ordered or not), and the
+ * entity's version and lock in the entity's object: an ordered claim or completion is a request
+ * to each, the id's first.
+ *
  * Nothing here imports `cloudflare:workers`: the object is a plain class with the
  * `constructor(ctx, env)`, `fetch` and `alarm` shape that workerd calls, so this module also loads
  * in Node (for types, tests and bundlers) and needs no special export condition.
@@ -139,7 +143,7 @@ type Operation =
   | { op: 'release'; key: string; token: string }
   | { op: 'extend'; key: string; token: string; ms: number }
   | { op: 'ping' }
-  | OrderedOperation;
+  | EntityOperation;
 
 /**
  * What the Cloudflare inbox asks the one object that keeps its dead letters: a shelf of JSON
@@ -153,20 +157,23 @@ type ShelfOperation =
   | { op: 'shelf.list'; limit: number };
 
 /**
- * Ordering (issue 26): sent to the entity's object, which holds the entity's version and lock and
- * the ids of its ordered deliveries, so the id and the entity are checked in one operation.
+ * Ordering: sent to the entity's object, which holds the entity's version and lock. An ordered
+ * delivery's id lives in the id's own object, as an unordered one's (an id is one id with ordering
+ * or without), and is claimed, completed, extended there first: objects cannot change together,
+ * so the entity is judged while the id is held. `entity.claim` also reads `key` among the ids
+ * that releases before this one kept in the entity's object, until they expire.
  */
-type OrderedOperation =
-  | ({ op: 'claimOrdered'; key: string; token: string; ms: number; ttl: number } & EntityOrder)
-  | ({ op: 'completeOrdered'; key: string; token: string; ms: number } & EntityOrder)
-  | ({ op: 'releaseOrdered'; key: string; token: string } & EntityOrder)
-  | ({ op: 'extendOrdered'; key: string; token: string; ms: number } & EntityOrder)
+type EntityOperation =
+  | ({ op: 'entity.claim'; key: string; token: string; ms: number } & EntityOrder)
+  | { op: 'entity.complete'; entity: string; token: string; version: string; ms: number }
+  | { op: 'entity.release'; entity: string; token: string }
+  | { op: 'entity.extend'; entity: string; token: string; ms: number }
   | { op: 'forgetVersion'; entity: string };
 
 type Reply =
   | { status: 'acquired' }
   | { status: 'processing'; retryAfterMs: number }
-  | { status: 'completed' }
+  | { status: 'completed'; /** `entity.claim`: how long the id's completion still holds. */ leftMs?: number }
   | { status: 'unsigned_limit' }
   | { status: 'stale' }
   | { status: 'busy'; retryAfterMs: number }
@@ -231,30 +238,70 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
 
   const send = (name: string, operation: Operation): Promise<Reply> => askObject(namespace, name, operation, timeoutMs, STORE) as Promise<Reply>;
 
-  const answer = async (operation: Exclude<Operation, { op: 'claim' | 'ping' | 'claimOrdered' | 'forgetVersion' }>): Promise<boolean> => {
-    // An ordered operation goes to its entity's object, which holds the id too.
-    const reply = await send('entity' in operation ? prefix + operation.entity : objectName(operation.key), operation);
+  const okOf = (reply: Reply, op: string): boolean => {
     if (typeof reply === 'object' && reply !== null && 'ok' in reply && typeof reply.ok === 'boolean') return reply.ok;
-    throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ${operation.op}: ${describeValue(reply)}`);
+    throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to ${op}: ${describeValue(reply)}`);
+  };
+  /** An operation on an id, in the id's own object. */
+  const answer = async (operation: Extract<Operation, { op: 'complete' | 'release' | 'extend' }>): Promise<boolean> => okOf(await send(objectName(operation.key), operation), operation.op);
+  /** An operation on an entity, in the entity's object. */
+  const answerEntity = async (operation: Exclude<EntityOperation, { op: 'entity.claim' }>): Promise<boolean> => okOf(await send(prefix + operation.entity, operation), operation.op);
+  // An ordering operation's steps (two objects) bounded together, as one operation.
+  const bounded = <T>(operation: string, steps: () => Promise<T>): Promise<T> => withTimeout(steps(), timeoutMs, STORE, operation);
+
+  const claimId = async (key: string, lockMs: number): Promise<ClaimResult> => {
+    const token = newToken();
+    const operation: Operation = { op: 'claim', key, token, ms: wholeMs(lockMs) };
+    if (isUnsignedKey(key)) operation.ways = ways;
+    const reply = await send(objectName(key), operation);
+    const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
+    if (status === 'acquired') return { status, token };
+    if (status === 'completed') return { status };
+    if (status === 'unsigned_limit') throw unsignedLimitError(STORE, unsignedMax, `all ${ways} ids of its bucket are live claims`);
+    if (status === 'processing') {
+      const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
+      return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
+    }
+    throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to claim: ${describeValue(reply)}`);
+  };
+
+  /** The ordered claim's second step and what follows from it, the id being held by `token`. */
+  const judgeEntity = async (key: string, token: string, lockMs: number, ttlMs: number, order: EntityOrder): Promise<OrderedClaimResult> => {
+    const { entity, version, exclusive } = order;
+    let reply: Reply;
+    try {
+      reply = await send(prefix + entity, { op: 'entity.claim', key, token, ms: wholeMs(lockMs), entity, version, exclusive });
+    } catch (error) {
+      // Nothing was decided: free the id for the sender's retry (best effort; else it expires).
+      answer({ op: 'release', key, token }).catch(() => undefined);
+      throw error;
+    }
+    const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
+    const ms = (field: 'retryAfterMs' | 'leftMs'): number | undefined => {
+      const value = (reply as { retryAfterMs?: unknown; leftMs?: unknown })[field];
+      return typeof value === 'number' && value > 0 ? value : undefined;
+    };
+    if (status === 'acquired') return { status, token };
+    if (status === 'completed' || status === 'stale') {
+      // Done in the entity's object by an earlier release (for leftMs more), or stale: the id is
+      // done, so its retries are duplicates, and an unordered delivery of it finds it too.
+      await answer({ op: 'complete', key, token, ms: (status === 'completed' ? ms('leftMs') : undefined) ?? wholeMs(ttlMs) });
+      return { status };
+    }
+    if (status === 'processing' || status === 'busy') {
+      await answer({ op: 'release', key, token });
+      const left = ms('retryAfterMs');
+      return left !== undefined ? { status, retryAfterMs: left } : { status };
+    }
+    answer({ op: 'release', key, token }).catch(() => undefined);
+    throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to claim: ${describeValue(reply)}`);
   };
 
   return {
     name: STORE,
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
-      const token = newToken();
-      const operation: Operation = { op: 'claim', key, token, ms: wholeMs(lockMs) };
-      if (isUnsignedKey(key)) operation.ways = ways;
-      const reply = await send(objectName(key), operation);
-      const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
-      if (status === 'acquired') return { status, token };
-      if (status === 'completed') return { status };
-      if (status === 'unsigned_limit') throw unsignedLimitError(STORE, unsignedMax, `all ${ways} ids of its bucket are live claims`);
-      if (status === 'processing') {
-        const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
-        return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
-      }
-      throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to claim: ${describeValue(reply)}`);
+      return claimId(key, lockMs);
     },
     async complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
@@ -268,34 +315,43 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
       checkExtend(key, token, lockMs);
       return answer({ op: 'extend', key, token, ms: wholeMs(lockMs) });
     },
+    // Ordered: the id first, in its own object as an unordered claim (a completed or held id
+    // answers at once), then, while this token holds it, the entity in the entity's object.
     async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
       checkClaimOrdered(key, lockMs, ttlMs, order);
-      const token = newToken();
-      const { entity, version, exclusive } = order;
-      const reply = await send(prefix + entity, { op: 'claimOrdered', key, token, ms: wholeMs(lockMs), ttl: wholeMs(ttlMs), entity, version, exclusive });
-      const status = typeof reply === 'object' && reply !== null && 'status' in reply ? reply.status : undefined;
-      if (status === 'acquired') return { status, token };
-      if (status === 'completed' || status === 'stale') return { status };
-      if (status === 'processing' || status === 'busy') {
-        const left = (reply as { retryAfterMs?: unknown }).retryAfterMs;
-        return typeof left === 'number' && left > 0 ? { status, retryAfterMs: left } : { status };
-      }
-      throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to claim: ${describeValue(reply)}`);
+      return bounded('claim', async () => {
+        const held = await claimId(key, lockMs);
+        return held.status === 'acquired' ? judgeEntity(key, held.token, lockMs, ttlMs, order) : held;
+      });
     },
+    // The id first: only a token that held it records a version or frees the entity's lock.
     async completeOrdered(key, token, ttlMs, order) {
       checkComplete(key, token, ttlMs);
       checkOrder(order);
-      return answer({ op: 'completeOrdered', key, token, ms: wholeMs(ttlMs), entity: order.entity, version: order.version, exclusive: order.exclusive });
+      return bounded('complete', async () => {
+        if (!(await answer({ op: 'complete', key, token, ms: wholeMs(ttlMs) }))) return false;
+        await answerEntity({ op: 'entity.complete', entity: order.entity, token, version: order.version, ms: wholeMs(ttlMs) });
+        return true;
+      });
     },
+    // Both at once: each object fences by the token on its own.
     async releaseOrdered(key, token, order) {
       checkRelease(key, token);
       checkOrder(order);
-      return answer({ op: 'releaseOrdered', key, token, entity: order.entity, version: order.version, exclusive: order.exclusive });
+      return bounded('release', async () => {
+        const [released] = await Promise.all([answer({ op: 'release', key, token }), answerEntity({ op: 'entity.release', entity: order.entity, token })]);
+        return released;
+      });
     },
+    // The id first: a token that no longer holds it renews nothing. One that lost only the
+    // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
     async extendOrdered(key, token, lockMs, order) {
       checkExtend(key, token, lockMs);
       checkOrder(order);
-      return answer({ op: 'extendOrdered', key, token, ms: wholeMs(lockMs), entity: order.entity, version: order.version, exclusive: order.exclusive });
+      return bounded('extend', async () => {
+        if (!(await answer({ op: 'extend', key, token, ms: wholeMs(lockMs) }))) return false;
+        return !order.exclusive || answerEntity({ op: 'entity.extend', entity: order.entity, token, ms: wholeMs(lockMs) });
+      });
     },
     async forgetVersion(entity) {
       checkEntity(entity);
@@ -613,8 +669,8 @@ const isMs = (value: unknown): value is number => typeof value === 'number' && N
 const SHELF_LIST_MAX = 10_000;
 
 /** An ordering operation, for the entity's object. */
-function isOrdered(operation: Operation): operation is OrderedOperation {
-  return operation.op === 'forgetVersion' || operation.op.endsWith('Ordered');
+function isEntityOperation(operation: Operation): operation is EntityOperation {
+  return operation.op === 'forgetVersion' || operation.op.startsWith('entity.');
 }
 
 /** The request body as an operation, or `undefined` when it is not one. */
@@ -631,16 +687,20 @@ function operationOf(body: unknown): Operation | ShelfOperation | undefined {
   }
   if (body.op === 'shelf.put' && isText(body.key) && typeof body.value === 'string' && isMs(body.ms)) return { op: 'shelf.put', key: body.key, value: body.value, ms: body.ms };
   if (body.op === 'forgetVersion') return isText(body.entity) ? { op: 'forgetVersion', entity: body.entity } : undefined;
-  if (!isText(body.key) || !isText(body.token)) return undefined;
-  if (typeof body.op === 'string' && body.op.endsWith('Ordered')) {
-    if (!isText(body.entity) || !isText(body.version) || typeof body.exclusive !== 'boolean') return undefined;
-    const order = { key: body.key, token: body.token, entity: body.entity, version: body.version, exclusive: body.exclusive };
-    if (body.op === 'releaseOrdered') return { op: 'releaseOrdered', ...order };
+  if (typeof body.op === 'string' && body.op.startsWith('entity.')) {
+    if (!isText(body.entity) || !isText(body.token)) return undefined;
+    const { entity, token } = body;
+    if (body.op === 'entity.release') return { op: 'entity.release', entity, token };
     if (!isMs(body.ms)) return undefined;
-    if (body.op === 'claimOrdered') return isMs(body.ttl) ? { op: 'claimOrdered', ...order, ms: body.ms, ttl: body.ttl } : undefined;
-    if (body.op === 'completeOrdered' || body.op === 'extendOrdered') return { op: body.op, ...order, ms: body.ms };
+    if (body.op === 'entity.extend') return { op: 'entity.extend', entity, token, ms: body.ms };
+    if (!isText(body.version)) return undefined;
+    if (body.op === 'entity.complete') return { op: 'entity.complete', entity, token, version: body.version, ms: body.ms };
+    if (body.op === 'entity.claim' && isText(body.key) && typeof body.exclusive === 'boolean') {
+      return { op: 'entity.claim', key: body.key, token, ms: body.ms, entity, version: body.version, exclusive: body.exclusive };
+    }
     return undefined;
   }
+  if (!isText(body.key) || !isText(body.token)) return undefined;
 
   if (body.op === 'claim' && isMs(body.ms)) {
     const claim: Operation = { op: 'claim', key: body.key, token: body.token, ms: body.ms };
@@ -752,7 +812,7 @@ export class WebhookClaims {
   // other request to this object until the operation is done (issue 13).
   async #apply(operation: Operation): Promise<Reply> {
     if (operation.op === 'ping') return { ok: true };
-    if (isOrdered(operation)) return this.#applyOrdered(operation);
+    if (isEntityOperation(operation)) return this.#applyToEntity(operation);
     const records = this.#store;
     const { key, token } = operation;
     const time = Date.now();
@@ -780,9 +840,10 @@ export class WebhookClaims {
     return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
   }
 
-  // The entity's object: its version, its lock and its ordered ids, judged in one operation (the
-  // input gate holds other requests while only storage is awaited, as in #apply).
-  async #applyOrdered(operation: OrderedOperation): Promise<Reply> {
+  // The entity's object: its version and its lock (and ids that releases before this one kept
+  // here, read until they expire), judged in one operation (the input gate holds other requests
+  // while only storage is awaited, as in #apply).
+  async #applyToEntity(operation: EntityOperation): Promise<Reply> {
     const records = this.#store;
     const time = Date.now();
     let entity = await records.entity(operation.entity);
@@ -794,53 +855,47 @@ export class WebhookClaims {
       if (entity !== undefined && entity.version !== null) await records.putEntity(operation.entity, { ...entity, version: null });
       return { ok: true };
     }
-    const { key, token } = operation;
-    let record = await records.get(key);
-    if (record !== undefined && record.until <= time) record = undefined;
-    const lockFree = (): EntityRecord => entity ?? { version: null, lockToken: null, lockUntil: 0, until: 0 };
+    const recorded = entity ?? { version: null, lockToken: null, lockUntil: 0, until: 0 };
+    const { token } = operation;
 
-    if (operation.op === 'claimOrdered') {
-      if (record !== undefined) return record.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: record.until - time };
-      if (entity?.version != null && entity.version > operation.version) {
-        // Stale: recorded as done, so its retries are duplicates.
-        return this.#write(key, { token, done: true, until: time + operation.ttl }, { status: 'stale' });
+    if (operation.op === 'entity.claim') {
+      const kept = await records.get(operation.key);
+      if (kept !== undefined && kept.until > time) {
+        return kept.done ? { status: 'completed', leftMs: kept.until - time } : { status: 'processing', retryAfterMs: kept.until - time };
       }
-      if (operation.exclusive && entity?.lockToken != null) return { status: 'busy', retryAfterMs: entity.lockUntil - time };
-      if (operation.exclusive) {
-        const locked = { ...lockFree(), lockToken: token, lockUntil: time + operation.ms };
-        locked.until = Math.max(locked.until, locked.lockUntil);
-        await records.putEntity(operation.entity, locked);
-      }
-      return this.#write(key, { token, done: false, until: time + operation.ms }, { status: 'acquired' });
+      if (recorded.version !== null && recorded.version > operation.version) return { status: 'stale' };
+      if (!operation.exclusive) return { status: 'acquired' };
+      if (recorded.lockToken !== null) return { status: 'busy', retryAfterMs: recorded.lockUntil - time };
+      const lockUntil = time + operation.ms;
+      return this.#putEntity(operation.entity, { ...recorded, lockToken: token, lockUntil, until: Math.max(recorded.until, lockUntil) }, { status: 'acquired' });
     }
-    const owned = record !== undefined && record.token === token;
-    if (operation.op === 'completeOrdered') {
-      if (!owned) return { ok: false };
-      if (record!.done) return { ok: true };
-      const recorded = lockFree();
+    if (operation.op === 'entity.complete') {
+      // Sent only once the id's own object completed it for this token (or again, when retried).
       const version = recorded.version === null || recorded.version < operation.version ? operation.version : recorded.version;
       const mine = recorded.lockToken === token;
-      await records.putEntity(operation.entity, {
-        version,
-        lockToken: mine ? null : recorded.lockToken,
-        lockUntil: mine ? 0 : recorded.lockUntil,
-        until: Math.max(recorded.until, time + operation.ms),
-      });
-      return this.#write(key, { token, done: true, until: time + operation.ms }, { ok: true });
+      return this.#putEntity(
+        operation.entity,
+        { version, lockToken: mine ? null : recorded.lockToken, lockUntil: mine ? 0 : recorded.lockUntil, until: Math.max(recorded.until, time + operation.ms) },
+        { ok: true },
+      );
     }
-    if (operation.op === 'releaseOrdered') {
-      if (entity?.lockToken === token) await records.putEntity(operation.entity, { ...entity, lockToken: null, lockUntil: 0 });
-      if (!owned || record!.done) return { ok: false };
-      await records.delete(key);
+    if (operation.op === 'entity.release') {
+      if (entity !== undefined && entity.lockToken === token) await records.putEntity(operation.entity, { ...entity, lockToken: null, lockUntil: 0 });
       return { ok: true };
     }
-    // extendOrdered: the id and (exclusive) the entity's lock, or neither.
-    if (!owned || record!.done) return { ok: false };
-    if (operation.exclusive) {
-      if (entity?.lockToken !== token) return { ok: false };
-      await records.putEntity(operation.entity, { ...entity, lockUntil: time + operation.ms, until: Math.max(entity.until, time + operation.ms) });
-    }
-    return this.#write(key, { token, done: false, until: time + operation.ms }, { ok: true });
+    // entity.extend: the lock, while this token holds it.
+    if (entity === undefined || entity.lockToken !== token) return { ok: false };
+    const lockUntil = time + operation.ms;
+    return this.#putEntity(operation.entity, { ...entity, lockUntil, until: Math.max(entity.until, lockUntil) }, { ok: true });
+  }
+
+  async #putEntity(key: string, record: EntityRecord, reply: Reply): Promise<Reply> {
+    await this.#store.putEntity(key, record);
+    // The alarm's sweep deletes the record once it has expired; an earlier alarm (another record
+    // of this object) is kept, and its sweep sets the next one.
+    const alarm = (await this.ctx.storage.getAlarm?.()) ?? null;
+    if (alarm === null || alarm > record.until) await this.ctx.storage.setAlarm(record.until);
+    return reply;
   }
 
   async #write(key: string, record: ClaimRecord, reply: Reply): Promise<Reply> {

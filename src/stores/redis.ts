@@ -19,6 +19,10 @@
  * unsigned completion that expires first; full of live claims, it refuses (`unsigned_limit`).
  * Each script still touches one key.
  *
+ * Ordering keeps an id under the same key with or without it; the entity's version and lock live
+ * under the entity's hash tag, in another slot, so an ordered operation is two scripts: the id's,
+ * then the entity's (see the ordering scripts below).
+ *
  * @module webhook-receiver/redis
  */
 
@@ -42,7 +46,7 @@ import {
   wholeMs,
   withTimeout,
 } from './internal.ts';
-import { StoreError, type ClaimResult, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
+import { StoreError, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './types.ts';
 
 export { DEFAULT_UNSIGNED_MAX, StoreError, type StoreErrorReason } from './types.ts';
 
@@ -289,43 +293,49 @@ if not owned('lock') then return 0 end
 hold('lock', tonumber(ARGV[3]))
 return 1`;
 
-// Ordering (issue 26). KEYS: the id, the entity's version, the entity's lock. Versions are
-// fixed-width strings of ASCII digits after one letter, so Lua's string comparison orders them as
-// their values, whatever the server's collation; they are never read as numbers (a double would
-// round a bigint past 2^53).
+// Ordering. An ordered delivery's id is the same key as an unordered one's (`${prefix}${key}`),
+// claimed, completed, released and extended by the scripts above: an id is one id whether
+// ordering is on, off, or keyed otherwise, so turning ordering on (or changing its key, or a
+// fleet of both during a deploy) never runs an id that was already processed. The entity's
+// version `${prefix}{${entity}}` and lock `${prefix}{${entity}}:lock` share the entity's hash tag
+// and change in one script; the id's key is in another slot, so in Redis Cluster the two cannot
+// change together: the id's script runs first and is the only authority on the id, and the
+// entity's script runs while the id is held (an ordered claim is two round trips).
 //
-// Claim: ARGV token, lockMs, ttlMs, version, exclusive ('1' or '0'). Replies {kind, ms}: 0
-// acquired, 1 completed, 2 processing for ms (0: unknown), 3 stale (the id is now done for
-// ttlMs), 4 busy for ms (the entity's lock).
-const CLAIM_ORDERED = `local value = redis.call('GET', KEYS[1])
-if value then
-  if string.sub(value, 1, 4) == 'done' then return {1, 0} end
+// Versions are fixed-width strings of ASCII digits after one letter, so Lua's string comparison
+// orders them as their values, whatever the server's collation; they are never read as numbers (a
+// double would round a bigint past 2^53).
+//
+// KEYS: the id under the entity's tag (`${prefix}{${entity}}${key}`, where releases before this
+// one kept ordered ids: read only, so that an id completed there is still a duplicate until its
+// TTL has run out), the entity's version, the entity's lock.
+//
+// Claim, run once the id is held: ARGV token, lockMs, version, exclusive ('1' or '0'). Replies
+// {kind, ms}: 0 go on (exclusive: the entity's lock is now this token's), 1 the id was completed
+// under the entity's tag (ms: for how much longer), 2 it is held there (ms left, 0 unknown), 3
+// stale, 4 busy for ms (the entity's lock; 0 unknown).
+const ENTITY_CLAIM = `local tagged = redis.call('GET', KEYS[1])
+if tagged then
   local left = redis.call('PTTL', KEYS[1])
-  if left > 0 then return {2, left} end
-  return {2, 0}
+  if left < 0 then left = 0 end
+  if string.sub(tagged, 1, 4) == 'done' then return {1, left} end
+  return {2, left}
 end
 local recorded = redis.call('GET', KEYS[2])
-if recorded and recorded > ARGV[4] then
-  redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[3])
-  return {3, 0}
-end
-if ARGV[5] == '1' then
+if recorded and recorded > ARGV[3] then return {3, 0} end
+if ARGV[4] == '1' then
   if not redis.call('SET', KEYS[3], ARGV[1], 'NX', 'PX', ARGV[2]) then
     local left = redis.call('PTTL', KEYS[3])
     if left > 0 then return {4, left} end
     return {4, 0}
   end
 end
-redis.call('SET', KEYS[1], 'lock:' .. ARGV[1], 'PX', ARGV[2])
 return {0, 0}`;
 
-// Complete: ARGV token, ttlMs, version. As COMPLETE, and in the same step the entity's version
-// is raised (never lowered), kept at least ttlMs, and the lock this token holds is freed.
-const COMPLETE_ORDERED = `local value = redis.call('GET', KEYS[1])
-if value == 'done:' .. ARGV[1] then return 1 end
-if value ~= 'lock:' .. ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], 'done:' .. ARGV[1], 'PX', ARGV[2])
-local recorded = redis.call('GET', KEYS[2])
+// Complete, run once the id's own script completed it for this token: ARGV token, ttlMs,
+// version. The entity's version is raised (never lowered) and kept at least ttlMs, and the lock
+// this token holds is freed. Running it again changes nothing more (a retried completion).
+const ENTITY_COMPLETE = `local recorded = redis.call('GET', KEYS[2])
 if not recorded or recorded < ARGV[3] then
   redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
 elseif redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
@@ -335,18 +345,13 @@ if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
 return 1`;
 
 // Release: ARGV token. The entity's lock this token holds is freed; the version is untouched.
-const RELEASE_ORDERED = `if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
-if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1])
+const ENTITY_RELEASE = `if redis.call('GET', KEYS[3]) == ARGV[1] then redis.call('DEL', KEYS[3]) end
 return 1`;
 
-// Extend: ARGV token, lockMs, exclusive. Both the id and (exclusive) the entity's lock, or neither.
-const EXTEND_ORDERED = `if redis.call('GET', KEYS[1]) ~= 'lock:' .. ARGV[1] then return 0 end
-if ARGV[3] == '1' then
-  if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+// Extend, run once the id's own script extended it: ARGV token, lockMs. The entity's lock, while
+// this token holds it.
+const ENTITY_EXTEND = `if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[3], ARGV[2])
 return 1`;
 
 interface Script {
@@ -367,10 +372,10 @@ interface Scripts {
 
 const SIGNED: Scripts = { claim: script(CLAIM), complete: script(COMPLETE), release: script(RELEASE), extend: script(EXTEND) };
 const UNSIGNED: Scripts = { claim: script(UNSIGNED_CLAIM), complete: script(UNSIGNED_COMPLETE), release: script(UNSIGNED_RELEASE), extend: script(UNSIGNED_EXTEND) };
-const CLAIM_ORDERED_SCRIPT = script(CLAIM_ORDERED);
-const COMPLETE_ORDERED_SCRIPT = script(COMPLETE_ORDERED);
-const RELEASE_ORDERED_SCRIPT = script(RELEASE_ORDERED);
-const EXTEND_ORDERED_SCRIPT = script(EXTEND_ORDERED);
+const ENTITY_CLAIM_SCRIPT = script(ENTITY_CLAIM);
+const ENTITY_COMPLETE_SCRIPT = script(ENTITY_COMPLETE);
+const ENTITY_RELEASE_SCRIPT = script(ENTITY_RELEASE);
+const ENTITY_EXTEND_SCRIPT = script(ENTITY_EXTEND);
 const FORGET_VERSION_SCRIPT = script(`redis.call('DEL', KEYS[1])
 return 1`);
 
@@ -468,6 +473,10 @@ function integerReply(reply: unknown, operation: string): number {
  * dependency of this package.
  *
  * Each claim, complete, release and extend is one Lua script on one key: atomic, one round trip.
+ * With ordering, an id is kept under the same key as without it (turning ordering on, or changing
+ * its key, never runs an id again), and the entity's version and lock under the entity's hash tag:
+ * an ordered claim or completion is two scripts, the id's first, then the entity's while the id
+ * is held (two round trips; a duplicate answers after the first).
  *
  * Redis must not evict these keys on its own: run it with `maxmemory-policy noeviction` or a
  * `volatile-*` policy. Under `allkeys-*` a flood of other keys can evict completed ids, and a
@@ -542,40 +551,84 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
 
   // A plain function: its callers are async, so a `not_ready` thrown here still rejects theirs.
   // An unsigned key is sent as its bucket's hash (`:u:` then a number: no key of the receiver's
-  // grammar starts with `:`), with the key itself first among the arguments.
-  const send = (operation: keyof Scripts, key: string, args: string[]): Promise<unknown> => {
+  // grammar starts with `:`), with the key itself first among the arguments. Not bounded in time:
+  // `send` bounds one script, the ordering operations bound their steps together.
+  const sendUnbounded = (operation: keyof Scripts, key: string, args: string[]): Promise<unknown> => {
     ready(operation);
-    const sent = isUnsignedKey(key)
+    return isUnsignedKey(key)
       ? runScript(scripts, UNSIGNED[operation], [`${prefix}:u:${unsignedBucket(key, buckets)}`], [key, ...args])
       : runScript(scripts, SIGNED[operation], [prefix + key], args);
-    return withTimeout(sent, timeoutMs, 'redis', operation);
   };
-  // Ordering: the id's key, the entity's version and the entity's lock share the entity's hash
-  // tag, so one script touches keys of one slot (Redis Cluster keeps working). An ordered id's
-  // key is therefore not the plain one: `${prefix}{${entity}}${key}`. A '{' or '}' inside the
-  // entity changes which text is the tag, never that the three keys share it: all three begin
-  // with the same `${prefix}{${entity}}`.
-  const sendOrdered = (operation: string, s: Script, key: string, entity: string, args: string[]): Promise<unknown> => {
+  const send = (operation: keyof Scripts, key: string, args: string[]): Promise<unknown> => withTimeout(sendUnbounded(operation, key, args), timeoutMs, 'redis', operation);
+
+  // Ordering: the entity's version and lock share the entity's hash tag, so its script touches
+  // keys of one slot (Redis Cluster keeps working), and reads the id where releases before this
+  // one kept ordered ids (`${prefix}{${entity}}${key}`). A '{' or '}' inside the entity changes
+  // which text is the tag, never that the three keys share it: all three begin with the same
+  // `${prefix}{${entity}}`.
+  const sendEntity = (operation: string, s: Script, key: string, entity: string, args: string[]): Promise<unknown> => {
     ready(operation);
     const tagged = `${prefix}{${entity}}`;
-    return withTimeout(runScript(scripts, s, [tagged + key, tagged, `${tagged}:lock`], args), timeoutMs, 'redis', operation);
+    return runScript(scripts, s, [tagged + key, tagged, `${tagged}:lock`], args);
+  };
+  // An ordering operation's steps (two scripts, in two slots) bounded together, as one operation.
+  const bounded = <T>(operation: string, steps: () => Promise<T>): Promise<T> => withTimeout(steps(), timeoutMs, 'redis', operation);
+
+  /** The id's claim, as `claim` answers it; its callers bound it in time. */
+  const claimId = async (key: string, lockMs: number): Promise<ClaimResult> => {
+    const token = newToken();
+    const args = [token, String(wholeMs(lockMs))];
+    if (isUnsignedKey(key)) args.push(String(ways));
+    const reply = integerReply(await sendUnbounded('claim', key, args), 'claim');
+    if (reply === 0) return { status: 'acquired', token };
+    if (reply === -1) return { status: 'completed' };
+    if (reply > 0) return { status: 'processing', retryAfterMs: reply };
+    if (reply === -2) return { status: 'processing' };
+    if (reply === -3) throw unsignedLimitError('redis', unsignedMax, `all ${ways} ids of its bucket are live claims`);
+    throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${reply}`);
   };
 
+  /** Frees the id `token` holds, without waiting or failing: the lock expires on its own anyway. */
+  const releaseQuietly = (key: string, token: string): void => {
+    Promise.resolve()
+      .then(() => sendUnbounded('release', key, [token]))
+      .catch(() => undefined);
+  };
+
+  /** The ordered claim's second step and what follows from it, the id being held by `token`. */
+  const judgeEntity = async (key: string, token: string, lockMs: number, ttlMs: number, order: EntityOrder): Promise<OrderedClaimResult> => {
+    const args = [token, String(wholeMs(lockMs)), order.version, order.exclusive ? '1' : '0'];
+    let reply: unknown;
+    try {
+      reply = await sendEntity('claim', ENTITY_CLAIM_SCRIPT, key, order.entity, args);
+    } catch (error) {
+      // Nothing was decided: free the id for the sender's retry rather than leave it held for
+      // lockMs (best effort; when Redis is away, the lock expires on its own).
+      releaseQuietly(key, token);
+      throw error;
+    }
+    const [kind, ms] = Array.isArray(reply) && reply.length === 2 ? [integerReply(reply[0], 'claim'), integerReply(reply[1], 'claim')] : [Number.NaN, 0];
+    if (kind === 0) return { status: 'acquired', token };
+    if (kind === 1 || kind === 3) {
+      // Done under the entity's tag (for ms more), or stale: the id is done, so its retries are
+      // duplicates, and an unordered delivery of it finds it too.
+      await sendUnbounded('complete', key, [token, String(kind === 1 && ms > 0 ? ms : wholeMs(ttlMs))]);
+      return kind === 1 ? { status: 'completed' } : { status: 'stale' };
+    }
+    if (kind === 2 || kind === 4) {
+      await sendUnbounded('release', key, [token]);
+      if (kind === 2) return ms > 0 ? { status: 'processing', retryAfterMs: ms } : { status: 'processing' };
+      return ms > 0 ? { status: 'busy', retryAfterMs: ms } : { status: 'busy' };
+    }
+    releaseQuietly(key, token);
+    throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${describeValue(reply)}`);
+  };
 
   return {
     name: 'redis',
     async claim(key, lockMs): Promise<ClaimResult> {
       checkClaim(key, lockMs);
-      const token = newToken();
-      const args = [token, String(wholeMs(lockMs))];
-      if (isUnsignedKey(key)) args.push(String(ways));
-      const reply = integerReply(await send('claim', key, args), 'claim');
-      if (reply === 0) return { status: 'acquired', token };
-      if (reply === -1) return { status: 'completed' };
-      if (reply > 0) return { status: 'processing', retryAfterMs: reply };
-      if (reply === -2) return { status: 'processing' };
-      if (reply === -3) throw unsignedLimitError('redis', unsignedMax, `all ${ways} ids of its bucket are live claims`);
-      throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${reply}`);
+      return bounded('claim', () => claimId(key, lockMs));
     },
     async complete(key, token, ttlMs) {
       checkComplete(key, token, ttlMs);
@@ -589,35 +642,46 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       checkExtend(key, token, lockMs);
       return integerReply(await send('extend', key, [token, String(wholeMs(lockMs))]), 'extend') === 1;
     },
+    // Ordered: the id first, by the same script as an unordered claim (a completed or held id
+    // answers at once, one round trip), then, while this token holds it, the entity.
     async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
       checkClaimOrdered(key, lockMs, ttlMs, order);
-      const token = newToken();
-      const args = [token, String(wholeMs(lockMs)), String(wholeMs(ttlMs)), order.version, order.exclusive ? '1' : '0'];
-      const reply = await sendOrdered('claim', CLAIM_ORDERED_SCRIPT, key, order.entity, args);
-      const [kind, ms] = Array.isArray(reply) && reply.length === 2 ? [integerReply(reply[0], 'claim'), integerReply(reply[1], 'claim')] : [Number.NaN, 0];
-      if (kind === 0) return { status: 'acquired', token };
-      if (kind === 1) return { status: 'completed' };
-      if (kind === 2) return ms > 0 ? { status: 'processing', retryAfterMs: ms } : { status: 'processing' };
-      if (kind === 3) return { status: 'stale' };
-      if (kind === 4) return ms > 0 ? { status: 'busy', retryAfterMs: ms } : { status: 'busy' };
-      throw new StoreError('redis', 'bad_reply', `redis store: unexpected reply to claim: ${describeValue(reply)}`);
+      return bounded('claim', async () => {
+        const held = await claimId(key, lockMs);
+        return held.status === 'acquired' ? judgeEntity(key, held.token, lockMs, ttlMs, order) : held;
+      });
     },
+    // The id first: only a token that held it records a version or frees the entity's lock.
     async completeOrdered(key, token, ttlMs, order) {
       checkComplete(key, token, ttlMs);
       checkOrder(order);
-      const reply = await sendOrdered('complete', COMPLETE_ORDERED_SCRIPT, key, order.entity, [token, String(wholeMs(ttlMs)), order.version]);
-      return integerReply(reply, 'complete') === 1;
+      return bounded('complete', async () => {
+        const ttl = String(wholeMs(ttlMs));
+        if (integerReply(await sendUnbounded('complete', key, [token, ttl]), 'complete') !== 1) return false;
+        await sendEntity('complete', ENTITY_COMPLETE_SCRIPT, key, order.entity, [token, ttl, order.version]);
+        return true;
+      });
     },
+    // Both at once: each script is fenced by the token on its own.
     async releaseOrdered(key, token, order) {
       checkRelease(key, token);
       checkOrder(order);
-      return integerReply(await sendOrdered('release', RELEASE_ORDERED_SCRIPT, key, order.entity, [token]), 'release') === 1;
+      return bounded('release', async () => {
+        const [released] = await Promise.all([sendUnbounded('release', key, [token]), sendEntity('release', ENTITY_RELEASE_SCRIPT, key, order.entity, [token])]);
+        return integerReply(released, 'release') === 1;
+      });
     },
+    // The id first: a token that no longer holds it renews nothing. One that lost only the
+    // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
     async extendOrdered(key, token, lockMs, order) {
       checkExtend(key, token, lockMs);
       checkOrder(order);
-      const reply = await sendOrdered('extend', EXTEND_ORDERED_SCRIPT, key, order.entity, [token, String(wholeMs(lockMs)), order.exclusive ? '1' : '0']);
-      return integerReply(reply, 'extend') === 1;
+      return bounded('extend', async () => {
+        const ms = String(wholeMs(lockMs));
+        if (integerReply(await sendUnbounded('extend', key, [token, ms]), 'extend') !== 1) return false;
+        if (!order.exclusive) return true;
+        return integerReply(await sendEntity('extend', ENTITY_EXTEND_SCRIPT, key, order.entity, [token, ms]), 'extend') === 1;
+      });
     },
     async forgetVersion(entity) {
       checkEntity(entity);

@@ -62,6 +62,11 @@ export type ClaimResult =
  *   and answers `false` when the token no longer holds it. Without it the receiver cannot renew
  *   leases, and keeps the longer default lock.
  * - An unreachable backend rejects (never hangs): the receiver answers 503 `STORE_UNAVAILABLE`.
+ * - Bad arguments reject with an `Error` (a `TypeError` is usual for a key or token that is not a
+ *   non-empty string, a `RangeError` for a duration that is not a positive, finite number of
+ *   milliseconds) and write nothing. A finite duration, however long, is the store's to accept or
+ *   refuse (the shipped stores refuse more than 2^53 ms, which they could not add to a clock
+ *   exactly); the receiver never sends one that long.
  * - A store may bound unsigned keys (class `u`) on their own: with no room left for a new one it
  *   rejects the claim with {@link StoreError} `unsigned_limit` (the receiver answers 503
  *   `UNSIGNED_LIMIT`, whatever `onStoreError` says). An unsigned key never takes a signed key's room.
@@ -142,14 +147,16 @@ export type OrderedClaimResult =
  * The ordering operations of an {@link IdempotencyStore}, all present or all absent: a receiver
  * built with `ordering` refuses a store without them. The rules (checked by `checkStore`):
  *
- * - `claimOrdered(key, lockMs, ttlMs, order)` is `claim` plus, in the same atomic step: when the
+ * - `claimOrdered(key, lockMs, ttlMs, order)` is `claim` plus, in the same atomic step (or, where
+ *   the id and the entity cannot change together, once the id is claimed and while it is held):
+ *   when the
  *   entity's recorded version (still kept) is higher than `order.version`, answer `stale` and
  *   record the id as done for `ttlMs` (its retries are duplicates); when `order.exclusive` and
  *   another token holds the entity's live lock, answer `busy` and take nothing; else acquire the
  *   id and, when exclusive, the entity's lock, both for `lockMs` with one token. An id already
  *   completed or held answers `completed` / `processing` first. An equal version is not stale.
- * - `completeOrdered(key, token, ttlMs, order)` is `complete` plus, in the same atomic step and
- *   only when the token still held the id: record `order.version` when it is higher than the
+ * - `completeOrdered(key, token, ttlMs, order)` is `complete` plus, in the same atomic step (or
+ *   right after the id's completion) and only when the token still held the id: record `order.version` when it is higher than the
  *   recorded one (the recorded version never goes down), keep it at least `ttlMs` from now, and
  *   free the entity's lock this token holds.
  * - `releaseOrdered` is `release`, also freeing the entity's lock this token holds; the version
@@ -157,6 +164,9 @@ export type OrderedClaimResult =
  * - `extendOrdered` is `extend` of both the id and (exclusive) the entity's lock; `false` when the
  *   token holds either no longer.
  * - `forgetVersion(entity)` deletes the recorded version, leaving a live lock alone.
+ * - An id is one id with ordering or without, whatever its entity: `claim` and `claimOrdered` see
+ *   the same ids, so an id completed or held through one answers `completed` or `processing` to
+ *   the other (turning ordering on or off, or changing its key, never runs an id again).
  *
  * @example
  * ```ts

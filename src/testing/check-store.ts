@@ -55,7 +55,7 @@ export class StoreConformanceError extends Error {
  * unknown keys, independent keys and key classes, argument checks, atomic concurrent claims and
  * takeovers, lock expiry, completed-id expiry, lease renewal, and (when asked) a shared backend and
  * an unreachable one; on a store with the ordering operations, the ordering rules too (stale
- * versions, exact comparison, the entity's lock, versions that never go down, fencing, forgetting). Resolves with a report, or rejects with a {@link StoreConformanceError}
+ * versions, exact comparison, the entity's lock, versions that never go down, fencing, forgetting, one id with or without ordering). Resolves with a report, or rejects with a {@link StoreConformanceError}
  * listing each rule the store broke, in words.
  *
  * No test runner is needed: await it in a test of any runner. With the default real clock it
@@ -136,7 +136,7 @@ function settle(options: CheckStoreOptions): Settings {
   const namespace = options.namespace ?? `check${toHex(randomBytes(6))}`;
   if (typeof namespace !== 'string' || namespace === '' || namespace.includes(':')) throw new TypeError(`checkStore namespace must be a non-empty string without ':'`);
   const skip = new Set(options.skip ?? []);
-  for (const rule of skip) if (!RULES.some(([id]) => id === rule)) throw new TypeError(`checkStore skip: no rule named ${JSON.stringify(rule)}`);
+  for (const rule of skip) if (![...RULES, ...ORDERING_RULES].some(([id]) => id === rule)) throw new TypeError(`checkStore skip: no rule named ${JSON.stringify(rule)}`);
   return {
     manual,
     shared: options.shared === true,

@@ -344,7 +344,7 @@ const report = await checkStore(({ now }) => memoryStore({ now }), { clock: 'man
 console.log(JSON.stringify({ store: typeof durableObjectStore, object: typeof WebhookClaims, passed: report.passed, failed: report.failed }));
 `,
     );
-    expect(JSON.parse(run('node', ['cloudflare.mjs']))).toEqual({ store: 'function', object: 'function', passed: 24, failed: 0 });
+    expect(JSON.parse(run('node', ['cloudflare.mjs']))).toEqual({ store: 'function', object: 'function', passed: 25, failed: 0 });
     writeFileSync(join(project, 'cloudflare.cjs'), `const { durableObjectStore, WebhookClaims } = require('webhook-receiver/cloudflare');\nconsole.log(typeof durableObjectStore, typeof WebhookClaims);`);
     expect(run('node', ['cloudflare.cjs']).trim()).toBe('function function');
     // The binding typed as @cloudflare/workers-types declares it (the parts that matter), without that package.

@@ -9,13 +9,16 @@
  * - GET /runs?id=… answers how many times the handler ran for an id;
  * - POST /store/<operation>[?binding=NAME][&unsignedMax=N] runs one store operation ({ key, token, ms }) and answers its result
  *   (a refused claim as `{ refused: reason }`);
- * - POST /object/<abort|peek>?key=…[&binding=NAME] restarts the key's object, or reads what it stores.
+ * - POST /object/<abort|peek>?key=…[&binding=NAME] restarts the key's object, or reads what it stores;
+ * - POST /earlier-layout[?binding=NAME] ({ key, entity }) completes an id in its entity's object, where
+ *   releases before this one kept ordered ids, then claims it with the store, ordered and not.
  */
 
 import { createReceiver } from '../../src/receiver.ts';
 import { durableObjectStore, StoreError, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { checkStore, StoreConformanceError } from '../../src/testing/check-store.ts';
+import { encodeVersion } from '../../src/ordering.ts';
 
 /** A namespace binding as workerd passes it (its stubs take a Request too). */
 interface Namespace extends DurableObjectNamespaceLike {
@@ -134,6 +137,23 @@ async function storeOperation(operation: string, request: Request, env: Env, url
   return new Response('no such operation', { status: 404 });
 }
 
+async function earlierLayout(request: Request, env: Env, url: URL): Promise<Response> {
+  const namespace = claimsOf(env, url);
+  const { key, entity } = (await request.json()) as { key: string; entity: string };
+  // The record an ordered completion left in the entity's object before this release: the id's
+  // claim record, under the id, in the object named after the entity (the store's prefix is '').
+  const entityObject = stub(namespace, entity);
+  const send = async (operation: { op: string; key: string; token: string; ms: number }) =>
+    (await entityObject.fetch(new Request(`https://webhook-claims.invalid/${operation.op}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(operation) }))).json();
+  const token = 'c'.repeat(32);
+  const written = [await send({ op: 'claim', key, token, ms: 30_000 }), await send({ op: 'complete', key, token, ms: 600_000 })];
+  const store = durableObjectStore(namespace);
+  const ordered = await store.claimOrdered(key, 30_000, 600_000, { entity, version: encodeVersion(1), exclusive: true });
+  const plain = await store.claim(key, 30_000);
+  const next = await store.claimOrdered(`${key}_next`, 30_000, 600_000, { entity, version: encodeVersion(2), exclusive: true });
+  return Response.json({ written, ordered, plain, next: next.status });
+}
+
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
@@ -142,6 +162,7 @@ export default {
     if (route === 'webhooks') return webhooks(request, env);
     if (route === 'runs') return stub(env.RUNS, url.searchParams.get('id')!).fetch(new Request('https://runs/'));
     if (route === 'store') return storeOperation(operation!, request, env, url);
+    if (route === 'earlier-layout') return earlierLayout(request, env, url);
     if (route === 'object') {
       try {
         return await stub(claimsOf(env, url), url.searchParams.get('key')!).fetch(new Request(`https://object/${operation}`, { method: 'POST' }));

@@ -138,16 +138,16 @@ const withFault = (fault?: Fault): StoreFactory => {
 };
 
 /** The ordering rules, in the order they run, skipped on a store without the ordering operations. */
-const ORDERING_RULES = ['ordering-stale', 'ordering-compare', 'ordering-exclusive', 'ordering-failed-newer', 'ordering-never-down', 'ordering-fencing', 'ordering-concurrent', 'ordering-lock-expiry', 'ordering-forget'];
+const ORDERING_RULES = ['ordering-stale', 'ordering-compare', 'ordering-exclusive', 'ordering-failed-newer', 'ordering-never-down', 'ordering-fencing', 'ordering-concurrent', 'ordering-lock-expiry', 'ordering-forget', 'ordering-one-id'];
 
 describe('checkStore', () => {
   it('passes the correct reference store and the memory store, with a report of every rule', async () => {
     const report = await checkStore(({ now }) => faultyStore(now), { clock: 'manual' });
-    // The reference store has no ordering operations: their 9 rules are skipped.
-    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 11 });
+    // The reference store has no ordering operations: their 10 rules are skipped.
+    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 12 });
     expect(report.rules.find((rule) => rule.rule === 'unreachable')).toMatchObject({ outcome: 'skipped', message: 'no unreachable backend was given' });
     expect(report.rules.find((rule) => rule.rule === 'ordering-stale')).toMatchObject({ outcome: 'skipped', message: 'the store has no ordering operations' });
-    expect(await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual' })).toMatchObject({ passed: 24, failed: 0 });
+    expect(await checkStore(({ now }) => memoryStore({ now }), { clock: 'manual' })).toMatchObject({ passed: 25, failed: 0 });
   });
 
   it('catches a claim that checks, awaits, then sets: not atomic', async () => {
@@ -220,7 +220,7 @@ describe('checkStore', () => {
 
   it('passes a store that refuses every bad argument with a TypeError, recommending RangeError for durations (issue 22)', async () => {
     const report = await checkStore(withFault('type-errors-only'), { clock: 'manual' });
-    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 11 });
+    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 12 });
     const rule = report.rules.find((r) => r.rule === 'arguments')!;
     expect(rule.outcome).toBe('passed');
     expect(rule.recommendation).toMatch(
@@ -229,6 +229,50 @@ describe('checkStore', () => {
     // The correct reference store gets no recommendation.
     const clean = await checkStore(withFault(), { clock: 'manual' });
     expect(clean.rules.find((r) => r.rule === 'arguments')).not.toHaveProperty('recommendation');
+  });
+
+  it('passes a store that accepts a lock or a TTL of 2 ** 53 ms, which the contract leaves to the store', async () => {
+    // The memory store behind it, with every duration past 2^53 - 1 taken as 2^53 - 1 (far past
+    // any clock's end): a long but finite duration is accepted, not refused.
+    const longest = (ms: number) => (typeof ms === 'number' && ms > Number.MAX_SAFE_INTEGER && Number.isFinite(ms) ? Number.MAX_SAFE_INTEGER : ms);
+    const accepting: StoreFactory = ({ now }) => {
+      const store = memoryStore({ now });
+      return {
+        claim: (key, lockMs) => store.claim(key, longest(lockMs)),
+        complete: (key, token, ttlMs) => store.complete(key, token, longest(ttlMs)),
+        release: (key, token) => store.release(key, token),
+        extend: (key, token, lockMs) => store.extend(key, token, longest(lockMs)),
+        ping: () => store.ping(),
+      };
+    };
+    const made = await accepting({ now: Date.now });
+    const claimed = await made.claim('default:s:long', 2 ** 53);
+    expect(claimed.status).toBe('acquired');
+    expect(await made.complete('default:s:long', (claimed as { token: string }).token, 2 ** 53)).toBe(true);
+    const report = await checkStore(accepting, { clock: 'manual' });
+    expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 12 });
+    expect(report.rules.find((r) => r.rule === 'arguments')).toMatchObject({ outcome: 'passed' });
+    // Durations the contract does rule out are still required to be refused.
+    const found = await failures(withFault('no-argument-checks'));
+    expect(found.get('arguments')).toMatch(/^bad arguments are not refused: /);
+  });
+
+  it('catches an ordering store that keeps ordered ids apart from unordered ones, or per entity', async () => {
+    // Ordered ids under the entity's name, as a store keyed by the entity's slot would keep them.
+    const apart: StoreFactory = ({ now }) => {
+      const store = memoryStore({ now });
+      const under = (key: string, entity: string) => `${entity}|${key}`;
+      return {
+        ...store,
+        claimOrdered: (key, lockMs, ttlMs, order) => store.claimOrdered(under(key, order.entity), lockMs, ttlMs, order),
+        completeOrdered: (key, token, ttlMs, order) => store.completeOrdered(under(key, order.entity), token, ttlMs, order),
+        releaseOrdered: (key, token, order) => store.releaseOrdered(under(key, order.entity), token, order),
+        extendOrdered: (key, token, lockMs, order) => store.extendOrdered(under(key, order.entity), token, lockMs, order),
+      };
+    };
+    expect([...(await failures(apart))]).toEqual([
+      ['ordering-one-id', 'an id completed by claim and complete answered acquired to claimOrdered instead of completed: turning ordering on would run it again'],
+    ]);
   });
 
   it('catches a store whose instances do not share a backend when they should', async () => {

@@ -6,7 +6,7 @@
 
 import { encodeVersion } from '../../ordering.ts';
 import type { EntityOrder, IdempotencyStore, OrderedClaimResult } from '../../stores/types.ts';
-import { LONG, TTL, describe, sleep, type Run } from './harness.ts';
+import { LONG, TTL, describe, sleep, token, type Run } from './harness.ts';
 import type { StoreRule } from './types.ts';
 
 type Rule = readonly [StoreRule, string, (run: Run) => Promise<void>];
@@ -235,6 +235,39 @@ export const ORDERING_RULES: readonly Rule[] = [
       const older = await store.claim(run.key(), at(entity, '2026-03-01T10:00:00Z', false));
       run.check(older.status === 'acquired', `an older delivery after forgetVersion answered ${older.status} instead of acquired`);
       await store.forget(store.entity());
+    },
+  ],
+  [
+    'ordering-one-id',
+    'an id is one id with ordering or without, under any entity: completed or held by one kind of claim, it is completed or processing to the other',
+    async (run) => {
+      const plain = await run.store();
+      const store = new Ordered(plain.raw, run);
+      // Completed without ordering, then ordering turned on.
+      const unordered = run.key();
+      run.check(await plain.complete(unordered, token(run, await plain.claim(unordered, LONG), 'a claim'), TTL), 'complete by the owner of a live claim answered false');
+      const entity = store.entity();
+      const turnedOn = await store.claim(unordered, at(entity, 1));
+      run.check(turnedOn.status === 'completed', `an id completed by claim and complete answered ${turnedOn.status} to claimOrdered instead of completed: turning ordering on would run it again`);
+      const next = await store.claim(run.key(), at(entity, 2));
+      run.check(next.status === 'acquired', `after a duplicate's claimOrdered answered completed, another delivery of its entity answered ${next.status} instead of acquired (a duplicate takes nothing)`);
+      // Completed with ordering, then ordering turned off, or keyed by another entity.
+      const orderedKey = run.key();
+      await store.record(orderedKey, at(store.entity(), 1));
+      const turnedOff = await plain.claim(orderedKey, LONG);
+      run.check(turnedOff.status === 'completed', `an id completed by claimOrdered and completeOrdered answered ${turnedOff.status} to claim instead of completed: turning ordering off would run it again`);
+      const rekeyed = await store.claim(orderedKey, at(store.entity(), 1));
+      run.check(rekeyed.status === 'completed', `an id completed under one entity answered ${rekeyed.status} to claimOrdered under another instead of completed: changing the ordering key would run it again`);
+      // Held by one kind of claim while the other arrives (a fleet where only some instances order).
+      const heldPlain = run.key();
+      token(run, await plain.claim(heldPlain, LONG), 'a claim');
+      const meanwhileOrdered = await store.claim(heldPlain, at(store.entity(), 1));
+      run.check(meanwhileOrdered.status === 'processing', `an id held by claim answered ${meanwhileOrdered.status} to claimOrdered instead of processing: two deliveries of one id would run at once`);
+      const heldOrdered = run.key();
+      const held = await store.claim(heldOrdered, at(store.entity(), 1));
+      if (held.status !== 'acquired') return run.fail(`claimOrdered of a fresh id answered ${held.status} instead of acquired`);
+      const meanwhilePlain = await plain.claim(heldOrdered, LONG);
+      run.check(meanwhilePlain.status === 'processing', `an id held by claimOrdered answered ${meanwhilePlain.status} to claim instead of processing: two deliveries of one id would run at once`);
     },
   ],
 ];

@@ -18,7 +18,9 @@ export const RULES: readonly Rule[] = [
       const key = run.key();
       const badKeys: unknown[] = ['', 42, undefined, null];
       const badTokens: unknown[] = ['', undefined, 42];
-      const badDurations: unknown[] = [0, -1, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 53, '1000'];
+      // What the contract rules out (a duration is a positive, finite number of milliseconds);
+      // a very long but finite one, such as 2 ** 53, is the store's to accept or refuse.
+      const badDurations: unknown[] = [0, -1, Number.NaN, Number.POSITIVE_INFINITY, '1000'];
       const calls: [string, unknown[], 'TypeError' | 'RangeError', () => Promise<unknown>][] = [];
       const as = <T>(value: unknown) => value as T;
       for (const bad of badKeys) {
@@ -244,8 +246,9 @@ export const RULES: readonly Rule[] = [
       run.check((await store.complete(key, stale, TTL)) === false, `complete after the lock of ${lockMs} ms expired answered true: an expired claim is no longer the owner's`);
       run.check((await store.release(key, stale)) === false, `release after the lock of ${lockMs} ms expired answered true`);
       if (run.settings.extend) run.check((await store.extend(key, stale, LONG)) === false, `extend after the lock of ${lockMs} ms expired answered true: an expired lock must not come back to life`);
-      const after = await store.claim(key, LONG);
-      run.check(after.status === 'acquired', `a key whose lock expired answered ${after.status} instead of acquired`);
+      // Its owner stops at the lock's end; others may take it over a little later (a store that
+      // allows for clock skew between instances), within the grace period.
+      await run.claimOnceExpired(store, key, LONG, start + lockMs, `a lock of ${lockMs} ms that its owner let expire was never free again`);
     },
   ],
   [
@@ -316,8 +319,7 @@ export const RULES: readonly Rule[] = [
       const stale = token(run, await store.claim(expiring, lockMs), 'a second claim');
       await run.pass(second + 2 * lockMs + 50 - run.now());
       run.check((await store.extend(expiring, stale, LONG)) === false, 'extend of an expired lock answered true: a lost lease must not be renewed');
-      const after = await store.claim(expiring, LONG);
-      run.check(after.status === 'acquired', `after a refused extend of an expired lock the key answered ${after.status} instead of acquired`);
+      await run.claimOnceExpired(store, expiring, LONG, second + lockMs, `a lock of ${lockMs} ms whose renewal was refused was never free again`);
     },
   ],
   [

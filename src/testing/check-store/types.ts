@@ -39,7 +39,8 @@ export type StoreRule =
   | 'ordering-fencing'
   | 'ordering-concurrent'
   | 'ordering-lock-expiry'
-  | 'ordering-forget';
+  | 'ordering-forget'
+  | 'ordering-one-id';
 
 /**
  * What {@link checkStore} hands the store factory.
