@@ -54,9 +54,11 @@ async function openBullmq(url: string, queueName: string, prefix: string | undef
   const queue = new Queue(queueName, { connection, ...(prefix === undefined ? {} : { prefix }) });
   queue.on('error', () => {});
   const silent = { warn: () => {}, error: () => {} };
+  const inbox = bullmqInbox({ queue, logger: silent });
   return {
-    inbox: bullmqInbox({ queue, logger: silent }),
+    inbox,
     close: async () => {
+      await inbox.close();
       await queue.close();
       connection.disconnect();
     },
@@ -68,9 +70,14 @@ async function openPgBoss(url: string, queueName: string, schema: string | undef
   const boss = new PgBoss({ connectionString: url, ...(schema === undefined ? {} : { schema }), supervise: false, schedule: false, migrate: false, max: 2 });
   boss.on('error', () => {});
   await boss.start();
+  // Only reads, retries and purges dead letters: the queue's settings (retries, backoff) stay the app's.
+  const inbox = pgBossInbox({ boss: boss as unknown as PgBossLike, queue: queueName });
   return {
-    inbox: pgBossInbox({ boss: boss as unknown as PgBossLike, queue: queueName }),
-    close: () => boss.stop({ graceful: false, close: true, timeout: 2000 }),
+    inbox,
+    close: async () => {
+      await inbox.close();
+      await boss.stop({ graceful: false, close: true, timeout: 2000 });
+    },
   };
 }
 

@@ -155,6 +155,7 @@ async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
     deadLetters: (options) => engine.deadLetters(options),
     retry: (webhookId, selector) => engine.retry(webhookId, selector),
     purge: (webhookId, selector) => engine.purge(webhookId, selector),
+    close: () => engine.close(),
     async work(handler, options) {
       const worker = { handler, options: options ?? {} };
       workers.push(worker);
