@@ -273,7 +273,6 @@ class BullmqInbox implements Inbox {
   }
 }
 
-
 /** Tells BullMQ what became of one delivery. */
 async function settle(job: Job, token: string | undefined, verdict: Verdict, runner: JobRunner): Promise<void> {
   switch (verdict.kind) {
