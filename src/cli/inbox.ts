@@ -79,9 +79,11 @@ async function openBullmq(url: string, queueName: string, prefix: string | undef
   const queue = new Queue(queueName, { connection, ...(prefix === undefined ? {} : { prefix }) });
   queue.on('error', () => {});
   const silent = { warn: () => {}, error: () => {} };
+  const inbox = bullmqInbox({ queue, logger: silent });
   return {
-    inbox: bullmqInbox({ queue, logger: silent }),
+    inbox,
     close: async () => {
+      await within(inbox.close(), CLOSE_MS).catch(() => {});
       await within(queue.close(), CLOSE_MS).catch(() => {});
       connection.disconnect();
     },
@@ -114,9 +116,14 @@ async function openPgBoss(url: string, queueName: string, schema: string | undef
     void close();
     throw noAnswer('PostgreSQL', url, timeoutMs / 1000, 'while connecting');
   }
+  // Only reads, retries and purges dead letters: the queue's settings (retries, backoff) stay the app's.
+  const inbox = pgBossInbox({ boss: boss as unknown as PgBossLike, queue: queueName });
   return {
-    inbox: pgBossInbox({ boss: boss as unknown as PgBossLike, queue: queueName }),
-    close,
+    inbox,
+    close: async () => {
+      await within(inbox.close(), CLOSE_MS).catch(() => {});
+      await close();
+    },
   };
 }
 

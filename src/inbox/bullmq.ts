@@ -13,9 +13,11 @@
  * @module webhook-receiver/bullmq
  */
 
-import { DelayedError, UnrecoverableError, Worker, type ConnectionOptions, type Job, type Queue, type WorkerOptions } from 'bullmq';
+import { DelayedError, ErrorCode, UnrecoverableError, Worker, type ConnectionOptions, type Job, type Queue, type WorkerOptions } from 'bullmq';
 import { checkLogger, type WebhookLogger } from '../logger.ts';
+import type { IdempotencyStore } from '../stores/types.ts';
 import { commonSettings, deadLetterLimit, deadLetterOf, failureOf, failureText, hexJobId, selectedKey, type CommonInboxOptions } from './job.ts';
+import { WorkerStores } from './lifecycle.ts';
 import type { DeadLetter, Inbox, InboxHandler, InboxJob, InboxWorker, JobSelector, WorkOptions } from './types.ts';
 import { JobRunner, type Verdict } from './worker.ts';
 
@@ -89,6 +91,12 @@ export interface BullmqInboxOptions extends CommonInboxOptions {
   workerOptions?: Pick<WorkerOptions, 'lockDuration' | 'stalledInterval' | 'maxStalledCount' | 'drainDelay'>;
   /** Where the start-up durability warning goes. Default: the console. */
   logger?: WebhookLogger;
+  /**
+   * The workers' store (key class `w`): `work()` uses it unless its own options name one, and
+   * `deadLetters()` and `retry()` look there for a job whose handler had in fact succeeded.
+   * Default: none (each worker then needs its own `idempotency.store`, or uses a memory store).
+   */
+  idempotency?: { store?: IdempotencyStore };
 }
 
 interface DuplicableClient {
@@ -128,6 +136,8 @@ class BullmqInbox implements Inbox {
   readonly #connection: ConnectionOptions | undefined;
   readonly #workerOptions: BullmqInboxOptions['workerOptions'];
   readonly #logger: WebhookLogger | undefined;
+  /** The workers this inbox started and the stores their claims live in. */
+  readonly #workers: WorkerStores;
   #checked: Promise<void> | undefined;
 
   constructor(options: BullmqInboxOptions) {
@@ -145,6 +155,7 @@ class BullmqInbox implements Inbox {
     this.#connection = options.connection;
     this.#workerOptions = options.workerOptions;
     this.#logger = checkLogger(options.logger);
+    this.#workers = new WorkerStores('bullmqInbox', options.idempotency, BULLMQ_DEAD_LETTER_RETENTION_SECONDS * 1000);
   }
 
   /** Once per inbox: warns when Redis keeps jobs only in memory. */
@@ -184,7 +195,8 @@ class BullmqInbox implements Inbox {
   }
 
   async work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker> {
-    const runner = new JobRunner(handler, options, this.maxAttempts, this.engine);
+    this.#workers.checkOpen();
+    const runner = new JobRunner(handler, this.#workers.optionsOf(options), this.maxAttempts, this.engine, BULLMQ_DEAD_LETTER_RETENTION_SECONDS);
     this.#checkDurability();
     const given = this.#connection;
     const { connection, owned } = given === undefined ? workerConnection(this.#queue) : { connection: given, owned: undefined };
@@ -200,23 +212,27 @@ class BullmqInbox implements Inbox {
     });
     // BullMQ reports connection trouble as events; without a listener Node would throw them.
     worker.on('error', () => {});
-    await worker.waitUntilReady();
     const stopped = async (close: Promise<void>) => {
       await close;
       owned?.disconnect();
     };
-    return {
-      close: (closeOptions) => runner.close(closeOptions, { stop: () => stopped(worker.close()), force: () => stopped(worker.close(true)) }),
-    };
+    try {
+      await worker.waitUntilReady();
+    } catch (error) {
+      await stopped(worker.close(true));
+      throw error;
+    }
+    return this.#workers.add(runner, { stop: () => stopped(worker.close()), force: () => stopped(worker.close(true)) });
   }
 
   async deadLetters(options?: { limit?: number }): Promise<DeadLetter[]> {
     const jobs = await this.#queue.getJobs(['failed'], 0, deadLetterLimit(options) - 1, true);
-    return jobs.flatMap((job) => {
+    const letters = jobs.flatMap((job) => {
       const failedAt = job.finishedOn === undefined ? undefined : new Date(job.finishedOn);
       const { data, firstAttemptAt } = failedJobOf(job);
       return deadLetterOf(data, { attempts: job.attemptsMade, error: failureOf(job.failedReason), firstAttemptAt, failedAt }) ?? [];
     });
+    return this.#workers.unprocessed(letters);
   }
 
   async #failedJob(webhookId: string, selector: JobSelector | undefined, method: string) {
@@ -229,8 +245,17 @@ class BullmqInbox implements Inbox {
     if (job === undefined) return false;
     // Attempts counted anew, and their times: the next first attempt is recorded afresh.
     const { data } = failedJobOf(job);
+    if (await this.#workers.processed(data)) return false;
     if (data !== job.data) await job.updateData(data);
-    await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+    try {
+      await job.retry('failed', { resetAttemptsMade: true, resetAttemptsStarted: true });
+    } catch (error) {
+      // Another retry (or a purge) took it between the read and the move: BullMQ's script found
+      // it in the failed set no more, or gone.
+      const code = (error as { code?: unknown } | null)?.code;
+      if (code === ErrorCode.JobNotInState || code === ErrorCode.JobNotExist) return false;
+      throw error;
+    }
     return true;
   }
 
@@ -239,6 +264,12 @@ class BullmqInbox implements Inbox {
     if (job === undefined) return false;
     await job.remove();
     return true;
+  }
+
+  close(): Promise<void> {
+    // The queue, and a connection or client passed in, are the app's: only the workers (with the
+    // connections derived for them) are the inbox's own.
+    return this.#workers.close();
   }
 }
 

@@ -32,6 +32,8 @@ import { WebhookError } from '../errors.ts';
 import { checkLogger, logFailure, type WebhookLogger } from '../logger.ts';
 import { DEFAULT_DURABLE_OBJECT_TIMEOUT_MS, durableObjectStore, type DurableObjectNamespaceLike } from '../stores/durable-object.ts';
 import { askObject, describeValue } from '../stores/internal.ts';
+import type { IdempotencyStore } from '../stores/types.ts';
+import { WorkerStores } from './lifecycle.ts';
 import { acceptKey, commonSettings, failureOf, failureText, readJob, selectedKey, type CommonInboxOptions } from './job.ts';
 import type { DeadLetter, Inbox, InboxHandler, InboxJob, InboxWorker, JobSelector, WorkOptions } from './types.ts';
 import { JobRunner, type Verdict } from './worker.ts';
@@ -167,6 +169,12 @@ export interface CloudflareQueueInboxOptions extends CommonInboxOptions {
   maxBacklog?: number;
   /** How long the backlog read and the send may take together before the delivery is refused with 503. Default 2 000. */
   timeoutMs?: number;
+  /**
+   * The consumers' store (key class `w`): `consumer()` uses it unless its own options name one,
+   * and `deadLetters()` and `retry()` look there for a job whose handler had in fact succeeded.
+   * Default: the Durable Object store on `claims`.
+   */
+  idempotency?: { store?: IdempotencyStore };
 }
 
 /**
@@ -281,6 +289,8 @@ class CloudflareQueues implements CloudflareQueueInbox {
   readonly #claims: DurableObjectNamespaceLike;
   readonly #shelf: string;
   readonly #backoffDelayMs: number;
+  /** The stores the consumers' claims live in. */
+  readonly #workers: WorkerStores;
 
   constructor(options: CloudflareQueueInboxOptions) {
     if (!isObject(options)) throw new TypeError('cloudflareQueueInbox needs an options object: cloudflareQueueInbox({ queue: env.WEBHOOK_QUEUE, claims: env.WEBHOOK_CLAIMS })');
@@ -302,6 +312,9 @@ class CloudflareQueues implements CloudflareQueueInbox {
     this.maxBacklog = settings.maxBacklog;
     this.timeoutMs = settings.timeoutMs;
     this.#backoffDelayMs = settings.backoffDelayMs;
+    const idempotency = options.idempotency;
+    if (idempotency !== undefined && (typeof idempotency !== 'object' || idempotency === null)) throw new TypeError('cloudflareQueueInbox idempotency must be an object: { store }');
+    this.#workers = new WorkerStores('cloudflareQueueInbox', { store: idempotency?.store ?? durableObjectStore(this.#claims) }, CLOUDFLARE_DEAD_LETTER_RETENTION_SECONDS * 1000);
   }
 
   #ask<Operation extends { op: string }>(operation: Operation): Promise<unknown> {
@@ -338,8 +351,8 @@ class CloudflareQueues implements CloudflareQueueInbox {
   }
 
   consumer(handler: InboxHandler, options?: WorkOptions): QueueConsumer {
-    const store = options?.idempotency?.store ?? durableObjectStore(this.#claims);
-    const runner = new JobRunner(handler, { ...options, idempotency: { ...options?.idempotency, store } }, this.maxAttempts, this.engine);
+    const runner = new JobRunner(handler, this.#workers.optionsOf(options), this.maxAttempts, this.engine, CLOUDFLARE_DEAD_LETTER_RETENTION_SECONDS);
+    this.#workers.watch(runner);
     // A plain function (Workers call the export unbound), reaching the inbox through `inbox`.
     const inbox = this;
     return async function consumer(this: void, batch: MessageBatchLike): Promise<void> {
@@ -478,7 +491,7 @@ class CloudflareQueues implements CloudflareQueueInbox {
         job,
       });
     }
-    return letters;
+    return this.#workers.unprocessed(letters);
   }
 
   async retry(webhookId: string, selector?: JobSelector): Promise<boolean> {
@@ -487,6 +500,7 @@ class CloudflareQueues implements CloudflareQueueInbox {
     const value = isObject(reply) ? reply.value : null;
     if (typeof value !== 'string') return false;
     const shelved = JSON.parse(value) as Shelved;
+    if (await this.#workers.processed(shelved.job)) return false;
     // Sent before the record goes: a retry that fails half-way leaves the dead letter, and one
     // sent twice runs once (the worker's claim). Deleted only while it is the record read: the
     // job sent may already have failed again and been recorded anew.
@@ -498,6 +512,12 @@ class CloudflareQueues implements CloudflareQueueInbox {
   async purge(webhookId: string, selector?: JobSelector): Promise<boolean> {
     const reply = await this.#ask({ op: 'shelf.delete', key: selectedKey(webhookId, selector, 'purge') });
     return isObject(reply) && reply.ok === true;
+  }
+
+  close(): Promise<void> {
+    // Nothing of the inbox's own stays open: its bindings are the runtime's, and Queues runs and
+    // ends each consumer invocation.
+    return this.#workers.close();
   }
 }
 

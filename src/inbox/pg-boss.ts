@@ -14,7 +14,8 @@
  */
 
 import { commonSettings, deadLetterLimit, deadLetterOf, failureOf, failureText, selectedKey, uuidJobId, type CommonInboxOptions } from './job.ts';
-import type { ClaimHandle } from '../stores/types.ts';
+import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
+import { WorkerStores } from './lifecycle.ts';
 import type { DeadLetter, EnqueueOptions, Inbox, InboxHandler, InboxJob, InboxWorker, JobSelector, WorkOptions } from './types.ts';
 import { JobRunner, type Verdict } from './worker.ts';
 
@@ -110,6 +111,12 @@ export interface PgBossInboxOptions extends CommonInboxOptions {
    * `deleteAfterSeconds`.
    */
   queueOptions?: { expireInSeconds?: number; heartbeatSeconds?: number; deleteAfterSeconds?: number };
+  /**
+   * The workers' store (key class `w`): `work()` uses it unless its own options name one, and
+   * `deadLetters()` and `retry()` look there for a job whose handler had in fact succeeded.
+   * Default: none (each worker then needs its own `idempotency.store`, or uses a memory store).
+   */
+  idempotency?: { store?: IdempotencyStore };
 }
 
 /** How long a dead letter is kept: pg-boss's default retention of a queued job, 14 days. */
@@ -166,6 +173,8 @@ class PgBossInbox implements Inbox {
   readonly #transactional: boolean;
   readonly #pollingIntervalSeconds: number | undefined;
   readonly #queueOptions: object;
+  /** The workers this inbox started and the stores their claims live in. */
+  readonly #workers: WorkerStores;
   #ready: Promise<void> | undefined;
 
   constructor(options: PgBossInboxOptions) {
@@ -196,9 +205,14 @@ class PgBossInbox implements Inbox {
     const queueOptions = options.queueOptions ?? {};
     if (typeof queueOptions !== 'object' || queueOptions === null) throw new TypeError('pgBossInbox queueOptions must be an object');
     this.#queueOptions = queueOptions;
+    this.#workers = new WorkerStores('pgBossInbox', options.idempotency, DEAD_LETTER_RETENTION_SECONDS * 1000);
   }
 
-  /** Creates the queues when missing, and brings the retry policy to the inbox's. Once; again after a failure. */
+  /**
+   * Creates the queues when missing, and brings the retry policy to the inbox's. Once; again after
+   * a failure. Only the sending and working sides do: reading, retrying and purging dead letters
+   * leave the queues' settings as the app set them.
+   */
   #prepare(): Promise<void> {
     this.#ready ??= this.#createQueues().catch((error: unknown) => {
       this.#ready = undefined;
@@ -236,7 +250,8 @@ class PgBossInbox implements Inbox {
   }
 
   async work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker> {
-    const runner = new JobRunner(handler, options, this.maxAttempts, this.engine);
+    this.#workers.checkOpen();
+    const runner = new JobRunner(handler, this.#workers.optionsOf(options), this.maxAttempts, this.engine, DEAD_LETTER_RETENTION_SECONDS);
     await this.#prepare();
     const workOptions: Record<string, unknown> = { batchSize: 1, perJobResults: true, localConcurrency: runner.concurrency };
     if (this.#pollingIntervalSeconds !== undefined) workOptions.pollingIntervalSeconds = this.#pollingIntervalSeconds;
@@ -245,13 +260,10 @@ class PgBossInbox implements Inbox {
       for (const job of jobs as PgBossJobLike[]) results.push({ id: job.id, ...(await this.#run(runner, job)) });
       return results;
     });
-    return {
-      close: (closeOptions) =>
-        runner.close(closeOptions, {
-          stop: () => this.#boss.offWork(this.#queue, { id: workId, wait: true }),
-          force: () => this.#boss.offWork(this.#queue, { id: workId, wait: false }),
-        }),
-    };
+    return this.#workers.add(runner, {
+      stop: () => this.#boss.offWork(this.#queue, { id: workId, wait: true }),
+      force: () => this.#boss.offWork(this.#queue, { id: workId, wait: false }),
+    });
   }
 
   /**
@@ -298,15 +310,23 @@ class PgBossInbox implements Inbox {
 
   async #findDead(webhookId: string, selector: JobSelector | undefined, method: string): Promise<PgBossJobLike[]> {
     selectedKey(webhookId, selector, method);
-    await this.#prepare();
-    return (await this.#boss.findJobs(this.#deadQueue, { data: dataOf(webhookId, selector) })) as PgBossJobLike[];
+    return this.#findJobs(this.#deadQueue, { data: dataOf(webhookId, selector) });
+  }
+
+  /** `findJobs`, without creating the queue: a queue that does not exist yet holds no jobs. */
+  async #findJobs(queue: string, options: object): Promise<PgBossJobLike[]> {
+    try {
+      return (await this.#boss.findJobs(queue, options)) as PgBossJobLike[];
+    } catch (error) {
+      if ((error as { code?: unknown } | null)?.code === QUEUE_NOT_FOUND) return [];
+      throw error;
+    }
   }
 
   async deadLetters(options?: { limit?: number }): Promise<DeadLetter[]> {
     const limit = deadLetterLimit(options);
-    await this.#prepare();
-    const jobs = (await this.#boss.findJobs(this.#deadQueue, { limit })) as PgBossJobLike[];
-    return jobs.flatMap((job) => {
+    const jobs = await this.#findJobs(this.#deadQueue, { limit });
+    const letters = jobs.flatMap((job) => {
       // Our per-job output (`{ error }`), or pg-boss's own for a job it failed (`{ value }`: an expiry).
       const output = job.sourceOutput;
       const error = isObject(output) && isObject(output.error) ? output.error : isObject(output) && isObject(output.value) ? output.value : {};
@@ -315,11 +335,12 @@ class PgBossInbox implements Inbox {
       // `createdOn` of the dead-letter copy: pg-boss made it as the last attempt failed.
       return deadLetterOf(job.data, { attempts: (job.sourceRetryCount ?? 0) + 1, error: failure, firstAttemptAt: first === null ? undefined : new Date(first), failedAt: job.createdOn }) ?? [];
     });
+    return this.#workers.unprocessed(letters);
   }
 
   async retry(webhookId: string, selector?: JobSelector): Promise<boolean> {
     const dead = await this.#findDead(webhookId, selector, 'retry');
-    if (dead.length === 0) return false;
+    if (dead.length === 0 || (await this.#workers.processed(dead[0]!.data))) return false;
     // Back to the queue as a new job (a new id; retries counted from zero).
     const moved = await this.#boss.redrive(this.#deadQueue, { ids: dead.map((job) => job.id), destination: this.#queue });
     return moved > 0;
@@ -333,11 +354,19 @@ class PgBossInbox implements Inbox {
       dead.map((job) => job.id),
     );
     // And the failed originals, which pg-boss keeps in the queue until their retention ends.
-    const failed = ((await this.#boss.findJobs(this.#queue, { data: dataOf(webhookId, selector) })) as PgBossJobLike[]).filter((job) => job.state === 'failed');
+    const failed = (await this.#findJobs(this.#queue, { data: dataOf(webhookId, selector) })).filter((job) => job.state === 'failed');
     if (failed.length > 0) await this.#boss.deleteJob(this.#queue, failed.map((job) => job.id));
     return true;
   }
+
+  close(): Promise<void> {
+    // The PgBoss instance is the app's (it passed it started): the app stops it, after this.
+    return this.#workers.close();
+  }
 }
+
+/** The `code` pg-boss gives the error of a queue that does not exist. */
+const QUEUE_NOT_FOUND = 'PGBOSS_QUEUE_NOT_FOUND';
 
 /** How long a job waits out busy claims before it gives up and counts a retry: 10 minutes, well inside pg-boss's 15-minute expiry. */
 const DEFERRAL_BUDGET_MS = 600_000;

@@ -169,7 +169,12 @@ export interface WorkOptions {
     store?: IdempotencyStore;
     /** How long a worker's claim holds without renewal (renewed every third of it while the handler runs). Default 30. */
     lockSeconds?: number;
-    /** How long a processed job's id is remembered. Default 86 400. */
+    /**
+     * How long a processed job's id is remembered. Default 86 400, and never less than the engine
+     * keeps a dead letter (14 days on every engine): an engine can dead-letter a job whose handler
+     * succeeded (a worker that died after its handler, before the engine heard of it), and that
+     * dead letter must not run again when retried.
+     */
     ttlSeconds?: number;
   };
   /** Jobs run at once by this worker. Default 1. */
@@ -312,13 +317,30 @@ export interface Inbox {
   backlog(): Promise<number>;
   /** Runs a worker in this process. */
   work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker>;
-  /** The dead letters, oldest first, at most `limit` (default 1 000). */
+  /**
+   * The dead letters, oldest first, at most `limit` (default 1 000). A job the engine gave up on
+   * although its handler had succeeded (its worker died after the handler, before the engine heard
+   * of it) is left out: its claim is completed in the workers' store. That store is the inbox's
+   * `idempotency.store`, or the stores of the workers this inbox runs in this process; with
+   * neither, such a job is listed, and a retry of it is skipped by the worker as a duplicate.
+   */
   deadLetters(options?: { limit?: number }): Promise<DeadLetter[]>;
-  /** Puts a dead letter back on the queue with its attempts counted anew; `false` when there is none. */
+  /**
+   * Puts a dead letter back on the queue with its attempts counted anew; `false` when there is
+   * none, when another retry took it first, or when its handler had already succeeded (see
+   * {@link Inbox.deadLetters}).
+   */
   retry(webhookId: string, options?: JobSelector): Promise<boolean>;
   /**
    * Deletes a dead letter (and the engine's record of the failed job); `false` when there is none.
    * The accepting claim stays, so the sender's late retries are still answered as duplicates.
    */
   purge(webhookId: string, options?: JobSelector): Promise<boolean>;
+  /**
+   * Closes what the inbox opened itself: it closes the workers it started that are still running
+   * (as `worker.close()` does, waiting up to 5 seconds for their handlers) and the connections it
+   * made for them. What the app passed in (a BullMQ `Queue` or ioredis client, a `PgBoss`
+   * instance, a store) is the app's to close, after this. Idempotent; `work()` rejects afterwards.
+   */
+  close(): Promise<void>;
 }

@@ -78,9 +78,43 @@ function deferredError(reason: string): Error {
   return error;
 }
 
+/** The worker's claim key of a job (key class `w`). */
+function workerKey(job: InboxJob): string {
+  return `${job.namespace}:w:${job.signed ? 's' : 'u'}:${job.id}`;
+}
+
+/** How long {@link processedIn} holds a claim it finds free (it releases it at once). */
+const PROBE_LOCK_MS = 5000;
+
+/**
+ * Whether a worker already ran the job's handler to success: its claim (key class `w`) is
+ * completed in `store`. The store contract has no read, so this claims: a claim found free is
+ * released at once, and one held by a worker is not completed. An ordered job is claimed with its
+ * entity (its id's key is the entity's); a stale one is recorded as done by the store, as any
+ * delivery of it would be, and still answers `false` (its handler never ran). Rejects when the
+ * store fails.
+ */
+export async function processedIn(store: IdempotencyStore, job: InboxJob, ttlMs: number): Promise<boolean> {
+  const key = workerKey(job);
+  const order = orderOf(job);
+  if (order === undefined) {
+    const result = await store.claim(key, PROBE_LOCK_MS);
+    if (result.status === 'acquired') await store.release(key, result.token);
+    return result.status === 'completed';
+  }
+  if (typeof store.claimOrdered !== 'function' || typeof store.releaseOrdered !== 'function') return false;
+  const result = await store.claimOrdered(key, PROBE_LOCK_MS, ttlMs, order);
+  if (result.status === 'acquired') await store.releaseOrdered(key, result.token, order);
+  return result.status === 'completed';
+}
+
 /** Runs the deliveries an engine hands it; one per `inbox.work` call. */
 export class JobRunner {
   readonly concurrency: number;
+  /** Where the claims live: the worker's `idempotency.store`, or a memory store of its own. */
+  readonly store: IdempotencyStore;
+  /** How long a processed job's id is remembered, in milliseconds. */
+  readonly ttlMs: number;
   readonly #handler: InboxHandler;
   readonly #store: IdempotencyStore;
   /** The receiver's claim protocol: renewal while the handler runs, settlement, completion retries. */
@@ -101,8 +135,14 @@ export class JobRunner {
   readonly #runs = new Set<Promise<Verdict>>();
   #closing = false;
 
-  /** `engine` names the inbox's engine in telemetry and logs (`bullmq`, `pg-boss`, `cloudflare-queues`). */
-  constructor(handler: InboxHandler, options: WorkOptions | undefined, maxAttempts: number, engine: string) {
+  /**
+   * `engine` names the inbox's engine in telemetry and logs (`bullmq`, `pg-boss`, `cloudflare-queues`).
+   * `retentionSeconds` is how long the engine keeps a dead letter: a processed job's id is
+   * remembered at least that long, since an engine can dead-letter a job whose handler succeeded
+   * (its worker died before the engine heard of it), and a retry of that dead letter must find
+   * the id done.
+   */
+  constructor(handler: InboxHandler, options: WorkOptions | undefined, maxAttempts: number, engine: string, retentionSeconds: number) {
     if (typeof handler !== 'function') throw new TypeError('work needs a handler function: inbox.work(async (webhook, context) => { … })');
     if (options !== undefined && (typeof options !== 'object' || options === null)) throw new TypeError('work options must be an object');
     const settings = options?.idempotency;
@@ -112,9 +152,11 @@ export class JobRunner {
       if (typeof store?.[method] !== 'function') throw new TypeError(`work idempotency.store must implement ${method}()`);
     }
     this.#store = store;
+    this.store = store;
     const renews = typeof store.extend === 'function';
     this.#lockMs = seconds(settings?.lockSeconds, 'lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
-    this.#ttlMs = seconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
+    this.#ttlMs = Math.max(seconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS), retentionSeconds) * 1000;
+    this.ttlMs = this.#ttlMs;
     const concurrency = options?.concurrency ?? 1;
     if (typeof concurrency !== 'number' || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {
       throw new RangeError('work concurrency must be a whole number from 1 to 1000 (default 1)');
@@ -164,7 +206,7 @@ export class JobRunner {
     }
     this.#telemetry.job(trace, job, attempt);
     if (this.#closing) return this.#outcome({ verdict: { kind: 'deferred', delayMs: 0, reason: 'the worker is closing' }, job, delivery, started, trace });
-    const key = `${job.namespace}:w:${job.signed ? 's' : 'u'}:${job.id}`;
+    const key = workerKey(job);
     // Ordering: a job accepted with an entity is judged here, in the claim's atomic step.
     const order = orderOf(job);
     const store = this.#store;

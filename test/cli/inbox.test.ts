@@ -167,14 +167,15 @@ const [major, minor] = process.versions.node.split('.').map(Number) as [number, 
 const pgBossRuns = sharedPostgresUrl !== null && (major > 22 || (major === 22 && minor >= 12));
 
 describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
-  it('lists and purges a dead letter', { timeout: 60_000 }, async () => {
+  it('lists, retries and purges a dead letter, and leaves the queue\'s retry policy as the app set it', { timeout: 90_000 }, async () => {
     const { PgBoss } = await import('pg-boss');
     const schema = `cli_${randomBytes(4).toString('hex')}`;
     const boss = new PgBoss({ connectionString: sharedPostgresUrl!, schema, schedule: false });
     boss.on('error', () => {});
     await boss.start();
     const name = `cli-${randomBytes(5).toString('hex')}`;
-    const inbox = pgBossInbox({ boss: boss as unknown as PgBossLike, queue: name, backoff: { delayMs: 0 }, pollingIntervalSeconds: 0.5 });
+    // The app's policy: 3 attempts, a minute apart (pg-boss's retryLimit 2, retryDelay 60).
+    const inbox = pgBossInbox({ boss: boss as unknown as PgBossLike, queue: name, maxAttempts: 3, backoff: { delayMs: 60_000 }, pollingIntervalSeconds: 0.5 });
     const outcomes = new Outcomes();
     const worker = await inbox.work(
       () => {
@@ -192,10 +193,18 @@ describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
       const listed = await run(['inbox', 'list', '--queue', name, '--schema', schema], { env });
       expect(listed.code).toBe(0);
       expect(listed.stdout).toMatch(new RegExp(`^${job.id}  default  1 attempts  \\d{4}-[^ ]+Z  \\d{4}-[^ ]+Z  PermanentError: gone \\\\x1b\\[31mred\\n$`));
+      // Back on the queue, and (still failing) a dead letter again.
+      expect(await run(['inbox', 'retry', '--id', job.id, '--queue', name, '--schema', schema], { env })).toMatchObject({ code: 0, stdout: `retried ${job.id}\n` });
+      await outcomes.until(() => outcomes.of(job.id).filter((outcome) => outcome === 'dead_lettered').length === 2);
+      await expect.poll(async () => (await inbox.deadLetters()).length, { timeout: 10_000 }).toBe(1);
       expect(await run(['inbox', 'purge', '--id', job.id, '--queue', name, '--schema', schema], { env })).toMatchObject({ code: 0, stdout: `purged ${job.id}\n` });
       expect(await inbox.deadLetters()).toEqual([]);
+      // The operator's commands changed no setting: jobs sent afterwards still get the app's policy.
+      const settings = (await boss.getQueue(name)) as { retryLimit?: number; retryDelay?: number; retryBackoff?: boolean } | null;
+      expect(settings).toMatchObject({ retryLimit: 2, retryDelay: 60, retryBackoff: true });
     } finally {
       await worker.close({ timeoutMs: 1000 });
+      await inbox.close();
       await boss.stop({ graceful: false, timeout: 2000 });
       const pool = new pg.Pool({ connectionString: sharedPostgresUrl! });
       await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);

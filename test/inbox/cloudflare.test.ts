@@ -158,6 +158,7 @@ async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
     deadLetters: (options) => engine.deadLetters(options),
     retry: (webhookId, selector) => engine.retry(webhookId, selector),
     purge: (webhookId, selector) => engine.purge(webhookId, selector),
+    close: () => engine.close(),
     async work(handler, options) {
       const worker = { handler, options: options ?? {} };
       workers.push(worker);
@@ -371,6 +372,31 @@ describe('cloudflareQueueInbox in workerd', () => {
     expect(letter!.firstAttemptAt!.getTime()).toBeGreaterThanOrEqual(job.acceptedAt);
     expect(letter!.firstAttemptAt!.getTime()).toBeLessThanOrEqual(letter!.failedAt!.getTime());
     expect(await inbox.purge(job.id)).toBe(true);
+  });
+
+  it('a message Queues gave up on although its handler had succeeded (the invocation died before its ack) is no dead letter: not listed, not retried', async () => {
+    const job = await acceptedJob('{"charge":1}', { id: fresh('acked_never') });
+    const runsHere: string[] = [];
+    const acks: string[] = [];
+    const message = (attempts: number) => ({
+      id: `m-${attempts}`,
+      body: { job, attemptsBefore: 0 },
+      attempts,
+      ack: () => void acks.push(`ack ${attempts}`),
+      retry: () => void acks.push(`retry ${attempts}`),
+    });
+    // The consumer's last delivery: the handler succeeds and the claim is completed in the Durable
+    // Object store; its ack never reaches Queues (the invocation died), so Queues moves the message
+    // to the dead letter queue, whose consumer records it.
+    await inbox.consumer((webhook) => void runsHere.push(webhook.id), { logger: { warn() {}, error() {} } })({ queue: 'webhooks', messages: [message(1)] });
+    expect(runsHere).toEqual([job.id]);
+    await inbox.deadLetterConsumer()({ queue: 'webhooks-dlq', messages: [message(2)] });
+    expect(acks).toEqual(['ack 1', 'ack 2']);
+    // Recorded on the shelf, but its claim is completed: not listed, and not sent to run again.
+    expect((await inbox.deadLetters()).map((letter) => letter.webhookId)).not.toContain(job.id);
+    expect(await inbox.retry(job.id)).toBe(false);
+    expect(await inbox.purge(job.id)).toBe(true);
+    expect(runsHere).toEqual([job.id]);
   });
 
   it('refuses a body past the queue\'s message limit with 413 (the claim released), and takes one just inside it', async () => {

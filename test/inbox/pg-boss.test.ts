@@ -5,7 +5,11 @@
  * commit together, or neither). pg-boss 12 needs Node 22.12 or later.
  */
 
+import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uuidJobId } from '../../src/inbox/job.ts';
@@ -78,7 +82,67 @@ describeOrderedInbox('pg-boss', {
   },
 });
 
+/** Runs `dying-worker.ts` until it kills itself once its claim is completed; resolves with the signal. Killed after `ms` whatever happens. */
+function dyingWorker(env: Record<string, string>, ms = 60_000): Promise<NodeJS.Signals | null> {
+  const child = fork(join(import.meta.dirname, 'dying-worker.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, ...env, DYING_WHEN: 'completed' },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const timer = setTimeout(() => child.kill('SIGKILL'), ms);
+  return new Promise((resolve, reject) => {
+    child.once('error', reject);
+    child.once('exit', (_code, signal) => {
+      clearTimeout(timer);
+      resolve(signal);
+    });
+  });
+}
+
 describe.skipIf(!available)('pgBossInbox', () => {
+  it(
+    'a job pg-boss dead-lettered although its handler had succeeded (its worker died after completing the claim, on the last attempt) is no dead letter: not listed, not retried',
+    { timeout: 180_000 },
+    async () => {
+      const queue = freshQueue();
+      const dir = mkdtempSync(join(tmpdir(), 'dying-'));
+      const logFile = join(dir, 'handler.log');
+      const table = `dying_${randomBytes(4).toString('hex')}`;
+      const pool = new pg.Pool({ connectionString: sharedPostgresUrl!, max: 3 });
+      const store = postgresStore({ client: pool, table });
+      await store.setup();
+      // A supervisor that looks every second, so the dead worker's job expires soon.
+      const { PgBoss } = await import('pg-boss');
+      const supervisor = new PgBoss({ connectionString: sharedPostgresUrl!, schema, supervise: true, superviseIntervalSeconds: 1, monitorIntervalSeconds: 1, schedule: false });
+      supervisor.on('error', () => {});
+      await supervisor.start();
+      const settings = { maxAttempts: 1, pollingIntervalSeconds: 0.5, queueOptions: { expireInSeconds: 2 } };
+      const inbox = pgBossInbox({ boss, queue, ...settings, idempotency: { store } });
+      try {
+        const job = await acceptedJob('{"charge":1}', { id: `msg_dying_${randomBytes(4).toString('hex')}` });
+        await inbox.enqueue(job);
+        const env = { DYING_ENGINE: 'pg-boss', DYING_URL: sharedPostgresUrl!, DYING_QUEUE: queue, DYING_SCHEMA: schema, DYING_TABLE: table, DYING_LOG: logFile };
+        expect(await dyingWorker(env)).toBe('SIGKILL');
+        expect(readFileSync(logFile, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { event: string }).event)).toEqual(['start', 'done']);
+        // pg-boss expires the job (its worker never said it was done) and, out of retries, dead-letters it.
+        const blind = pgBossInbox({ boss, queue, ...settings });
+        await expect.poll(async () => (await blind.deadLetters()).map((letter) => letter.webhookId), { timeout: 60_000, interval: 500 }).toEqual([job.id]);
+
+        expect(await inbox.deadLetters()).toEqual([]);
+        expect(await inbox.retry(job.id)).toBe(false);
+        // Still where it was: nothing was sent back to run.
+        expect((await blind.deadLetters()).map((letter) => letter.webhookId)).toEqual([job.id]);
+        expect(readFileSync(logFile, 'utf8').trim().split('\n')).toHaveLength(2);
+      } finally {
+        await inbox.close();
+        await supervisor.stop({ graceful: false, timeout: 2000 });
+        await pool.query(`DROP TABLE IF EXISTS ${table}, ${table}_unsigned`);
+        await pool.end();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
+
   it('sends a job under a UUID from the SHA-256 of its accepting key; a second send of the delivery is a duplicate', async () => {
     const queue = freshQueue();
     const inbox = pgBossInbox({ boss, queue, maxAttempts: 4, backoff: { delayMs: 1500 } });
