@@ -168,6 +168,16 @@ export function rejectionReporter(
  */
 export type WaitUntil = (promise: Promise<unknown>) => void;
 
+/**
+ * The answer to an error a handler threw, when it is a refusal of the payload (`INVALID_PAYLOAD`,
+ * `PERMANENT_FAILURE`: a `WebhookError` below 500): its envelope. `undefined` for anything else,
+ * a server fault the platform answers and logs as its own. The one rule for every adapter, and
+ * for Express's error handler. Internal: not an entry point.
+ */
+export function handlerRefusal(error: unknown): WebhookResponse | undefined {
+  return isWebhookError(error) && error.status < 500 ? errorResponse(error) : undefined;
+}
+
 /** {@link Delivery.admit}'s answer when the client left before the handler: nothing to send. */
 export const CLIENT_GONE = 'client-gone';
 
@@ -224,7 +234,7 @@ export class Delivery {
    * any other error, which the adapter lets the platform answer.
    */
   handlerRefusal(error: unknown): WebhookResponse | undefined {
-    return isWebhookError(error) && error.status < 500 ? errorResponse(error) : undefined;
+    return handlerRefusal(error);
   }
 
   /**
