@@ -11,7 +11,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bodyUnavailable } from '../src/errors.ts';
-import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, handlerRefusal, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, encodingRefusal, settleWhenSent } from './node.ts';
@@ -230,6 +230,58 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
       if (error === null) claimBody(req, res, next, bytes!);
       else fail(req, res, next, error);
     });
+  };
+}
+
+/**
+ * The error handler `webhookErrorHandler()` returns: Express knows an error handler by its four
+ * parameters. Typed on Node's request and response, like {@link WebhookMiddleware}.
+ *
+ * @example
+ * ```ts
+ * import { webhookErrorHandler, type WebhookErrorHandler } from 'webhook-receiver/express';
+ * const answerRefusals: WebhookErrorHandler = webhookErrorHandler();
+ * app.use(answerRefusals);
+ * ```
+ */
+export type WebhookErrorHandler = (error: unknown, req: IncomingMessage, res: ServerResponse, next: (error?: unknown) => void) => void;
+
+/**
+ * Express error handler that answers the package's refusals in the `{ "error": CODE, "message": "…" }`
+ * envelope, as every other adapter does: `INVALID_PAYLOAD` (400) from `webhook.json()` on a body
+ * that is not JSON, from `webhook.json(schema)` or the router, and `PERMANENT_FAILURE` (422) from
+ * a `PermanentError` (any `WebhookError` below 500 that a route throws or passes to `next`). Without
+ * it, Express answers them with its own error page: HTML, and with a stack trace outside production.
+ *
+ * Mount it once, after the routes (`app.use(webhookErrorHandler())`). Express hands an error
+ * handler only the error, so the middleware cannot see what a route threw: this is the one place
+ * that does. Everything else goes on to the next error handler unchanged: errors that are not the
+ * package's, a `WebhookError` of 500 or more (a server fault, for your error handler or Express's
+ * to answer and log), and any error once the response has started. The claim was already
+ * released by the status of the answer: the sender's retry runs the route again.
+ *
+ * @example
+ * ```ts
+ * import express from 'express';
+ * import { webhookErrorHandler, webhookOf, webhooks } from 'webhook-receiver/express';
+ *
+ * const app = express();
+ * app.post('/webhooks', webhooks({ secrets: process.env.WEBHOOK_SECRET! }), (req, res) => {
+ *   webhookOf(req).json(); // a body that is not JSON: 400 INVALID_PAYLOAD, in the envelope
+ *   res.sendStatus(204);
+ * });
+ * app.use(webhookErrorHandler()); // after the routes
+ * ```
+ */
+export function webhookErrorHandler(): WebhookErrorHandler {
+  return function webhookErrorHandler(error, _req, res, next) {
+    const refusal = handlerRefusal(error);
+    // Express's own rule: once the headers are out, only its final handler may close the response.
+    if (refusal === undefined || res.headersSent) {
+      next(error);
+      return;
+    }
+    send(res, refusal, false);
   };
 }
 

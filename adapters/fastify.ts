@@ -10,11 +10,13 @@
  */
 
 import type { IncomingMessage } from 'node:http';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import fp from 'fastify-plugin';
 import { bodyUnavailable, isWebhookError, type WebhookError } from '../src/errors.ts';
-import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, errorResponse, handlerRefusal, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
+import { notJson } from '../src/schema.ts';
+import { noteAnswer } from '../src/telemetry.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, settleWhenSent } from './node.ts';
 
@@ -84,6 +86,34 @@ function send(reply: FastifyReply, response: WebhookResponse, close: boolean): F
   return reply.send(response.body);
 }
 
+/**
+ * The route's handler, with its refusals of the payload (`INVALID_PAYLOAD`, a `PermanentError`:
+ * a `WebhookError` below 500, thrown or rejected) answered in the envelope, as every adapter
+ * answers them, rather than in the body of Fastify's error handler. Any other error goes on to
+ * the scope's error handler unchanged.
+ */
+function answeringRefusals(handler: RouteHandlerMethod): RouteHandlerMethod {
+  const refused = (reply: FastifyReply, error: unknown): FastifyReply => {
+    const refusal = handlerRefusal(error);
+    if (refusal === undefined || reply.sent) throw error;
+    return send(reply, refusal, false);
+  };
+  return function webhookRoute(this: FastifyInstance, request, reply) {
+    let result: unknown;
+    try {
+      result = handler.call(this, request, reply);
+    } catch (error) {
+      // A handler that returns nothing: Fastify waits for the reply sent here.
+      refused(reply, error);
+      return undefined;
+    }
+    if (typeof (result as PromiseLike<unknown> | undefined)?.then === 'function') {
+      return (result as Promise<unknown>).then(undefined, (error: unknown) => refused(reply, error));
+    }
+    return result;
+  } as RouteHandlerMethod;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The plugin, in the same order: options, body (the parser), claim (the hook), answer, settle (when the reply is sent)
 
@@ -149,6 +179,14 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   scope.addContentTypeParser('*', keepRawBody);
   scope.addContentTypeParser(['application/json', 'text/plain'], keepRawBody);
 
+  // Every route added to the scope from here on answers its refusals in the envelope. A hook on
+  // the routes rather than an error handler: the scope's error handler stays the app's to set.
+  if (!accepting) {
+    scope.addHook('onRoute', (route) => {
+      route.handler = answeringRefusals(route.handler);
+    });
+  }
+
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
     // Closed when the upload was not read to its end (refused before or part-way), whatever the
     // reason, as the Express and Koa adapters decide it.
@@ -173,8 +211,16 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
     settleWhenSent(reply.raw, claim);
     request.webhook = claim.webhook;
     request.webhookContext = claim.context;
-    // Verified, but not JSON: Fastify's own 400, and the claim is released for it.
-    delivery.within(claim, () => done(state?.parseError));
+    if (state?.parseError !== undefined) {
+      // Verified, but a JSON content type over a body that is not JSON: refused as the route's
+      // webhook.json() would refuse it, 400 INVALID_PAYLOAD in the envelope, and the answer's
+      // status releases the claim. The route does not run: it has no body to read.
+      const refusal = notJson(state.parseError);
+      noteAnswer(claim, undefined, refusal);
+      send(reply, errorResponse(refusal), false);
+      return;
+    }
+    delivery.within(claim, () => done());
   }
 
   // preValidation, not preHandler: a forged request is refused before schema validation could
@@ -209,6 +255,11 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
  * - Rejected requests get the error's status and `{ "error": CODE, "message": "…" }`, before
  *   schema validation; a duplicate gets 200 `{ "duplicate": true }` and an id being processed
  *   409 `IN_PROGRESS`, and neither reaches the handler.
+ * - A verified request whose JSON content type covers a body that is not JSON is answered 400
+ *   `INVALID_PAYLOAD` in the envelope (the route does not run); a route that throws a refusal of
+ *   the payload (`INVALID_PAYLOAD`, a `PermanentError`: a `WebhookError` below 500) is answered in
+ *   the envelope with its status. The plugin wraps the handlers of the routes added to its scope
+ *   after it for that, so the scope's error handler stays the app's, and gets every other error.
  * - The claim is completed when the handler answers a 2xx and released for any other status (a
  *   thrown error is Fastify's 500), so the sender's retry runs the handler again. A client that
  *   leaves while the handler works changes nothing: the claim is settled by the status of the

@@ -7,7 +7,7 @@
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import express, { type Express } from 'express';
-import { webhooks, type AdapterOptions, type VerifiedWebhook } from 'webhook-receiver/express';
+import { webhookErrorHandler, webhooks, type AdapterOptions, type VerifiedWebhook } from 'webhook-receiver/express';
 
 /** The events this app expects; the body is opaque bytes until the signature checked out. */
 export interface WebhookEvent {
@@ -34,7 +34,7 @@ export function createApp(options: AdapterOptions, onEvent: EventHandler = logEv
       res.json({ received: true, id: webhook.id, keyId: webhook.keyId ?? null });
     } catch (error) {
       // Express 4 ignores the promise an async handler returns, so errors go to next() by hand.
-      // Express answers 500, the id is released, and the sender's retry runs this handler again.
+      // The id is released either way, and the sender's retry runs this handler again.
       next(error);
     }
   });
@@ -43,6 +43,10 @@ export function createApp(options: AdapterOptions, onEvent: EventHandler = logEv
   app.post('/api/echo', (req, res) => {
     res.json({ parsed: req.body as unknown });
   });
+
+  // After the routes: a body that is not JSON (400 INVALID_PAYLOAD) or a PermanentError (422) is
+  // answered in the { error, message } envelope; any other error goes on to Express's 500.
+  app.use(webhookErrorHandler());
   return app;
 }
 

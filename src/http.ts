@@ -168,6 +168,18 @@ export function rejectionReporter(
  */
 export type WaitUntil = (promise: Promise<unknown>) => void;
 
+/**
+ * The answer to an error a handler threw, when it is a refusal of the payload (`INVALID_PAYLOAD`,
+ * `PERMANENT_FAILURE`: a `WebhookError` below 500), or a store that failed under it (a
+ * `StoreError`, answered 503 `STORE_UNAVAILABLE` with `Retry-After`, so the sender retries later):
+ * its envelope. `undefined` for anything else, a server fault the platform answers and logs as its
+ * own. The one rule for every adapter, and for Express's error handler. Internal: not an entry point.
+ */
+export function handlerRefusal(error: unknown): WebhookResponse | undefined {
+  const failure = handlerFailure(error);
+  return isWebhookError(failure) && (failure.status < 500 || failure.code === 'STORE_UNAVAILABLE') ? errorResponse(failure) : undefined;
+}
+
 /** {@link Delivery.admit}'s answer when the client left before the handler: nothing to send. */
 export const CLIENT_GONE = 'client-gone';
 
@@ -225,8 +237,7 @@ export class Delivery {
    * `undefined` for any other error, which the adapter lets the platform answer.
    */
   handlerRefusal(error: unknown): WebhookResponse | undefined {
-    const failure = handlerFailure(error);
-    return isWebhookError(failure) && (failure.status < 500 || failure.code === 'STORE_UNAVAILABLE') ? errorResponse(failure) : undefined;
+    return handlerRefusal(error);
   }
 
   /**

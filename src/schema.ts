@@ -148,10 +148,18 @@ export function parseJsonPayload(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (error) {
-    // The parser's message quotes the body near the error: kept as the cause (for the log),
-    // not repeated in the message the sender is answered with.
-    throw new WebhookError('INVALID_PAYLOAD', 'the payload is not valid JSON', { cause: error });
+    throw notJson(error);
   }
+}
+
+/**
+ * `INVALID_PAYLOAD` for a body a JSON parser refused, `cause` the parser's error. Internal: the
+ * core's `json()` and the adapters whose framework parses the body raise the same refusal.
+ */
+export function notJson(cause: unknown): WebhookError {
+  // The parser's message quotes the body near the error: kept as the cause (for the log),
+  // not repeated in the message the sender is answered with.
+  return new WebhookError('INVALID_PAYLOAD', 'the payload is not valid JSON', { cause });
 }
 
 function unwrap<T>(result: StandardSchemaV1.Result<T>): T {

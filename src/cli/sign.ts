@@ -22,6 +22,7 @@ ${SECRET_HELP.replace('a trusted secret', 'a signing secret').replace(" or 'whpk
   --body-file FILE    the body, the file's exact bytes
                       (with neither, the body is read from stdin)
   --curl URL          print a ready curl command that sends the signed request to URL
+                      and prints the answer's status line, headers and body
                       (content-type application/json for a JSON body, else application/octet-stream)
   --help              show this help`;
 
@@ -60,8 +61,9 @@ export async function signCommand(args: string[]): Promise<number> {
     if (text === undefined || text.includes('\0')) throw new UsageError('a binary body cannot go on a curl command line: pass it with --body-file');
     data = `--data-raw ${shellQuote(text)}`;
   }
-  // Without a content-type, curl labels a --data body as a form (x-www-form-urlencoded).
-  const lines = [`curl -sS -X POST ${shellQuote(target.href)}`, `-H ${shellQuote(`content-type: ${isJson(body.bytes) ? 'application/json' : 'application/octet-stream'}`)}`];
+  // Without a content-type, curl labels a --data body as a form (x-www-form-urlencoded). `-i`
+  // prints the status line and headers: a 204 has no body, and would otherwise print nothing.
+  const lines = [`curl -sS -i -X POST ${shellQuote(target.href)}`, `-H ${shellQuote(`content-type: ${isJson(body.bytes) ? 'application/json' : 'application/octet-stream'}`)}`];
   for (const [name, value] of headers) lines.push(`-H ${shellQuote(`${name}: ${value}`)}`);
   lines.push(data);
   io.out(lines.join(' \\\n  '));

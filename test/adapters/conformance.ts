@@ -174,6 +174,8 @@ export function expectEnvelope(reply: Reply, status: number, code: string): stri
   const body = parse(reply) as { error: string; message: string };
   expect(body).toEqual({ error: code, message: expect.any(String) });
   expect(body.message.length).toBeGreaterThan(10);
+  // Never a framework's error page, a stack trace or a file path of the server.
+  expect(reply.body).not.toMatch(/<html|<pre|\n\s+at |\/[\w.-]+\.(?:[cm]?js|ts):\d+/i);
   return body.message;
 }
 

@@ -3,7 +3,8 @@ import express5 from 'express';
 import express4 from 'express4';
 import request from 'supertest';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { webhooks } from '../../adapters/express.ts';
+import { webhookErrorHandler, webhookOf, webhooks } from '../../adapters/express.ts';
+import { PermanentError, WebhookError } from '../../src/errors.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
@@ -55,6 +56,8 @@ function buildApp(express: Express, options: AdapterOptions, recorder: Recorder,
     // Express 4 does not catch rejected promises: errors go to next() by hand.
     recorder.handle(req.webhook, event).then(({ status, body }) => void res.status(status).json(body), next);
   });
+  // As every guide mounts it: the route's refusals (INVALID_PAYLOAD, PermanentError) in the envelope.
+  app.use(webhookErrorHandler());
   return app;
 }
 
@@ -73,8 +76,7 @@ async function endpointOf(app: App): Promise<Endpoint & Served> {
 }
 
 for (const [label, express] of VERSIONS) {
-  // A handler's INVALID_PAYLOAD goes to the framework's error handling (400 by the error's status).
-  adapterConformance(label, (options, recorder) => endpointOf(buildApp(express, options, recorder)), { handlerRefusalEnvelope: true });
+  adapterConformance(label, (options, recorder) => endpointOf(buildApp(express, options, recorder)));
   realHttpBehaviour(label, (options, recorder) => endpointOf(buildApp(express, options, recorder)), { closesConnection: true });
 
   describe(`${label}: the raw body`, () => {
@@ -248,6 +250,64 @@ for (const [label, express] of VERSIONS) {
       expect((await endpoint.send(request)).status).toBe(202);
       expectDuplicate(await endpoint.send(request));
       expect(runs).toBe(2);
+    });
+
+    it("webhookErrorHandler() answers the package's refusals in the envelope, and passes every other error on", async () => {
+      const secret = generateSecret();
+      const app = express();
+      const thrown: Record<string, () => unknown> = {
+        'not-json': () => webhookOf(req0!).json(),
+        'webhook-error': () => {
+          throw new WebhookError('INVALID_PAYLOAD', 'the order id is not a string');
+        },
+        permanent: () => {
+          throw new PermanentError('no such order');
+        },
+        'server-fault': () => {
+          throw new WebhookError('STORE_UNAVAILABLE', 'the store is down');
+        },
+        foreign: () => {
+          throw new Error('a bug in the route');
+        },
+        'after-headers': () => {
+          res0!.status(200).write('partial');
+          throw new PermanentError('too late to answer');
+        },
+      };
+      let req0: express5.Request | undefined;
+      let res0: express5.Response | undefined;
+      app.post('/hook', webhooks({ secrets: secret }), (req, res) => {
+        req0 = req;
+        res0 = res;
+        thrown[(req.headers['x-case'] as string | undefined) ?? 'foreign']!();
+        res.sendStatus(204);
+      });
+      // A non-async route: Express 4 and 5 both catch its throw and pass it to the error handlers.
+      app.use(webhookErrorHandler());
+      const passedOn: unknown[] = [];
+      app.use((error: Error, _req: express5.Request, res: express5.Response, _next: express5.NextFunction) => {
+        passedOn.push(error);
+        if (res.headersSent) res.end();
+        else res.status(599).type('text/plain').send('the app answered');
+      });
+      const endpoint = await endpointOf(app);
+      open.push(endpoint);
+      const send = async (kase: string, body = '{"type":"a"}') => {
+        const message = await signWebhook({ secret, body });
+        return endpoint.send({ headers: { ...message.headers, ...JSON_TYPE, 'x-case': kase }, body });
+      };
+      const notJson = await send('not-json', 'not json {');
+      expect(expectEnvelope(notJson, 400, 'INVALID_PAYLOAD')).toBe('the payload is not valid JSON');
+      expect(expectEnvelope(await send('webhook-error'), 400, 'INVALID_PAYLOAD')).toBe('the order id is not a string');
+      expect(expectEnvelope(await send('permanent'), 422, 'PERMANENT_FAILURE')).toBe('no such order');
+      expect(passedOn).toEqual([]);
+      // A server fault, a foreign error, and an error after the answer started: the app's handler's.
+      expect((await send('server-fault')).body).toBe('the app answered');
+      expect((await send('foreign')).body).toBe('the app answered');
+      await send('after-headers');
+      expect(passedOn).toMatchObject([{ code: 'STORE_UNAVAILABLE' }, { message: 'a bug in the route' }, { code: 'PERMANENT_FAILURE' }]);
+      expect(webhookErrorHandler().length).toBe(4);
+      expect(webhookErrorHandler().name).toBe('webhookErrorHandler');
     });
   });
 }

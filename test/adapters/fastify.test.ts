@@ -3,6 +3,7 @@ import fastify4 from 'fastify4';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhooks } from '../../adapters/fastify.ts';
 import type { AdapterOptions } from '../../src/http.ts';
+import { PermanentError, WebhookError } from '../../src/errors.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import {
   adapterConformance,
@@ -17,7 +18,7 @@ import {
   type Outgoing,
   type Reply,
 } from './conformance.ts';
-import { listen, realHttpBehaviour, type Served } from './node-http.ts';
+import { listen, postOverHttp, realHttpBehaviour, type Served } from './node-http.ts';
 
 type Factory = typeof Fastify;
 
@@ -87,8 +88,7 @@ async function served(factory: Factory, options: AdapterOptions, recorder: Recor
 }
 
 for (const [label, factory] of VERSIONS) {
-  // A handler's INVALID_PAYLOAD goes to the framework's error handling (400 by the error's status).
-  adapterConformance(label, async (options, recorder) => endpointOf(await buildApp(factory, options, recorder)), { handlerRefusalEnvelope: true });
+  adapterConformance(label, async (options, recorder) => endpointOf(await buildApp(factory, options, recorder)));
   realHttpBehaviour(label, (options, recorder) => served(factory, options, recorder), { closesConnection: true });
 
   describe(`${label}: bodies in the scope`, () => {
@@ -133,17 +133,71 @@ for (const [label, factory] of VERSIONS) {
       });
     }
 
-    it('answers a verified body that is not JSON with Fastify’s 400, and releases the claim', async () => {
-      const { secret, recorder, endpoint } = await setup();
-      const body = '{"type": ';
-      const message = await signWebhook({ secret, body });
-      for (let attempt = 0; attempt < 2; attempt++) {
-        const reply = await endpoint.send({ headers: { ...message.headers, ...JSON_TYPE }, body });
-        expect(reply.status).toBe(400);
-        // Fastify 5 says FST_ERR_CTP_INVALID_JSON_BODY, Fastify 4 passes the SyntaxError on.
-        expect(JSON.parse(reply.body)).toMatchObject({ statusCode: 400, error: 'Bad Request' });
+    it('answers a verified body that is not JSON 400 INVALID_PAYLOAD in the envelope, over real HTTP, and releases the claim', async () => {
+      const secret = generateSecret();
+      const recorder = new Recorder();
+      const server = await served(factory, { secrets: secret }, recorder);
+      try {
+        const body = '{"type": ';
+        const message = await signWebhook({ secret, body });
+        for (let attempt = 0; attempt < 2; attempt++) {
+          const reply = await postOverHttp(server.port, '/hook', { ...message.headers, ...JSON_TYPE }, body);
+          expect(expectEnvelope(reply, 400, 'INVALID_PAYLOAD')).toBe('the payload is not valid JSON');
+        }
+        expect(recorder.runs).toEqual([]);
+        // Released: the same id with a JSON body runs.
+        const fixed = await signed(secret, { type: 'a' }, { id: message.id });
+        expectProcessed(await postOverHttp(server.port, '/hook', fixed.headers, fixed.body), message.id);
+      } finally {
+        await server.close();
       }
-      expect(recorder.runs).toEqual([]);
+    });
+
+    it("answers a route's WebhookError and PermanentError in the envelope over real HTTP, and leaves other errors to the scope's error handler", async () => {
+      const secret = generateSecret();
+      const app = factory();
+      const handled: unknown[] = [];
+      app.register(async (scope) => {
+        await scope.register(webhooks, { secrets: secret });
+        // The app's own error handler in the same scope: set without a warning, and still called for errors not the package's.
+        scope.setErrorHandler((error, _request, reply) => {
+          handled.push(error);
+          return reply.code(599).type('text/plain').send('the app answered');
+        });
+        scope.post('/async', async (request) => {
+          const kase = request.headers['x-case'];
+          if (kase === 'permanent') throw new PermanentError('no such order');
+          if (kase === 'webhook-error') throw new WebhookError('INVALID_PAYLOAD', 'the order id is not a string');
+          if (kase === 'server-fault') throw new WebhookError('STORE_UNAVAILABLE', 'the store is down');
+          throw new Error('a bug in the route');
+        });
+        // A handler that is not async: its throw is caught as well.
+        scope.post('/sync', (request, reply) => {
+          if (request.headers['x-case'] === 'permanent') throw new PermanentError('no such order');
+          void reply.code(204).send();
+        });
+      });
+      const warnings = vi.spyOn(process, 'emitWarning');
+      await app.ready();
+      const listening = await listen(app.server);
+      try {
+        const send = async (path: string, kase: string) => {
+          const message = await signed(secret, { type: 'a' });
+          return postOverHttp(listening.port, path, { ...message.headers, 'x-case': kase }, message.body);
+        };
+        expect(expectEnvelope(await send('/async', 'permanent'), 422, 'PERMANENT_FAILURE')).toBe('no such order');
+        expect(expectEnvelope(await send('/async', 'webhook-error'), 400, 'INVALID_PAYLOAD')).toBe('the order id is not a string');
+        expect(expectEnvelope(await send('/sync', 'permanent'), 422, 'PERMANENT_FAILURE')).toBe('no such order');
+        expect((await send('/sync', 'ok')).status).toBe(204);
+        expect(handled).toEqual([]);
+        for (const kase of ['server-fault', 'foreign']) expect((await send('/async', kase)).body).toBe('the app answered');
+        expect(handled).toMatchObject([{ code: 'STORE_UNAVAILABLE' }, { message: 'a bug in the route' }]);
+        expect(warnings.mock.calls.filter(([warning]) => String(warning).includes('errorHandler'))).toEqual([]);
+      } finally {
+        warnings.mockRestore();
+        await listening.close();
+        await app.close();
+      }
     });
 
     it('refuses an unverified body that is not JSON in our envelope, before parsing errors', async () => {

@@ -23,7 +23,14 @@ import {
   signed,
   type Endpoint,
   type Outgoing,
+  type Reply,
 } from './conformance.ts';
+
+/** One POST over real HTTP to 127.0.0.1, its answer as the conformance tests read it. */
+export async function postOverHttp(port: number, path: string, headers: Record<string, string>, body: string): Promise<Reply> {
+  const response = await fetch(`http://127.0.0.1:${port}${path}`, { method: 'POST', headers, body });
+  return { status: response.status, headers: Object.fromEntries(response.headers), body: await response.text() };
+}
 
 /** Listens on 127.0.0.1 and records, per socket, how many bytes the server read from it. */
 export async function listen(server: Server): Promise<{ port: number; bytesRead(): number; close(): Promise<void> }> {

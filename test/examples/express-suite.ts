@@ -7,7 +7,7 @@
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import request from 'supertest';
-import { generateSecret, signWebhook } from 'webhook-receiver';
+import { generateSecret, PermanentError, signWebhook } from 'webhook-receiver';
 import { afterEach, expect, it } from 'vitest';
 import { createApp } from '../../examples/express.ts';
 import { BODY, concurrentDeliveries, envelope, post, Runs } from './support.ts';
@@ -86,4 +86,22 @@ export function expressExampleTests(): void {
       expect(attempts).toBe(2);
     });
   }
+
+  it('answers a body that is not JSON and a PermanentError in the JSON envelope over real HTTP, never an HTML page', async () => {
+    const runs = new Runs();
+    server = createApp({ secrets: next, ...quiet }, (event, webhook) => {
+      if (event.type === 'order.unknown') throw new PermanentError('no such order');
+      return runs.onEvent(event, webhook);
+    }).listen(0, '127.0.0.1');
+    await new Promise((resolve) => server!.once('listening', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/webhooks`;
+    const notJson = await signWebhook({ secret: next.key, body: 'not json {' });
+    const refused = await post(url, { ...notJson.headers, 'content-type': 'application/json' }, 'not json {');
+    expect([refused.status, refused.body]).toEqual([400, { error: 'INVALID_PAYLOAD', message: 'the payload is not valid JSON' }]);
+    const unknownBody = '{"type":"order.unknown"}';
+    const unknown = await signWebhook({ secret: next.key, body: unknownBody });
+    const permanent = await post(url, { ...unknown.headers, 'content-type': 'application/json' }, unknownBody);
+    expect([permanent.status, permanent.body]).toEqual([422, { error: 'PERMANENT_FAILURE', message: 'no such order' }]);
+    expect(runs.runs).toEqual([]);
+  });
 }

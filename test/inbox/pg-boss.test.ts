@@ -179,6 +179,58 @@ describe.skipIf(!available)('pgBossInbox', () => {
     await expect.poll(async () => (await inbox.deadLetters()).map((dead) => [dead.webhookId, dead.error.name]), { timeout: 15_000, interval: 200 }).toEqual([[job.id, 'Deferred']]);
   });
 
+  it('drains a backlog job after job, not one job per polling interval', async () => {
+    const queue = freshQueue();
+    // An hour between polls: only a fetch right after each job can reach the second and third in the test's time.
+    const inbox = pgBossInbox({ boss, queue, pollingIntervalSeconds: 3600 });
+    const jobs = await Promise.all([1, 2, 3].map((n) => acceptedJob('{}', { id: `msg_backlog_${n}_${randomBytes(3).toString('hex')}` })));
+    for (const job of jobs) expect(await inbox.enqueue(job)).toBe('enqueued');
+    const ran: string[] = [];
+    let drained!: () => void;
+    const all = new Promise<void>((resolve) => (drained = resolve));
+    const worker = await inbox.work(
+      (webhook) => {
+        ran.push(webhook.id);
+        if (ran.length === jobs.length) drained();
+      },
+      { idempotency: { store: memoryStore() } },
+    );
+    try {
+      await all;
+      expect([...ran].sort()).toEqual(jobs.map((job) => job.id).sort());
+    } finally {
+      await worker.close({ timeoutMs: 2000 });
+    }
+  }, 60_000);
+
+  it("queueOptions.notify wakes an idle worker when a job is sent, long before its next poll", async () => {
+    const { PgBoss } = await import('pg-boss');
+    const listening = new PgBoss({ connectionString: sharedPostgresUrl!, schema, supervise: false, schedule: false, useListenNotify: true });
+    listening.on('error', () => {});
+    await listening.start();
+    try {
+      const queue = freshQueue();
+      // An hour between polls: only the NOTIFY can bring this job to the worker within the test's time.
+      const inbox = pgBossInbox({ boss: listening as unknown as PgBossLike, queue, pollingIntervalSeconds: 3600, queueOptions: { notify: true } });
+      let ran!: (id: string) => void;
+      const processed = new Promise<string>((resolve) => (ran = resolve));
+      const worker = await inbox.work((webhook) => ran(webhook.id), { idempotency: { store: memoryStore() } });
+      try {
+        expect(await listening.getQueue(queue)).toMatchObject({ notify: true });
+        const job = await acceptedJob('{}', { id: `msg_notify_${randomBytes(4).toString('hex')}` });
+        // Each of the worker's loops polled once when it started, found nothing, and now waits out its hour unless woken.
+        const loops = () => listening.getWipData().filter((loop) => loop.name === queue);
+        await expect.poll(() => loops().length > 0 && loops().every((loop) => loop.lastFetchedOn !== null), { timeout: 30_000, interval: 50 }).toBe(true);
+        expect(await inbox.enqueue(job)).toBe('enqueued');
+        expect(await processed).toBe(job.id);
+      } finally {
+        await worker.close({ timeoutMs: 2000 });
+      }
+    } finally {
+      await listening.stop({ graceful: false, timeout: 2000 });
+    }
+  }, 60_000);
+
   describe('transactional: true with the Postgres store on a pool', () => {
     let pool: pg.Pool;
     const table = `claims_${randomBytes(4).toString('hex')}`;
@@ -225,6 +277,7 @@ describe.skipIf(!available)('pgBossInbox', () => {
     expect(() => pgBossInbox({ boss: {} as never })).toThrow(new TypeError('pgBossInbox boss must be a started pg-boss 12 instance: await new PgBoss(url).start()'));
     expect(() => pgBossInbox({ boss, queue: 'a b' })).toThrow(TypeError);
     expect(() => pgBossInbox({ boss, pollingIntervalSeconds: 0.1 })).toThrow(RangeError);
+    expect(() => pgBossInbox({ boss, queueOptions: { notify: 'false' as never } })).toThrow(new TypeError('pgBossInbox queueOptions.notify must be true or false (default false)'));
     expect(() => pgBossInbox({ boss, maxAttempts: 1.5 })).toThrow(new RangeError('pgBossInbox maxAttempts must be a whole number from 1 to 1000 (default 12)'));
   });
 });

@@ -4,10 +4,10 @@
  * (the adapters' declaration merging and the vitest matchers), type-checked by this repository's
  * TypeScript. Runs after `npm run build` (the test command builds first).
  */
-import { rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { consumerProject, pinned, root, run as runIn, typeCheck as typeCheckIn } from './support.ts';
+import { consumerProject, pinned, readmeDocsLinks, root, run as runIn, typeCheck as typeCheckIn } from './support.ts';
 
 let project: string;
 
@@ -377,7 +377,12 @@ durableObjectStore({ get: () => undefined });
   it('ships only the build and the docs', () => {
     const files = run('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], root);
     const listed = (JSON.parse(files) as [{ files: { path: string }[] }])[0].files.map((f) => f.path);
-    expect(listed.filter((path) => !path.startsWith('dist/')).sort()).toEqual(['LICENSE', 'README.md', 'SECURITY.md', 'package.json']);
+    expect(listed.filter((path) => !path.startsWith('dist/') && !path.startsWith('docs/')).sort()).toEqual(['LICENSE', 'README.md', 'SECURITY.md', 'package.json']);
     expect(listed.some((path) => path.startsWith('src/') || path.startsWith('test/'))).toBe(false);
+  });
+
+  it("holds every docs/ file the README links to, where the README's relative links point", () => {
+    const installed = join(project, 'node_modules', 'webhook-receiver');
+    expect(readmeDocsLinks().filter((path) => !existsSync(join(installed, path)))).toEqual([]);
   });
 });

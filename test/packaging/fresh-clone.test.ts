@@ -15,7 +15,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync,
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { root, run } from './support.ts';
+import { docsFiles, readmeDocsLinks, root, run } from './support.ts';
 
 interface PackageJson {
   scripts: Record<string, string>;
@@ -76,7 +76,15 @@ describe('npm pack on a fresh clone', { timeout: 300_000 }, () => {
     expect(named.filter((path) => !packed.includes(path))).toEqual([]);
   });
 
-  it('packs the build and the three documents, nothing else', () => {
-    expect(packed.filter((path) => !path.startsWith('dist/')).sort()).toEqual(['LICENSE', 'README.md', 'SECURITY.md', 'package.json']);
+  it('packs the build, the three documents and the guides, nothing else', () => {
+    expect(packed.filter((path) => !path.startsWith('dist/') && !path.startsWith('docs/')).sort()).toEqual(['LICENSE', 'README.md', 'SECURITY.md', 'package.json']);
+    expect(packed.filter((path) => path.startsWith('docs/')).sort()).toEqual(docsFiles());
+  });
+
+  it("packs every docs/ file the README links to, so its links resolve in an installed copy", () => {
+    const linked = readmeDocsLinks();
+    // The guides' index, the stack guides, the error table, the benchmark chart…
+    expect(linked).toEqual(expect.arrayContaining(['docs/README.md', 'docs/express.md', 'docs/errors.md', 'docs/benchmarks/peers.svg']));
+    expect(linked.filter((path) => !packed.includes(path))).toEqual([]);
   });
 });

@@ -9,6 +9,24 @@ import { join, resolve } from 'node:path';
 
 export const root = resolve(import.meta.dirname, '../..');
 
+/**
+ * The files under docs/ that README.md links to (inline links and images, anchors dropped; a link
+ * to a folder means its README.md): an installed copy must hold them for the README's links to
+ * resolve in node_modules, as there is no public URL to link to instead.
+ */
+export function readmeDocsLinks(): string[] {
+  const readme = readFileSync(join(root, 'README.md'), 'utf8').replace(/^```[\s\S]*?^```/gm, '');
+  const targets = [...readme.matchAll(/\]\((docs\/[^)#\s]*)(?:#[^)\s]*)?\)/g)].map((match) => match[1]!);
+  return [...new Set(targets.map((target) => (target.endsWith('/') ? `${target}README.md` : target)))].sort();
+}
+
+/** The files under docs/, as a packed tarball must hold them. */
+export function docsFiles(): string[] {
+  const walk = (dir: string): string[] =>
+    readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) => (entry.isDirectory() ? walk(`${dir}/${entry.name}`) : [`${dir}/${entry.name}`]));
+  return walk('docs').sort();
+}
+
 /** Runs a command in `cwd` and returns its stdout; npm and tsc get minutes on a loaded two-core machine. */
 export function run(command: string, args: string[], cwd: string): string {
   return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 240_000 });
