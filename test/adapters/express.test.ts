@@ -5,6 +5,7 @@ import request from 'supertest';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhookErrorHandler, webhookOf, webhooks } from '../../adapters/express.ts';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
+import { StoreError } from '../../src/stores/types.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
@@ -264,7 +265,10 @@ for (const [label, express] of VERSIONS) {
           throw new PermanentError('no such order');
         },
         'server-fault': () => {
-          throw new WebhookError('STORE_UNAVAILABLE', 'the store is down');
+          throw new WebhookError('INVALID_NAMESPACE', 'the namespace function threw');
+        },
+        'store-lost': () => {
+          throw new StoreError('postgres', 'not_ready', 'the connection to PostgreSQL was lost');
         },
         foreign: () => {
           throw new Error('a bug in the route');
@@ -300,12 +304,16 @@ for (const [label, express] of VERSIONS) {
       expect(expectEnvelope(notJson, 400, 'INVALID_PAYLOAD')).toBe('the payload is not valid JSON');
       expect(expectEnvelope(await send('webhook-error'), 400, 'INVALID_PAYLOAD')).toBe('the order id is not a string');
       expect(expectEnvelope(await send('permanent'), 422, 'PERMANENT_FAILURE')).toBe('no such order');
+      // A store that failed under the handler is the store's outage: 503, and the sender retries later.
+      const storeLost = await send('store-lost');
+      expect(expectEnvelope(storeLost, 503, 'STORE_UNAVAILABLE')).toMatch(/retry later/);
+      expect(storeLost.headers['retry-after']).toBeDefined();
       expect(passedOn).toEqual([]);
       // A server fault, a foreign error, and an error after the answer started: the app's handler's.
       expect((await send('server-fault')).body).toBe('the app answered');
       expect((await send('foreign')).body).toBe('the app answered');
       await send('after-headers');
-      expect(passedOn).toMatchObject([{ code: 'STORE_UNAVAILABLE' }, { message: 'a bug in the route' }, { code: 'PERMANENT_FAILURE' }]);
+      expect(passedOn).toMatchObject([{ code: 'INVALID_NAMESPACE' }, { message: 'a bug in the route' }, { code: 'PERMANENT_FAILURE' }]);
       expect(webhookErrorHandler().length).toBe(4);
       expect(webhookErrorHandler().name).toBe('webhookErrorHandler');
     });

@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhooks } from '../../adapters/fastify.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
+import { StoreError } from '../../src/stores/types.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import {
   adapterConformance,
@@ -168,7 +169,8 @@ for (const [label, factory] of VERSIONS) {
           const kase = request.headers['x-case'];
           if (kase === 'permanent') throw new PermanentError('no such order');
           if (kase === 'webhook-error') throw new WebhookError('INVALID_PAYLOAD', 'the order id is not a string');
-          if (kase === 'server-fault') throw new WebhookError('STORE_UNAVAILABLE', 'the store is down');
+          if (kase === 'server-fault') throw new WebhookError('INVALID_NAMESPACE', 'the namespace function threw');
+          if (kase === 'store-lost') throw new StoreError('postgres', 'not_ready', 'the connection to PostgreSQL was lost');
           throw new Error('a bug in the route');
         });
         // A handler that is not async: its throw is caught as well.
@@ -189,9 +191,10 @@ for (const [label, factory] of VERSIONS) {
         expect(expectEnvelope(await send('/async', 'webhook-error'), 400, 'INVALID_PAYLOAD')).toBe('the order id is not a string');
         expect(expectEnvelope(await send('/sync', 'permanent'), 422, 'PERMANENT_FAILURE')).toBe('no such order');
         expect((await send('/sync', 'ok')).status).toBe(204);
+        expect(expectEnvelope(await send('/async', 'store-lost'), 503, 'STORE_UNAVAILABLE')).toMatch(/retry later/);
         expect(handled).toEqual([]);
         for (const kase of ['server-fault', 'foreign']) expect((await send('/async', kase)).body).toBe('the app answered');
-        expect(handled).toMatchObject([{ code: 'STORE_UNAVAILABLE' }, { message: 'a bug in the route' }]);
+        expect(handled).toMatchObject([{ code: 'INVALID_NAMESPACE' }, { message: 'a bug in the route' }]);
         expect(warnings.mock.calls.filter(([warning]) => String(warning).includes('errorHandler'))).toEqual([]);
       } finally {
         warnings.mockRestore();

@@ -269,7 +269,10 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
 
     it('defers a job whose claim another worker holds, without spending an attempt, and runs it once the lease ends', async () => {
       const attempts: number[] = [];
-      const store = memoryStore();
+      // The store's clock is the test's: the dead worker's lease ends when the test says so, after
+      // the job was seen deferred, however late a loaded machine starts the worker.
+      let now = Date.now();
+      const store = memoryStore({ now: () => now });
       const job = await acceptedJob('{}', { id: freshId('busy') });
       // A dead worker's lease on this job, not expired yet.
       const held = await store.claim(`default:w:s:${job.id}`, 1500);
@@ -280,6 +283,8 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
         },
         async ({ inbox, outcomes }) => {
           await inbox.enqueue(job);
+          await outcomes.until(() => outcomes.of(job.id).includes('deferred'), 20_000);
+          now += 1500;
           await outcomes.until(() => outcomes.of(job.id).includes('processed'), 20_000);
           expect(outcomes.of(job.id)[0]).toBe('deferred');
           expect(outcomes.of(job.id).at(-1)).toBe('processed');

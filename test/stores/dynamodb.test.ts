@@ -232,7 +232,9 @@ describe('dynamoStore requests', () => {
   });
 
   it('gives exactly one of 100 concurrent claims of one key, through five clients', async () => {
-    const stores = Array.from({ length: 5 }, () => open({}, dynalite.client()));
+    // A generous request bound: 100 claims at once queue up in dynalite on a loaded machine, and a
+    // store timeout would answer 503 instead of the condition under test.
+    const stores = Array.from({ length: 5 }, () => open({ timeoutMs: 30_000 }, dynalite.client()));
     const k = key();
     const results = await Promise.all(Array.from({ length: 100 }, (_, i) => stores[i % 5]!.claim(k, 60_000)));
     expect(results.filter((r) => r.status === 'acquired')).toHaveLength(1);
