@@ -350,6 +350,9 @@ export function relayClient(options: RelayClientOptions): RelayClient {
             // Resolved on every page (once per client, then cached), so that a description that
             // requires a parameter the client does not know fails the first page, not the second.
             const query = await queryOf(DELIVERIES, signal);
+            // Paging needs the cursor's name: settle it before the first page rather than fail
+            // after handing out part of the list.
+            parameterFor(query, 'cursor');
             {
               if (cursor !== undefined) setParameter(params, query, 'cursor', cursor);
               if (limit !== undefined) setParameter(params, query, 'limit', String(limit));

@@ -82,8 +82,17 @@ function envelope(text: string): { error: string; message: string } | undefined 
   return undefined;
 }
 
-function shown(text: string): string {
-  const line = scrubKeys(text).replace(/\s+/g, ' ').trim();
+/**
+ * A text from the server or the network made safe to show: the client's own key is removed
+ * verbatim first (a key may hold characters that end the generic pattern), then anything else
+ * shaped like a key.
+ */
+function scrub(text: string, key: string): string {
+  return scrubKeys(key === '' ? text : text.split(key).join('whk_[redacted]'));
+}
+
+function shown(text: string, key: string): string {
+  const line = scrub(text, key).replace(/\s+/g, ' ').trim();
   return line.length > TEXT_SHOWN ? `${line.slice(0, TEXT_SHOWN)}…` : line;
 }
 
@@ -94,32 +103,39 @@ interface Answer {
   text: string;
 }
 
-function failure(response: Answer, text: string, operation: string, retryAfter: number | undefined): RelayError {
-  const requestId = response.headers.get('x-request-id') ?? undefined;
+/** The answer's `x-request-id`, scrubbed and bounded like any text the server sends. */
+function requestIdOf(headers: Headers, key: string): string | undefined {
+  const value = headers.get('x-request-id');
+  return value === null ? undefined : shown(value, key);
+}
+
+function failure(response: Answer, text: string, operation: string, retryAfter: number | undefined, key: string): RelayError {
+  const requestId = requestIdOf(response.headers, key);
   const status = response.status;
   const challenge = status === 401 || status === 403 ? (response.headers.get('www-authenticate') ?? undefined) : undefined;
   const parsed = envelope(text);
   let code: string;
   let message: string;
   if (parsed !== undefined) {
-    code = scrubKeys(parsed.error);
-    message = `${status} ${code}${parsed.message === '' ? '' : `: ${shown(parsed.message)}`}`;
+    code = scrub(parsed.error, key);
+    message = `${status} ${code}${parsed.message === '' ? '' : `: ${shown(parsed.message, key)}`}`;
   } else if (status === 401 || status === 403) {
     code = status === 401 ? 'UNAUTHORIZED' : 'FORBIDDEN';
     message = `${status} ${code}: ${status === 401 ? 'the API key is missing, unknown or revoked' : 'the API key lacks the scope this operation needs'}`;
   } else {
     code = status >= 500 ? 'SERVER_ERROR' : 'HTTP_ERROR';
-    const body = shown(text);
+    const body = shown(text, key);
     message = `${status} ${code}${body === '' ? '' : `: ${body}`}`;
   }
-  if (challenge !== undefined) message += ` (challenge: ${shown(challenge)})`;
+  if (challenge !== undefined) message += ` (challenge: ${shown(challenge, key)})`;
   if (retryAfter !== undefined) message += `; the relay asked to wait ${retryAfter} s, more than the retry budget left`;
-  return new RelayError({ status, code, message, operation, requestId, retryAfter, challenge: challenge === undefined ? undefined : scrubKeys(challenge) });
+  return new RelayError({ status, code, message, operation, requestId, retryAfter, challenge: challenge === undefined ? undefined : shown(challenge, key) });
 }
 
 /** A function that makes calls to one relay with one key. */
 export function createTransport(options: TransportOptions): Call {
   const { baseUrl, authorization, timeoutMs, retryBudgetMs } = options;
+  const key = authorization.replace(/^Bearer /, '');
 
   async function attempt(init: CallInit): Promise<Answer | RelayError> {
     const controller = new AbortController();
@@ -149,8 +165,8 @@ export function createTransport(options: TransportOptions): Call {
       if (timedOut) {
         return new RelayError({ status: 0, code: 'TIMEOUT', operation: init.operation, message: `no answer within ${timeoutMs} ms${note}` });
       }
-      const reason = error instanceof Error ? shown(error.message) : 'unknown error';
-      const cause = error instanceof Error && error.cause instanceof Error ? `: ${shown(error.cause.message)}` : '';
+      const reason = error instanceof Error ? shown(error.message, key) : 'unknown error';
+      const cause = error instanceof Error && error.cause instanceof Error ? `: ${shown(error.cause.message, key)}` : '';
       return new RelayError({ status: 0, code: 'NETWORK_ERROR', operation: init.operation, message: `could not reach ${baseUrl} (${reason}${cause})${note}` });
     } finally {
       clearTimeout(timer);
@@ -170,7 +186,7 @@ export function createTransport(options: TransportOptions): Call {
       } else {
         const text = outcome.text;
         if (outcome.status === 200) {
-          const requestId = outcome.headers.get('x-request-id') ?? undefined;
+          const requestId = requestIdOf(outcome.headers, key);
           try {
             return { body: JSON.parse(text) as unknown, requestId };
           } catch {
@@ -179,9 +195,9 @@ export function createTransport(options: TransportOptions): Call {
         }
         const asked = retryAfterSeconds(outcome.headers.get('retry-after'), Date.now());
         const retryable = outcome.status === 429 || (init.idempotent && outcome.status >= 500 && outcome.status !== 501);
-        if (!retryable) throw failure(outcome, text, init.operation, undefined);
+        if (!retryable) throw failure(outcome, text, init.operation, undefined, key);
         waitMs = asked !== undefined ? asked * 1000 : Math.min(BACKOFF_MAX_MS, BACKOFF_BASE_MS * 2 ** tries);
-        if (Date.now() + waitMs > deadline) throw failure(outcome, text, init.operation, outcome.status === 429 ? asked : undefined);
+        if (Date.now() + waitMs > deadline) throw failure(outcome, text, init.operation, outcome.status === 429 ? asked : undefined, key);
       }
       try {
         await sleep(waitMs, init.signal);
