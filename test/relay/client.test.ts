@@ -438,5 +438,8 @@ describe('waitTrigger', () => {
     expect(none).toMatchObject({ events: [], caughtUp: true });
     const bare = await relay.waitTrigger(trigger, { inlineBodies: false });
     expect(bare.events[0]).not.toHaveProperty('body');
+    // A UTF-8 body is cut at a character boundary: 'é' is two bytes, so a cap of 3 keeps one.
+    const accented = emulator.addTrigger({ endpointId: emulator.addEvent({ body: 'éé', endpointId: V7 }).endpointId });
+    expect((await relay.waitTrigger(accented, { maxInlineBytes: 3 })).events[0]).toMatchObject({ body: 'é', bodyTruncated: true, bodyEncoding: 'utf8' });
   });
 });

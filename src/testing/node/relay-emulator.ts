@@ -162,6 +162,7 @@ export interface RelayEmulator {
   endOverlap(destinationId: string): void;
   /** Answers the next `count` requests with `failure` instead of serving them. */
   failNext(count: number, failure: EmulatedFailure): void;
+  /** Stops listening and ends every open connection; resolves once the server is closed. */
   close(): Promise<void>;
 }
 
@@ -360,8 +361,11 @@ export async function relayEmulator(options: RelayEmulatorOptions = {}): Promise
         };
         if (!inline) return base;
         const truncated = body.byteLength > cap;
-        const kept = truncated ? body.subarray(0, cap) : body;
         const utf8 = isUtf8(body);
+        // A UTF-8 body is cut at a character boundary, at or under the cap: never half a character.
+        let end = truncated ? cap : body.byteLength;
+        if (utf8 && truncated) while (end > 0 && (body[end]! & 0xc0) === 0x80) end--;
+        const kept = body.subarray(0, end);
         const text = utf8 ? new TextDecoder().decode(kept) : base64Encode(kept);
         return { ...base, body: text, bodyEncoding: utf8 ? 'utf8' : 'base64', bodyTruncated: truncated, contentType: event.contentType };
       });
