@@ -236,7 +236,8 @@ export async function replayCommand(args: string[]): Promise<number> {
   const fromFile = values.from !== undefined;
   const fromRelayDocs = values.event !== undefined || values.payload !== undefined;
   const fromRelayId = values['event-id'] !== undefined;
-  if ([fromFile, fromRelayDocs, fromRelayId].filter(Boolean).length > 1) throw new UsageError('pass one of --from FILE, --event FILE --payload FILE, or --event-id UUID');
+  if (fromFile && fromRelayDocs) throw new UsageError('pass either --from FILE or --event FILE --payload FILE, not both');
+  if (fromRelayId && (fromFile || fromRelayDocs)) throw new UsageError('--event-id fetches the event from the relay: pass it without --from, --event or --payload');
   if (!fromRelayId && (values['relay-url'] !== undefined || values.method !== undefined)) throw new UsageError('--relay-url and --method go with --event-id');
   if (values.method !== undefined && !/^[A-Za-z]{1,20}$/.test(values.method)) throw new UsageError('--method takes an HTTP method such as POST');
   if (!fromFile && !fromRelayDocs && !fromRelayId) throw new UsageError('nothing to replay: pass --from FILE (a listen --record file), --event FILE --payload FILE (the relay\'s documents) or --event-id UUID (fetched from the relay)');
