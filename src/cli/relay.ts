@@ -229,6 +229,8 @@ async function rotateCommand(args: string[]): Promise<number> {
     }
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? 'unwritable';
+    // A half-written or unplaced copy is not left behind under a hidden name: the secret is shown below instead.
+    if (force) discard(out.path);
     io.err(`webhook-receiver relay rotate: WARNING: the rotation happened but the secret could not be written to the --out file (${code}). The relay shows it only once, so here it is; store it now, then clear this terminal:`);
     io.err(content.trimEnd());
     return 1;

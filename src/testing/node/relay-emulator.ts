@@ -33,6 +33,9 @@ import { generateSecret, signWebhook } from '../../sign.ts';
 import { emulatorNames, emulatorOpenApi, type RelayEmulatorQueryNames } from './relay-openapi.ts';
 import { loadNodeHttp } from './test-receiver.ts';
 
+/** How long a forwarded request may take before the delivery counts as failed. */
+const FORWARD_TIMEOUT_MS = 30_000;
+
 /** Every scope the emulator knows: a key made without `scopes` has them all. */
 export const RELAY_EMULATOR_SCOPES = ['events:read', 'deliveries:read', 'destinations:read', 'destinations:rotate', 'triggers:read'] as const;
 
@@ -547,7 +550,8 @@ export async function relayEmulator(options: RelayEmulatorOptions = {}): Promise
       }
       delivery.attempt = (delivery.attempt ?? 0) + 1;
       try {
-        const response = await fetch(entry.destination.url, { method: 'POST', headers, body: new Uint8Array(stored.body) });
+        // Bounded: a destination that never answers fails the delivery instead of hanging the test.
+        const response = await fetch(entry.destination.url, { method: 'POST', headers, body: new Uint8Array(stored.body), signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS) });
         await response.arrayBuffer();
         delivery.statusCode = response.status;
         delivery.status = response.ok ? 'delivered' : 'failed';
