@@ -29,7 +29,8 @@ export type QueryRole = 'cursor' | 'limit' | 'destination' | 'subscription' | 's
 /**
  * Wire names to use instead of the ones the OpenAPI description gives, per operation and role.
  * Where every role an operation has is named here, the description is not read for it (a status
- * list is then sent as a repeated parameter, OpenAPI's default).
+ * list is then sent as a repeated parameter, OpenAPI's default; otherwise a status parameter named
+ * here is sent in the style the description gives it).
  *
  * @example
  * ```ts
@@ -194,6 +195,10 @@ export function resolveQuery(document: unknown, operation: QueryOperation, overr
     }
     for (const role of known) candidates.set(role, [...(candidates.get(role) ?? []), parameter]);
   }
+
+  // A status list named by queryNames is still sent the way the description spells that parameter.
+  const namedStatus = overrides.status === undefined ? undefined : [...byKey.values()].find((parameter) => parameter.in === 'query' && parameter.name === overrides.status);
+  if (namedStatus !== undefined && parameters.status !== undefined) parameters.status = { name: parameters.status.name, list: listStyle(operation, namedStatus) };
 
   for (const role of pending) {
     const found = candidates.get(role) ?? [];

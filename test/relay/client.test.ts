@@ -353,6 +353,16 @@ describe('query names from openapi.json', () => {
     expect(relay.requests.at(-1)!.query).toEqual([['status', 'dead,failed']]);
   });
 
+  it('keeps the described list style for a status parameter named by queryNames', async () => {
+    const relay = await start({ queryNames: { status: 'state', statusExplode: false } });
+    const event = relay.addEvent({ body: '{}' });
+    relay.addDelivery({ eventId: event.id, destinationId: V7, status: 'dead' });
+    relay.addDelivery({ eventId: event.id, destinationId: V7, status: 'failed' });
+    const api = relayClient({ baseUrl: relay.url, apiKey: KEY, queryNames: { deliveries: { status: 'state' } } });
+    expect(await collect(api.deliveries({ statuses: ['dead', 'failed'] }))).toHaveLength(2);
+    expect(relay.requests.at(-1)!.query).toEqual([['state', 'dead,failed']]);
+  });
+
   /** The emulator's description with the deliveries' parameters replaced. */
   async function describedAs(parameters: unknown[]): Promise<RelayEmulator> {
     const base = await start();
