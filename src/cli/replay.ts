@@ -13,9 +13,11 @@ import type { SecretInput } from '../secrets.ts';
 import { createSigner } from '../sign.ts';
 import { parseCapturedDelivery, parseRelayEvent, recordedRejection, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
 import { quoted } from '../testing/recorded.ts';
+import { refuseKeyOption, relayEventDocuments } from './relay.ts';
 import { SECRET_HELP, UsageError, asUsage, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';
 
-export const REPLAY_HELP = `Usage: webhook-receiver replay --to URL (--from FILE [--id ID | --last N] | --event FILE --payload FILE)
+export const REPLAY_HELP = `Usage: webhook-receiver replay --to URL (--from FILE [--id ID | --last N] | --event FILE --payload FILE
+                              | --event-id UUID [--relay-url URL])
                               [--secret S]... [--unsigned] [--new-id] [--drop-header NAME]...
                               [--include-rejected] [--method M] [--timeout S] [--yes]
 
@@ -30,6 +32,11 @@ Where the deliveries come from (one of):
   --event FILE        the relay's event view (GET /v1/events/{eventId}) saved as JSON, with
   --payload FILE      its payload envelope (GET /v1/events/{id}/payload): { contentType, bytes,
                       bodyBase64 }; bytes must equal the decoded length, else nothing is sent
+  --event-id UUID     the event fetched from the relay's API (RELAY_URL or --relay-url, and
+                      RELAY_API_KEY from the environment only), its body length checked. Its
+                      captured credential headers (authorization, cookie, x-api-key…) and
+                      signatures (webhook-signature, svix-signature, stripe-signature…) are left out
+    --relay-url URL   the relay's base URL, instead of RELAY_URL
 
 Options:
   --to URL            where to send them (http:// or https://). Anything but this machine needs
@@ -146,6 +153,15 @@ function fromRelay(eventFile: string, payloadFile: string, includeRejected: bool
   return source.rejected !== undefined && !includeRejected ? { skipped: source.rejected.reason, where } : { source, where };
 }
 
+/** An event fetched from the relay by id, credential and signature headers left out (and said so). */
+async function fromRelayById(eventId: string, method: string | undefined, relayUrl: string | undefined, includeRejected: boolean): Promise<Chosen> {
+  const { event, payload, dropped } = await relayEventDocuments(eventId, method?.toUpperCase(), { 'relay-url': relayUrl });
+  if (dropped.length > 0) io.out(`left out the captured ${dropped.join(', ')} (credentials and old signatures are not sent again)`);
+  const source = checked(() => parseRelayEvent(event, payload));
+  const where = named('the relay event', source.eventId);
+  return source.rejected !== undefined && !includeRejected ? { skipped: source.rejected.reason, where } : { source, where };
+}
+
 interface Answer {
   status: number;
   contentType: string | undefined;
@@ -214,7 +230,10 @@ const ID_SOURCE: Record<SignedReplay['idSource'], string> = {
 
 /** Exit codes: 0 every answer was 2xx, 1 one was not (or no answer came). */
 export async function replayCommand(args: string[]): Promise<number> {
+  refuseKeyOption(args);
   const { values } = parse('replay', args, {
+    'event-id': { type: 'string' },
+    'relay-url': { type: 'string' },
     to: { type: 'string' },
     from: { type: 'string' },
     id: { type: 'string' },
@@ -243,8 +262,11 @@ export async function replayCommand(args: string[]): Promise<number> {
 
   const fromFile = values.from !== undefined;
   const fromRelayDocs = values.event !== undefined || values.payload !== undefined;
+  const fromRelayId = values['event-id'] !== undefined;
   if (fromFile && fromRelayDocs) throw new UsageError('pass either --from FILE or --event FILE --payload FILE, not both');
-  if (!fromFile && !fromRelayDocs) throw new UsageError('nothing to replay: pass --from FILE (a listen --record file) or --event FILE --payload FILE (the relay\'s documents)');
+  if (fromRelayId && (fromFile || fromRelayDocs)) throw new UsageError('--event-id fetches the event from the relay: pass it without --from, --event or --payload');
+  if (!fromRelayId && values['relay-url'] !== undefined) throw new UsageError('--relay-url goes with --event-id');
+  if (!fromFile && !fromRelayDocs && !fromRelayId) throw new UsageError('nothing to replay: pass --from FILE (a listen --record file), --event FILE --payload FILE (the relay\'s documents) or --event-id UUID (fetched from the relay)');
   if (fromRelayDocs && (values.event === undefined || values.payload === undefined)) throw new UsageError('--event and --payload go together: the event view and its payload envelope');
   if (!fromFile && (values.id !== undefined || values.last !== undefined)) throw new UsageError('--id and --last choose lines of a --from file');
   if (values.id !== undefined && values.last !== undefined) throw new UsageError('pass either --id or --last, not both');
@@ -269,7 +291,11 @@ export async function replayCommand(args: string[]): Promise<number> {
     await asUsage(async () => createSigner(secrets!));
   }
 
-  const chosen = fromFile ? fromRecording(values.from!, values.id, last, includeRejected) : [fromRelay(values.event!, values.payload!, includeRejected)];
+  const chosen = fromFile
+    ? fromRecording(values.from!, values.id, last, includeRejected)
+    : fromRelayId
+      ? [await fromRelayById(values['event-id']!, method, values['relay-url'], includeRejected)]
+      : [fromRelay(values.event!, values.payload!, includeRejected)];
   const sources: ReplaySource[] = [];
   const skipped: string[] = [];
   for (const capture of chosen) {

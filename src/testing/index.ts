@@ -65,3 +65,13 @@ export { signWebhook, generateSecret, generateKeyPair, type SignInput, type Sign
 export type { SecretInput } from '../secrets.ts';
 export type { VerifiedWebhook, WebhookInput } from '../verify.ts';
 export { createTestReceiver, type Delivery, type TestReceiver, type TestReceiverOptions } from './node/test-receiver.ts';
+export {
+  relayEmulator,
+  RELAY_EMULATOR_SCOPES,
+  type EmulatedEventInit,
+  type EmulatedFailure,
+  type EmulatedRequest,
+  type RelayEmulator,
+  type RelayEmulatorOptions,
+} from './node/relay-emulator.ts';
+export type { RelayEmulatorQueryNames } from './node/relay-openapi.ts';

@@ -88,7 +88,7 @@ describe('help and misuse', () => {
 
     const unknown = await run(['frobnicate']);
     expect(unknown.code).toBe(2);
-    expect(unknown.stderr).toMatch(/^webhook-receiver: unknown command \(the first argument is none of generate-secret, sign, verify, listen, check, replay, inbox\)\n\nUsage:/);
+    expect(unknown.stderr).toMatch(/^webhook-receiver: unknown command \(the first argument is none of generate-secret, sign, verify, listen, check, replay, relay, inbox\)\n\nUsage:/);
     expect(unknown.stderr).not.toContain('frobnicate');
 
     const option = await run(['sign', '--nope']);

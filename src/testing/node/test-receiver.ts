@@ -159,7 +159,7 @@ function idOf(pairs: [string, string][]): string | undefined {
  * Node compatibility) see no Node import: `webhook-receiver/testing` stays bundleable there for
  * its Web helpers, and only `createTestReceiver` needs Node.
  */
-async function loadNodeHttp(): Promise<typeof import('node:http')> {
+export async function loadNodeHttp(): Promise<typeof import('node:http')> {
   const fromProcess = globalThis.process?.getBuiltinModule?.('node:http') as typeof import('node:http') | undefined;
   if (fromProcess) return fromProcess;
   // Node 20 before 20.16 has no getBuiltinModule; a computed specifier is left alone by bundlers.
