@@ -169,7 +169,8 @@ export function webhookHandler(options: FetchHandlerOptions, handler?: WebhookHa
         claim = await delivery.receiver.claim({ headers: incoming.headers, body, ...where });
       }
     } catch (error) {
-      // The URL as sent: the path keeps its percent-encoding (issue 12, log injection).
+      // The URL as sent: the path keeps its percent-encoding, so a decoded path cannot break a log
+      // line.
       return respond(delivery.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
     }
     const early = delivery.admit(claim, node !== undefined ? node.outgoing.destroyed : signalAborted(request));

@@ -35,7 +35,7 @@ export function clientLeft(req: IncomingMessage, res: ServerResponse): boolean {
 
 /**
  * Settles `claim` by how the handler ends `res`: completed when it answers a 2xx, released for
- * any other status. Whether the client is still there plays no part (issue 11): a sender that
+ * any other status. Whether the client is still there plays no part: a sender that
  * timed out retries, and a handler that succeeded meanwhile must not run again for that retry.
  *
  * Node emits 'finish' once a response was handed over, which settles it. When the connection
@@ -192,7 +192,7 @@ export function readNodeBody(stream: Readable, limit: number, headers: BodyHeade
  * `UNSUPPORTED_ENCODING` for a `content-encoding` the core refuses, else `undefined`. For a body
  * a parser kept: the parser already decoded it (body-parser and co-body inflate gzip, deflate and
  * br), so nothing is decoded twice, but what the other adapters refuse is refused here too, so
- * no request passes on one framework and fails on another (issue 12).
+ * no request passes on one framework and fails on another.
  */
 export function encodingRefusal(header: string | string[] | undefined): WebhookError | undefined {
   try {

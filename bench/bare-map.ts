@@ -1,6 +1,6 @@
 /**
  * The least any bounded in-process deduplication does per delivery, as the floor that the memory
- * store is compared with (issue 29: like with like): a `Map` of ids bounded like the store, where
+ * store is compared with (like with like): a `Map` of ids bounded like the store, where
  * a claim looks the id up, forgets the oldest id when full and inserts the new one, and a
  * completion marks it done. No locks, expiry, tokens, unsigned space or claim protocol: a floor,
  * not a store.

@@ -1,6 +1,6 @@
 /**
  * A shared store's own commands for one delivery (claim, then complete), sent bare: the
- * like-with-like baseline of a store behind our code (issue 29). The commands are recorded from
+ * like-with-like baseline of a store behind our code. The commands are recorded from
  * the store itself, through a proxy of its client, for sample keys, then replayed on the same
  * client for other keys with nothing around them: no token generation (a recorded token is
  * reused), no timeouts, and only the reply check that proves the work was done.

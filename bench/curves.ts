@@ -1,5 +1,5 @@
 /**
- * Section 13: growth curves (issue 29). How a cost grows with what a user's traffic brings, at a
+ * Section 13: growth curves. How a cost grows with what a user's traffic brings, at a
  * few sample points each, every point timed interleaved with its baselines:
  *
  * - verification against body size, 64 B to 4 MiB: ours, the hand-written check, the bare HMAC

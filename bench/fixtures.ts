@@ -143,7 +143,7 @@ const headerPrefix = new TextEncoder();
  * header checks, then `id.timestamp.` and the body joined into a buffer taken from `buffers` and
  * put back once `sign` settles (WebCrypto signs one buffer, so some join is forced), one
  * `subtle.sign`, and the same comparison. Resolves `true` or `false`. The floor for any check on
- * this path that reads the headers (issue 17).
+ * this path that reads the headers.
  */
 export function handWrittenWebCryptoVerify(
   headers: IncomingHttpHeaders,

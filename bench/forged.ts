@@ -1,5 +1,5 @@
 /**
- * Section 7: what a forged request costs, per body size (issue 12). An unauthenticated sender
+ * Section 7: what a forged request costs, per body size. An unauthenticated sender
  * chooses the signature header, so the cost that matters is the worst one it can pick:
  *
  * - `v1`: the longest header accepted (64 entries) against three HMAC secrets; each secret costs
@@ -39,9 +39,9 @@ export async function runForged(config: BenchConfig): Promise<SectionReport> {
   const v1Keys = [newSecret().secret, newSecret().secret, newSecret().secret];
   const oneEd = [publicKey()];
   const threeEd = [publicKey(), publicKey(), publicKey()];
-  // The most distinct v1a entries a header could carry before the verifier refuses it: 8 before
-  // issue 12 (more were refused); after it, every entry past the bound is left unchecked, so 8
-  // still shows the full cost.
+  // The most distinct v1a entries a header could carry before the verifier refused it, when every
+  // entry was checked; now every entry past the bound is left unchecked, so 8 still shows the full
+  // cost.
   const V1A_ENTRIES = 8;
   const sizes = config.quick ? [KiB] : [KiB, 64 * KiB, MiB];
   const rows: string[][] = [];
@@ -83,7 +83,7 @@ export async function runForged(config: BenchConfig): Promise<SectionReport> {
 
   const body = [
     'Time to refuse one forged request, by body size: `v1` with 64 entries against three HMAC secrets; `v1a` with ' +
-      `${V1A_ENTRIES} distinct entries against one and three \`whpk_\` keys. Since issue 12 at most keys × max(2, keys) ` +
+      `${V1A_ENTRIES} distinct entries against one and three \`whpk_\` keys. At most keys × max(2, keys) ` +
       'Ed25519 verifications run per request, whatever the header holds (2 with one key, 9 with three).',
     '',
     table(['size', 'forged request', 'time to refuse', '÷ forged v1'], rows),

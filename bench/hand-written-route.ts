@@ -1,6 +1,6 @@
 /**
- * The hand-written route that our Fastify adapter with a shared store is compared with (issue 29,
- * like with like): the same Fastify, a buffer parser for the body (the usual recipe for the raw
+ * The hand-written route that our Fastify adapter with a shared store is compared with, like
+ * with like: the same Fastify, a buffer parser for the body (the usual recipe for the raw
  * bytes), the hand-written check of section 4 (fixtures.ts), then the store's own claim sent bare
  * (bare-store.ts), the route's work, the store's own completion sent bare, and the answer. The
  * stores section's route works as every handler of the bench does (parse the event, count it) and

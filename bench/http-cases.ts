@@ -8,13 +8,13 @@ export type Framework = (typeof FRAMEWORKS)[number];
  * - inline: the hand-written `node:crypto` check (fixtures.ts);
  * - standardwebhooks: the `standardwebhooks` package's `verify`, inline;
  * - verify: this package's adapter with `idempotency: false`, verification only: compared with
- *   `inline` (like with like, issue 29);
+ *   `inline` (like with like);
  * - inline-store: the hand-written check plus the bare store operations (bare-map.ts: claim the id
  *   in a bounded Map, mark it done after the handler): the floor `adapter` is compared with;
  * - adapter: this package's adapter, verification and the memory store on;
  * - fetch: Hono only: this package's Fetch handler (`webhook-receiver/fetch`, memory store) served
  *   by `@hono/node-server` with no Hono app in between, against the Hono adapter on the same
- *   server (issue 17: the Fetch path on Node).
+ *   server (the Fetch path on Node).
  */
 export const VARIANTS = ['none', 'inline', 'standardwebhooks', 'verify', 'inline-store', 'adapter', 'fetch'] as const;
 export type Variant = (typeof VARIANTS)[number];
@@ -34,10 +34,10 @@ export function variantsOf(framework: Framework): readonly Variant[] {
 }
 
 /**
- * The shared stores measured behind the Fastify adapter (section 10, issue 17): the Redis store on
+ * The shared stores measured behind the Fastify adapter (section 10): the Redis store on
  * ioredis (with `enableAutoPipelining`) and on node-redis (default client); the Postgres store on
  * a `pg` Pool. Each is also served by the hand-written route sending the same store commands bare
- * (issue 29, like with like).
+ * (like with like).
  */
 export const SHARED_STORES = ['ioredis', 'node-redis', 'postgres'] as const;
 export type SharedStoreKind = (typeof SHARED_STORES)[number];
@@ -56,7 +56,7 @@ export const STORE_MODE = 'store';
 export const STORE_INLINE_MODE = 'store-inline';
 
 /**
- * The servers of the inbox section (issue 24): the Fastify adapter accepting into BullMQ (Redis
+ * The servers of the inbox section: the Fastify adapter accepting into BullMQ (Redis
  * store) and into pg-boss (Postgres store), each beside a hand-written route doing the same work
  * (http-inbox.ts). The synchronous mode they are shown beside is section 10's `store` servers.
  */
@@ -66,7 +66,7 @@ export type InboxCell = (typeof INBOX_CELLS)[number];
 /** The argument that makes http-server.ts serve an inbox cell: `inbox <cell>`. */
 export const INBOX_MODE = 'inbox';
 
-/** Connections of the stores section (the issue's figure: Fastify, 16 connections). */
+/** Connections of the stores section (the figure its targets are set at: Fastify, 16 connections). */
 export const STORE_CONNECTIONS = 16;
 
 /** Connections of the `pg` Pool behind the Postgres-store server. */

@@ -1,7 +1,7 @@
 /**
  * The servers of the inbox section (inbox.ts), run by http-server.ts as `http-server.ts inbox
  * <cell>`: the Fastify adapter accepting into an inbox (it answers 202 itself), and beside each
- * one the hand-written route doing the same work (issue 24, like with like: issue 29):
+ * one the hand-written route doing the same work, like with like:
  *
  * - `bullmq`: `webhooks({ secrets, inbox: bullmqInbox({ queue }), idempotency: { store } })`, the
  *   Redis store and the queue on one ioredis client (`enableAutoPipelining: true`, as section 10);

@@ -1,5 +1,5 @@
 /**
- * Section 10: the shared stores behind an adapter, over HTTP (issue 17), like with like (issue 29).
+ * Section 10: the shared stores behind an adapter, over HTTP, like with like.
  * The Fastify adapter of section 4 (1 KiB JSON, every request its own `webhook-id` and a valid
  * signature, the handler answering 204 after reading the parsed event), 16 autocannon
  * connections, with four stores:
@@ -302,7 +302,7 @@ export async function runHttpStores(config: BenchConfig): Promise<SectionReport>
     '',
     table(['store', 'route', 'req/s', 'req/s ÷ memory store', 'server CPU per request', 'CPU ÷ hand-written', 'database CPU per request', 'p99'], rows),
     '',
-    'Like with like (issue 29): the hand-written route runs on the same Fastify, with a buffer parser for the body, the ' +
+    'Like with like: the hand-written route runs on the same Fastify, with a buffer parser for the body, the ' +
       'hand-written check of section 4, then the store\'s own commands recorded from the store and sent bare on the same ' +
       'client (Redis: the claim and completion scripts by EVALSHA, as ioredis\' `evalsha` or node-redis\' `evalSha`; ' +
       'Postgres: the claim and completion statements, prepared as the store prepares them): the claim, the handler\'s work ' +

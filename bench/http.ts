@@ -4,8 +4,8 @@
  * verification, a hand-written inline `node:crypto` check, an inline `standardwebhooks` check,
  * this package's adapter verifying only, the hand-written check plus a bare bounded Map of ids,
  * and this package's adapter with verification and the memory store; each of ours is compared
- * with the baseline doing the same work (issue 29). Hono has a seventh: this package's Fetch
- * handler on the same `@hono/node-server`, without Hono (issue 17). Koa and NestJS have the inline
+ * with the baseline doing the same work. Hono has a seventh: this package's Fetch
+ * handler on the same `@hono/node-server`, without Hono. Koa and NestJS have the inline
  * check and the adapter verifying only.
  *
  * Each server runs in its own process (http-server.ts), and autocannon in another
@@ -38,7 +38,7 @@ const VARIANT_LABELS: Record<Variant, string> = {
 };
 
 /**
- * Like with like (issue 29): each of our rows is compared with the baseline that does the same
+ * Like with like: each of our rows is compared with the baseline that does the same
  * work: verification only with the hand-written check, verification and the memory store with the
  * hand-written check plus the bare store operations, the Fetch handler with the Hono adapter.
  */
@@ -172,7 +172,7 @@ interface Cell {
 export async function runHttp(config: BenchConfig): Promise<SectionReport> {
   // Five shorter runs rather than three long ones: on a shared machine the median of five shrugs
   // off a run that another process disturbed.
-  // Two seconds a run (three before issue 17): the CPU-per-request headline settles quicker than req/s,
+  // Two seconds a run (formerly three): the CPU-per-request headline settles quicker than req/s,
   // and the whole `npm run bench` must stay under ten minutes on a loaded machine too.
   const seconds = config.quick ? 1 : 2;
   // The smoke run only proves that every cell works: no warm-up.
@@ -262,14 +262,14 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
     }
     const cpu = (variant: Variant) => fixed(summarize(cpuOf(variant)).median, 1);
     // The headline is server CPU per request, candidate over baseline within each repetition: it
-    // holds when the machine is loaded, where req/s moved 0.39–2.43 (issue 17). req/s stands beside it.
+    // holds when the machine is loaded, where req/s moved 0.39–2.43. req/s stands beside it.
     const context = (a: Variant, b: Variant) =>
       `server CPU ${cpu(a)} vs ${cpu(b)} µs per request; req/s ${rateText(summarize(rps(a)).median)} vs ${rateText(summarize(rps(b)).median)}, ` +
       `ratio ${ratioText(summarize(ratios(rps(a), rps(b))))}`;
-    // Koa and NestJS are shown against their own inline check; the issue set no target for them.
+    // Koa and NestJS are shown against their own inline check, for context: they have no target.
     if (!TARGETED.includes(framework)) continue;
     // The req/s targets (≥ 0.9 of the inline check, ≥ 1.4× inline standardwebhooks) as CPU per
-    // request, each of ours against the baseline doing the same work (issue 29).
+    // request, each of ours against the baseline doing the same work.
     const overInline = summarize(ratios(cpuOf('verify'), cpuOf('inline')));
     targets.push({
       what: `adapter, verification only, server CPU per request ÷ hand-written inline check, ${framework}`,
@@ -297,7 +297,7 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
       });
     }
     if (framework === 'hono') {
-      // Issue 17: the Fetch handler on Node against the Hono adapter on the same server, same runs.
+      // The Fetch handler on Node against the Hono adapter on the same server, same runs.
       const fetchOverAdapter = summarize(ratios(rps('fetch'), rps('adapter')));
       targets.push({
         what: 'Fetch handler on Node ÷ Hono adapter on Node, req/s, 1 KiB',

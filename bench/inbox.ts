@@ -1,5 +1,5 @@
 /**
- * Section 15: accepting into an inbox over HTTP (issue 24), like with like (issue 29). The Fastify
+ * Section 15: accepting into an inbox over HTTP, like with like. The Fastify
  * adapter of section 10 (1 KiB JSON, every request its own `webhook-id` and a valid signature),
  * autocannon in its own process, each server in its own:
  *
@@ -199,7 +199,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
     '',
     table(['engine (store)', 'route', 'req/s', 'server CPU per request', 'CPU ÷ hand-written', 'database CPU per request', 'p50', 'p99'], rows),
     '',
-    'Like with like (issue 29): the hand-written route runs on the same Fastify, with a buffer parser for the body, the ' +
+    'Like with like: the hand-written route runs on the same Fastify, with a buffer parser for the body, the ' +
       'hand-written check of section 4, then the store\'s own commands recorded from the store and sent bare (Redis: the ' +
       'claim and completion scripts by EVALSHA; Postgres: the claim and completion statements, prepared as the store ' +
       'prepares them), the claim before the add and the completion after it as the receiver runs them, and the engine\'s ' +

@@ -1,5 +1,5 @@
 /**
- * Section 12: tenant keys (issue 25).
+ * Section 12: tenant keys.
  *
  * - verification with a cached tenant's keys (`tenantKeys(…).verifier()`, 1 000 tenants cached,
  *   the tenant named by a route parameter) against a static verifier with the same keys
@@ -7,7 +7,7 @@
  * - a flood: 10 000 requests at once, each naming a random tenant, against a loader that answers
  *   "unknown" after 5 ms (a database round trip): how many times the loader ran, and how long
  *   the refused requests took to be answered;
- * - a growth curve (issue 29): time per verified request against the number of tenants (1 to
+ * - a growth curve: time per verified request against the number of tenants (1 to
  *   100 000), each request for a random tenant with its own secret, the loader answering from an
  *   in-memory map, the cache warm, against a static verifier with one secret fed as many requests
  *   in the same order; past the default bound on cached tenants (`maxTenants`, 10 000), with that
@@ -60,8 +60,8 @@ const CURVE_RAISED = 'tenant keys, maxTenants = tenants';
 const CURVE_MAP = 'a Map of static verifiers, one per tenant';
 
 /**
- * Time per verified request against the number of tenants, and memory per cached tenant (issue
- * 29). Each request names a random tenant; the cache is warm (every tenant verified once first;
+ * Time per verified request against the number of tenants, and memory per cached tenant.
+ * Each request names a random tenant; the cache is warm (every tenant verified once first;
  * the TTL raised to an hour, so no entry expires while the point is timed).
  */
 async function tenantsCurve(config: BenchConfig, deadline: number): Promise<{ curves: Curve[]; text: string }> {

@@ -1,5 +1,5 @@
 /**
- * Section 14: what ordering costs a store (issue 26). A claim and its completion of a fresh id,
+ * Section 14: what ordering costs a store. A claim and its completion of a fresh id,
  * without ordering (`claim` + `complete`) and with it (`claimOrdered` + `completeOrdered`:
  * exclusive, the entity's version checked and its lock taken in the claim, the version recorded
  * and the lock freed in the completion), on the memory store and on the Redis store (ioredis,

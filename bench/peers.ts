@@ -1,5 +1,5 @@
 /**
- * Section 1: the peers, same work (issue 29). Verifying one valid 1 KiB and one valid 1 MiB
+ * Section 1: the peers, same work. Verifying one valid 1 KiB and one valid 1 MiB
  * request, and refusing one forged 1 KiB request, with each library a Node app would use to
  * receive signed webhooks, each fed its own scheme's headers for the same body:
  *
@@ -231,7 +231,7 @@ export async function runPeers(config: BenchConfig): Promise<SectionReport> {
     });
     if (peerCase.label === '1 KiB, valid' || peerCase.label === '1 KiB, forged') {
       const overHand = summarize(ratios(ours, series(timings, HAND)));
-      // The forged request keeps its earlier, looser target (issue 17): refusing costs a thrown error.
+      // The forged request keeps its earlier, looser target: refusing costs a thrown error.
       const limit = peerCase.forged ? 1.3 : 1.05;
       targets.push({
         what: `ours (node:crypto) ÷ the hand-written check, ${peerCase.label}`,

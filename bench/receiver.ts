@@ -111,7 +111,7 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
     body: text,
     targets: [
       {
-        // Like with like (issue 29): verification plus our store against verification plus the
+        // Like with like: verification plus our store against verification plus the
         // bare operations of a bounded Map, not against verification alone.
         what: 'receiver claim + complete ÷ (verify + a bare Map), memory store, 1 KiB',
         target: '≤ 1.15',

@@ -90,7 +90,7 @@ function countOf(commands: readonly string[]): string {
 }
 
 /**
- * Like with like (issue 29): the process CPU time our store costs per delivery (claim, then
+ * Like with like: the process CPU time our store costs per delivery (claim, then
  * complete) against the bare ioredis client sending the same two scripts by EVALSHA, with the
  * same arguments, 64 deliveries in flight (bare-store.ts records them from the store itself), and
  * nothing else (no token generation, no reply checks, no timeouts). redis-server's own CPU is in

@@ -25,7 +25,7 @@ export interface BenchConfig {
 /** One row of the targets table. */
 export interface TargetResult {
   what: string;
-  /** As the issue states it, e.g. `≤ 1.5`. */
+  /** The bound the figure must meet, e.g. `≤ 1.5`. */
   target: string;
   /** The measured figure, formatted (a ratio's median and spread, a count, …). */
   measured: string;
@@ -79,7 +79,7 @@ export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', '
 export type SectionId = (typeof SECTION_IDS)[number];
 
 /**
- * Each section's time budget in a full run, in seconds (issue 29): a section that takes longer is
+ * Each section's time budget in a full run, in seconds: a section that takes longer is
  * flagged in the report, and the growth curves stop sampling points when theirs runs out. Together
  * with the build they stay under {@link FULL_RUN_BUDGET_SECONDS}, with room for a loaded machine.
  */
@@ -203,7 +203,7 @@ export interface RunInfo {
   only: SectionId | undefined;
 }
 
-/** What `npm run bench` must stay under, all sections together (issue 29: 15 minutes). */
+/** What `npm run bench` must stay under, all sections together: 15 minutes. */
 export const FULL_RUN_BUDGET_SECONDS = 900;
 
 export function renderReport(sections: readonly SectionReport[], run: RunInfo): string {

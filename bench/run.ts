@@ -202,7 +202,7 @@ function readme(from: string): void {
 }
 
 /**
- * Runs this same command under Node `line` (issue 18: the reference library gains more from newer
+ * Runs this same command under Node `line` (the reference library gains more from newer
  * V8 than this package does, so the margins differ by line), without `--node`: the child's report
  * records the Node it ran on.
  */

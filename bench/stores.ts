@@ -1,5 +1,5 @@
 /**
- * Section 7: claims per second and p99 latency per shared store (issue 13), at 1, 16 and 128
+ * Section 7: claims per second and p99 latency per shared store, at 1, 16 and 128
  * claims in flight, each against the same database's bare write in the same run:
  *
  * - Redis (ioredis): `redisStore` against a bare `SET key value PX ms NX`;

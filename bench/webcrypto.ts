@@ -147,7 +147,7 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
         pass: seq.median <= 1.2,
       },
       {
-        // Like with like (issue 29): the cheapest hand-written check on this path is the floor, since
+        // Like with like: the cheapest hand-written check on this path is the floor, since
         // `subtle.sign` takes one buffer and a check that reads the headers must join them.
         what: 'forced WebCrypto verify ÷ the cheapest hand-written WebCrypto check, main-thread time, 64 in flight (1 KiB)',
         target: '≤ 1.15',

@@ -126,7 +126,7 @@ async function webHmacCryptoKey(key: WebHmacKey): Promise<CryptoKey> {
 /**
  * Buffers for the signed content of WebCrypto HMACs up to this size are reused. WebCrypto signs one
  * buffer, so `id.timestamp.` and the body must be joined per call, and a fresh buffer per call was
- * most of what the verifier cost beside the MAC (64 in flight, 1 KiB: issue 17). A buffer goes back
+ * most of what the verifier cost beside the MAC (64 in flight, 1 KiB bodies). A buffer goes back
  * to the pool only once its `sign` has settled: no runtime, however it reads its input, can see a
  * buffer rewritten under it.
  */
@@ -151,7 +151,7 @@ function webHmac<A, T>(
     const length = writeSignedContent(prefix, body, buffer);
     if (length !== undefined) {
       // The buffer goes back in each handler itself: a shared `release` closure called from them
-      // made every call cost 20-30% more main-thread time with 64 in flight (Node 20, issue 17).
+      // made every call cost 20-30% more main-thread time with 64 in flight (Node 20).
       return subtle().sign('HMAC', cryptoKey, buffer.subarray(0, length)).then(
         (mac) => {
           if (contentPool.length < CONTENT_POOL_MAX) contentPool.push(buffer);

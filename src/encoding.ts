@@ -149,7 +149,7 @@ const PAD = 0x3d;
  * Whether `a` is the padded base64 of `bytes`, compared in constant time like
  * {@link constantTimeEqual}, without building the base64 text: each character is encoded and
  * compared in one pass (WebCrypto hands back a MAC as bytes; encoding it to a string cost a tenth of
- * a verification with 64 in flight, issue 17).
+ * a verification with 64 in flight).
  */
 export function constantTimeEqualBase64(a: string, bytes: Uint8Array): boolean {
   if (a.length !== Math.ceil(bytes.length / 3) * 4) return false;
@@ -179,7 +179,7 @@ export function constantTimeEqualBase64(a: string, bytes: Uint8Array): boolean {
  * `text` with every control character written as a visible escape (`\n` as `\x0a`, ESC as
  * `\x1b`): C0, DEL, C1 and the Unicode line and paragraph separators. For text log lines built
  * from request values, so a client cannot end a line and forge the next one, or send terminal
- * escape sequences to whoever reads the log (issue 12).
+ * escape sequences to whoever reads the log.
  */
 export function escapeControlCharacters(text: string): string {
   return text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029]/g, (c) => {

@@ -201,8 +201,8 @@ const ErrorWithLimit = Error as { stackTraceLimit?: number };
  * A {@link WebhookError} for an expected rejection: a forged signature, a stale timestamp, a
  * malformed header. It is built without stack frames (its `stack` is `WebhookError: <message>`):
  * the request is what failed, not the code, and capturing frames cost more than the HMAC that
- * decided it (issue 17: a third of a forged request). `code`, `status`, `message` and `cause` are
- * those of any WebhookError. Programming errors (a body parser that ran first, bad options) keep
+ * decided it (a third of the time spent refusing a forged request). `code`, `status`, `message`
+ * and `cause` are those of any WebhookError. Programming errors (a body parser that ran first, bad options) keep
  * `new WebhookError` / `TypeError` and their full stack. Internal: not exported from the package.
  */
 export function rejection(code: WebhookErrorCode, message: string, options?: WebhookErrorOptions): WebhookError {

@@ -34,7 +34,7 @@ import {
 import { shown, TenantKeyCache, type Entry } from './keys/cache.ts';
 import { TENANT_KEYS_DEFAULTS, type TenantKeys, type TenantKeysOptions, type TenantKeysUsage, type TenantRequest } from './keys/types.ts';
 
-// The public types and defaults, from the room below the keys' parts.
+// The public types and defaults, from the module the keys' parts import them from.
 export * from './keys/types.ts';
 
 const NO_PARAMS: Readonly<Record<string, string | undefined>> = Object.freeze({});

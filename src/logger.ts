@@ -73,7 +73,7 @@ export function logRejection(logger: WebhookLogger | undefined, error: WebhookEr
   const fix = error.hint ?? (error.code === 'SIGNATURE_MISMATCH' ? SIGNATURE_MISMATCH_HINT : undefined);
   const hint = fix === undefined ? '' : ` (${fix})`;
   if (isConsole(logger)) {
-    // Request values are escaped, so a client cannot break the line or send terminal escapes (issue 12).
+    // Request values are escaped, so a client cannot break the line or send terminal escapes.
     const tenant = request.tenant === undefined ? '' : ` (tenant ${JSON.stringify(request.tenant)})`;
     console.warn(escapeControlCharacters(`[webhook-receiver] rejected ${request.method} ${request.path}${tenant}: ${error.code} ${error.message}${hint}`));
     return;

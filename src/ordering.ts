@@ -1,5 +1,5 @@
 /**
- * Ordering (issue 26): which entity a delivery is about and which version of it, read from the
+ * Ordering: which entity a delivery is about and which version of it, read from the
  * verified payload, so a store can refuse a stale event in the same atomic step as its claim.
  *
  * `webhook-timestamp` cannot order events: it is the time of the attempt and changes with every

@@ -5,7 +5,7 @@
  * Delivery is at-least-once and `webhook-id` is the idempotency key, so a handler runs to success
  * at most once per id, and a handler that fails releases its claim so the sender's retry runs it.
  * What counts is the handler's result, never the connection: a sender that timed out and left
- * still gets a successful run completed, so its retry is answered as a duplicate (issue 11).
+ * still gets a successful run completed, so its retry is answered as a duplicate.
  *
  * This file is the receiver's public face: it checks the options, verifies, claims and runs the
  * handler. Its parts live in `receiver/`: the public types and defaults (`types.ts`, below all the
@@ -47,7 +47,7 @@ import {
   type WebhookContext,
 } from './receiver/types.ts';
 
-// The public types and defaults, from the room below the receiver's parts.
+// The public types and defaults, from the module the receiver's parts import them from.
 export * from './receiver/types.ts';
 
 const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
@@ -214,7 +214,7 @@ class ReceiverImpl implements Receiver {
     const key =
       this.#namespace === undefined ? (webhook.signed ? this.#signedPrefix : this.#unsignedPrefix) + webhook.id : `${namespace}:${webhook.signed ? 's' : 'u'}:${webhook.id}`;
     const lockMs = deadline === undefined ? this.#lockMs : Math.max(1, Math.min(this.#lockMs, deadline - this.#now()));
-    // Ordering (issue 26): the entity and version of a signed delivery, read before the store is
+    // Ordering: the entity and version of a signed delivery, read before the store is
     // touched; the store judges them in the same atomic step as the claim.
     const ordered = orderingOf(this.#ordering, webhook, namespace);
     let order: EntityOrder | undefined = ordered === undefined ? undefined : { ...ordered, exclusive: this.#ordering!.exclusive };
@@ -244,7 +244,7 @@ class ReceiverImpl implements Receiver {
         );
       }
     } catch (error) {
-      // The unsigned budget is full: a refusal, never an outage to run through (issue 22).
+      // The unsigned budget is full: a refusal, never an outage to run through.
       if (error instanceof StoreError && error.reason === 'unsigned_limit') throw unsignedLimit(error);
       // An answer outside the contract fails closed whatever onStoreError says: the store may
       // be broken in a way that lets every duplicate through.

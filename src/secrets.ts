@@ -218,7 +218,7 @@ function decodeOne(key: string, index: number, keyId: string | undefined, where:
 export function secretList<T>(secrets: T | readonly T[] | undefined, listName = 'secrets'): readonly T[] {
   if (secrets === undefined || secrets === null) {
     const required = `${listName} is required: pass the 'whsec_…' secret the sender gave you`;
-    // The receiving side's usual cause (issue 14); a signer (`secret`) is built by the app's own code.
+    // The receiving side's usual cause; a signer (`secret`) is built by the app's own code.
     if (listName !== 'secrets') throw new TypeError(required);
     throw new TypeError(
       `${required}. It was ${String(secrets)}: usually an unset environment variable, or a handler built where the ` +

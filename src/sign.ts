@@ -119,7 +119,7 @@ class SignerImpl implements Signer {
 
   constructor(secret: SecretInput | readonly SecretInput[], backend: CryptoBackend) {
     this.#backend = backend;
-    // Decoded and imported here, once: per call this was most of the cost of signing (issue 17).
+    // Decoded and imported here, once: per call this was most of the cost of signing.
     for (const material of decodeSecretList(secret, 'sign', 'secret')) {
       if (material.kind === 'hmac') this.#keys.push({ kind: 'hmac', key: backend.importHmacKey(material.raw) });
       else if (material.kind === 'ed25519-secret') this.#keys.push({ kind: 'ed25519', key: backend.importEd25519SecretKey(material.seed) });

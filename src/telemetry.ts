@@ -1,7 +1,7 @@
 /**
  * What a receiver tells the outside world about each delivery: one internal record per delivery,
  * from which the `onOutcome` hook, OpenTelemetry metrics and spans are all fed, so they cannot
- * disagree (issue 14).
+ * disagree.
  *
  * OpenTelemetry comes in through `@opentelemetry/api` handed over by the app (`telemetry: { api }`):
  * never imported here, so an app without it pays nothing and edge bundlers see no optional import.

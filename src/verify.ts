@@ -67,7 +67,7 @@ const SETTLED = Promise.resolve();
 /**
  * A promise that rejects with `error` one turn from now. One rejected before its caller's `await`
  * attaches a handler goes through the runtime's unhandled-rejection bookkeeping (in Node: recorded,
- * then withdrawn), which cost about as much as the HMAC of a 1 KiB body (issue 17); handed back
+ * then withdrawn), which cost about as much as the HMAC of a 1 KiB body; handed back
  * pending, it has its handler by the time it rejects. Rejected from a microtask rather than by a
  * `then` callback that throws: a throw there cost twice as much (0.48 against 0.27 µs a refusal,
  * awaited and caught, on Node 20).
@@ -137,7 +137,7 @@ class VerifierImpl implements Verifier {
     if (outcome instanceof Webhook) return Promise.resolve(outcome);
     if (outcome instanceof Error) return rejectLater(withTenant(outcome, this.#tenant));
     // The search's (or WebCrypto's) own promise, handed back as it is: an async function would
-    // adopt it through more promise turns (64 in flight, issue 17).
+    // adopt it through more promise turns, measurably slower with 64 in flight.
     return outcome;
   }
 
@@ -185,7 +185,7 @@ class VerifierImpl implements Verifier {
     if (signatures.v1.length === 1 && this.#hmac.length > 0) {
       // With one key and no Ed25519 work left, this key's outcome decides: a forgery is refused
       // at once, and WebCrypto's MAC is compared and answered in the one turn after its `sign`
-      // settles rather than through the search's promise turns (issue 17).
+      // settles rather than through the search's promise turns.
       const decisive = this.#hmac.length === 1 && (signatures.v1a.length === 0 || this.#ed25519.length === 0);
       if (decisive && !this.#backend.synchronousHmac) {
         return this.#backend.hmacWith(

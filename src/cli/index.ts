@@ -2,7 +2,8 @@
 /**
  * The `webhook-receiver` command: make secrets, sign a request, verify a captured one, run a
  * local receiver that shows every delivery as it arrives, and check a live endpoint against the
- * standard (issue 16), record deliveries and replay them against your own endpoint (issue 28), and look after an inbox's dead letters (issue 24). Secrets come from `--secret` or from
+ * standard, record deliveries and replay them against your own endpoint, and look after an
+ * inbox's dead letters. Secrets come from `--secret` or from
  * `WEBHOOK_SECRET` (comma-separated), so they can stay out of shell history; none is ever printed,
  * except by `generate-secret`, whose output is the point.
  *
@@ -79,7 +80,7 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (!(COMMANDS as readonly string[]).includes(command)) {
-    // Never repeated: a secret passed as the first argument would be printed (issue 12).
+    // Never repeated: a secret passed as the first argument would be printed.
     io.err(`webhook-receiver: unknown command (the first argument is none of ${COMMANDS.join(', ')})\n\n${MAIN_HELP}`);
     return 2;
   }

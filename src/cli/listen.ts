@@ -152,7 +152,7 @@ export async function listenCommand(args: string[]): Promise<number> {
           }
         } else {
           // What a receiver built on this package answers (the adapters' table), at once: the
-          // diagnosis runs after the answer was sent (issue 12), bounded in time and body size.
+          // diagnosis runs after the answer was sent, bounded in time and body size.
           lines.push(`  REJECTED ${delivery.verification.error.code}`);
           answer = errorResponse(delivery.verification.error);
         }

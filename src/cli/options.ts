@@ -45,7 +45,7 @@ export function parse<T extends NonNullable<ParseArgsConfig['options']>>(command
     // Never echo a stray argument: it may be a secret passed without --secret.
     if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') throw new UsageError('unexpected argument: options start with --, values follow their option', command);
     // Node's message for an unknown option repeats the argument whole ('--timestamp=…' included):
-    // the option is found and named here instead, up to any '=' (issue 22).
+    // the option is found and named here instead, up to any '='.
     if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') throw new UsageError(unknownOption(args, options), command);
     if (typeof code === 'string' && code.startsWith('ERR_PARSE_ARGS_')) throw new UsageError(optionOnly((error as Error).message.split('\n')[0]!), command);
     throw error;
@@ -144,7 +144,7 @@ export async function bodyFrom(values: { body?: string | undefined; 'body-file'?
 
 export function seconds(value: string | undefined, option: string): number | undefined {
   if (value === undefined) return undefined;
-  // The value is never repeated (issue 12): it may be a secret pasted in the wrong place.
+  // The value is never repeated: it may be a secret pasted in the wrong place.
   if (/^[0-9]{13,}$/.test(value)) throw new UsageError(`${option} has ${value.length} digits: it looks like milliseconds; pass Unix seconds`);
   if (!/^[0-9]{1,12}$/.test(value)) throw new UsageError(`${option} must be Unix seconds (digits only)`);
   return Number(value);

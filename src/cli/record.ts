@@ -1,5 +1,5 @@
 /**
- * `webhook-receiver listen --record FILE` (issue 28): each delivery appended to FILE as one JSON
+ * `webhook-receiver listen --record FILE`: each delivery appended to FILE as one JSON
  * line (a `CapturedDelivery`), for `webhook-receiver replay` or the testing kit to send again.
  * The file holds real payloads, so it is created readable by its owner only.
  */

@@ -1,5 +1,5 @@
 /**
- * `webhook-receiver replay` (issue 28): send captured deliveries (a `listen --record` file, or the
+ * `webhook-receiver replay`: send captured deliveries (a `listen --record` file, or the
  * relay's event and payload documents) to your own endpoint, re-signed with your local secret and
  * a fresh timestamp, headers in their captured order with repeats kept (`node:http` with a raw
  * header array: Fetch's `Headers` would join repeats and sort the names).

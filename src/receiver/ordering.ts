@@ -1,5 +1,5 @@
 /**
- * The receiver's side of ordering (issue 26) outside the claim itself: the check that a store has
+ * The receiver's side of ordering outside the claim itself: the check that a store has
  * the ordering operations, and `forgetVersion`'s work once the receiver has passed on its store.
  */
 

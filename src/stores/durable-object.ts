@@ -1,5 +1,5 @@
 /**
- * The Cloudflare Durable Object store: `webhook-receiver/cloudflare` (issue 13).
+ * The Cloudflare Durable Object store: `webhook-receiver/cloudflare`.
  *
  * Each key is routed to one object (`idFromName(prefix + key)`), and each operation is one
  * request to that object, which runs the check and the write with nothing but storage between
@@ -8,7 +8,7 @@
  * storage is synchronous, so the check-and-set is one uninterrupted piece of code; on the older
  * key-value backend it awaits only `storage.get`/`put`, which the input gate covers.
  *
- * Unsigned ids (issue 22) cannot evict or block a signed id here, each key having its own object;
+ * Unsigned ids cannot evict or block a signed id here, each key having its own object;
  * what they are bounded in is cost. They go to a fixed set of objects (named `<prefix>:u:<bucket>`,
  * the bucket a hash of the key), each holding at most 16 records, `unsignedMax` in all: whatever
  * unsigned traffic sends, it creates at most `unsignedMax / 16` objects and `unsignedMax` records,
@@ -809,7 +809,7 @@ export class WebhookClaims {
   }
 
   // From the first read to the last write, only storage is awaited: the input gate holds every
-  // other request to this object until the operation is done (issue 13).
+  // other request to this object until the operation is done.
   async #apply(operation: Operation): Promise<Reply> {
     if (operation.op === 'ping') return { ok: true };
     if (isEntityOperation(operation)) return this.#applyToEntity(operation);
@@ -821,7 +821,7 @@ export class WebhookClaims {
 
     if (operation.op === 'claim') {
       if (record !== undefined) return record.done ? { status: 'completed' } : { status: 'processing', retryAfterMs: record.until - time };
-      // An unsigned bucket's object holds at most `ways` ids (issue 22).
+      // An unsigned bucket's object holds at most `ways` ids.
       if (operation.ways !== undefined && !(await records.admit(key, time, operation.ways))) return { status: 'unsigned_limit' };
       return this.#write(key, { token, done: false, until: time + operation.ms }, { status: 'acquired' });
     }

@@ -1,5 +1,5 @@
 /**
- * The DynamoDB idempotency store: `webhook-receiver/dynamodb` (issue 27).
+ * The DynamoDB idempotency store: `webhook-receiver/dynamodb`.
  *
  * One table, one item per key, partition key `pk`. Every operation is one conditional write whose
  * condition says "absent or expired" (claim) or "held by this token" (complete, release, extend):

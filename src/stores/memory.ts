@@ -425,7 +425,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       ? unsignedLimitError('memory', space.max, `all ${space.max} unsigned entries are live claims`)
       : new StoreError('memory', 'full', `memory store: all ${space.max} signed entries are live claims, so a new claim was refused rather than evict one (raise max, or use a shared store)`);
 
-  // Ordering (issue 26): the id and its entity are checked and set in one synchronous step.
+  // Ordering: the id and its entity are checked and set in one synchronous step.
   const ordered = {
     claim(key: string, lockMs: number, ttlMs: number, order: EntityOrder): OrderedClaimResult {
       checkClaimOrdered(key, lockMs, ttlMs, order);

@@ -1,12 +1,12 @@
 /**
- * The PostgreSQL idempotency store: `webhook-receiver/postgres` (issue 13).
+ * The PostgreSQL idempotency store: `webhook-receiver/postgres`.
  *
  * One table, one row per key: `token` (the claim's owner), `completed`, and `expires_at` (the end
  * of the lock while a handler runs, the end of the memory once completed), always on the server's
  * clock. Every operation is one SQL statement, so one round trip, atomic under concurrency without
  * locks held across round trips; the key is the primary key, so a claim is one index look-up.
  *
- * Unsigned ids (issue 22) live in a second table of at most `unsignedMax` slots, `<table>_unsigned`,
+ * Unsigned ids live in a second table of at most `unsignedMax` slots, `<table>_unsigned`,
  * in buckets of 16, the bucket a hash of the key (`hashtextextended`, which hash partitioning relies
  * on to stay the same across PostgreSQL versions): unsigned traffic never holds more rows, whatever
  * it sends. A full bucket makes room by forgetting the unsigned completion that expires first; full
@@ -421,7 +421,7 @@ export function setupSql(table: string = DEFAULT_POSTGRES_TABLE): string[] {
     // Clean-up reads expired rows oldest first through this index: bounded range scans, never a
     // full one.
     `CREATE INDEX IF NOT EXISTS ${indexName} ON ${qualified} (expires_at)`,
-    // The unsigned budget: at most one row a slot, however many unsigned ids arrive (issue 22).
+    // The unsigned budget: at most one row a slot, however many unsigned ids arrive.
     `CREATE TABLE IF NOT EXISTS ${unsigned} (
   slot       integer     PRIMARY KEY,
   key        text        NOT NULL UNIQUE,
@@ -575,7 +575,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
 
 function signedTexts(t: string): Record<keyof KeyStatements | 'cleanup', string> {
   return {
-    // One statement (issue 13): look (snapshot), lock without waiting, then insert or take over
+    // One statement: look (snapshot), lock without waiting, then insert or take over
     // an expired row. `free` locks the row with SKIP LOCKED, so a row that another transaction
     // holds (an application transaction between its completion and its COMMIT, or a crashed
     // client's not yet rolled back) answers `processing` at once instead of waiting for it;
@@ -614,7 +614,7 @@ SELECT EXISTS (SELECT 1 FROM claimed) AS acquired,
 }
 
 /**
- * Ordering (issue 26): each operation one statement over a signed id's row and its entity's row,
+ * Ordering: each operation one statement over a signed id's row and its entity's row,
  * both in the claims table.
  */
 function orderedTexts(t: string) {
@@ -640,7 +640,7 @@ function orderedTexts(t: string) {
 )
 SELECT 1 AS done FROM done`;
   return {
-    // One statement (issue 26, "versions compared where the claim is"): the id as `claim` looks
+    // One statement, so versions are compared where the claim is made: the id as `claim` looks
     // at it, then, from the same snapshot, the entity's version: an older delivery is stale (its
     // id is inserted as completed for ttlMs). Exclusive, the entity's lock is taken by an upsert
     // whose WHERE is evaluated on the row as it is once locked, so two deliveries of one entity
@@ -702,7 +702,7 @@ SELECT 1 AS released FROM released`,
 )
 SELECT 1 AS owned FROM id`,
     forgetVersion: `UPDATE ${t} SET version = NULL WHERE key = $1`,
-    // One statement (issue 13): look (snapshot), lock without waiting, then insert or take over
+    // One statement: look (snapshot), lock without waiting, then insert or take over
     // an expired row. `free` locks the row with SKIP LOCKED, so a row that another transaction
     // holds (an application transaction between its completion and its COMMIT, or a crashed
     // client's not yet rolled back) answers `processing` at once instead of waiting for it;

@@ -3,7 +3,7 @@
  *
  * Each operation is one Lua script on one key, sent with EVALSHA (EVAL when the server answers
  * NOSCRIPT, which also caches the script): atomic, one round trip, and Redis Cluster and Valkey
- * work because a script touches only the key it declares (issue 3, "Rules"). The client is the
+ * work because a script touches only the key it declares. The client is the
  * user's: `ioredis` and `redis` (node-redis) are told apart by shape, and neither is imported.
  *
  * What a key holds: `lock:<token>` while a handler runs (expiring after `lockMs`, renewed by
@@ -11,7 +11,7 @@
  * a completion that Redis applied late (after the client timed out) is recognised as this
  * token's own when it is retried, rather than reported as a takeover.
  *
- * Unsigned ids (issue 22) live in a fixed set of hashes, `<prefix>:u:<bucket>`, the bucket a hash
+ * Unsigned ids live in a fixed set of hashes, `<prefix>:u:<bucket>`, the bucket a hash
  * of the whole key, each holding at most 16 ids (`unsignedMax` in all): unsigned traffic can never
  * hold more, whatever it sends, so it cannot fill Redis (under `noeviction`, an out-of-memory
  * Redis refuses signed writes too) or push signed ids out (under `volatile-*`). A field is the

@@ -1,6 +1,6 @@
 /**
  * The store conformance kit: every rule of the store contract (src/stores/types.ts), run against
- * any implementation (issue 13). The project runs it on its own stores; users run it on theirs
+ * any implementation. The project runs it on its own stores; users run it on theirs
  * (DynamoDB, MongoDB, D1…). Plain async code with Web-standard globals only, so it works under
  * any test runner (vitest, Jest, node:test, Bun) and in any runtime the stores run in (workerd).
  *

@@ -1,5 +1,5 @@
 /**
- * A conformance battery for a live webhook endpoint, whatever it is written in (issue 16): it
+ * A conformance battery for a live webhook endpoint, whatever it is written in: it
  * sends signed, forged, stale and replayed deliveries, and says for each what a conforming
  * receiver answers and what came back. The sending side is the package's own signer; the
  * endpoint is only ever seen from outside, through its HTTP answers.

@@ -1,5 +1,5 @@
 /**
- * Replaying a captured delivery against your own endpoint (issue 28): a line that
+ * Replaying a captured delivery against your own endpoint: a line that
  * `webhook-receiver listen --record` wrote, or the relay's two documents for a captured event
  * (`GET /v1/events/{eventId}` and `GET /v1/events/{id}/payload`), checked, given a fresh
  * timestamp, re-signed with a local secret and made into headers and a body to send.

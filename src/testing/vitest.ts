@@ -3,7 +3,7 @@
  * `toBeSignedWebhook(options)`, `toBeUnsignedWebhook()` and `toConformToStandardWebhooks()` on
  * vitest's `expect`. Through `setupFiles` alone the matchers are registered but untyped: the
  * project adds `"types": ["webhook-receiver/vitest"]` to its tsconfig.json for the declarations below
- * to reach test files that do not import this module (issue 14; the recipe in docs/testing.md, tested as written).
+ * to reach test files that do not import this module (the recipe in docs/testing.md, tested as written).
  *
  * @module webhook-receiver/vitest
  */

@@ -302,9 +302,9 @@ const REJECTIONS: RejectionCase[] = [
  * Rules an adapter does not follow yet: skipped, visibly, rather than passed.
  */
 export interface NotYet {
-  /** Content-Encoding decoding (issue 12): NestJS on Fastify, whose own parser answers first. */
+  /** Content-Encoding decoding: NestJS on Fastify, whose own parser answers first. */
   contentEncoding?: boolean;
-  /** Paths as sent in `onRejected` (issue 12). */
+  /** Paths as sent in `onRejected`. */
   pathsAsSent?: boolean;
   /**
    * A handler's `INVALID_PAYLOAD` answered in the envelope: Express and Fastify hand a handler's

@@ -1,5 +1,5 @@
 /**
- * One handler context, the same everywhere (issue 11): Express `req.webhookContext`, Fastify
+ * One handler context, the same everywhere: Express `req.webhookContext`, Fastify
  * `request.webhookContext`, Hono `c.get('webhookContext')`, the Fetch handler's third argument.
  * And work after the answer: the Fetch handler hands a completion still being retried to the
  * platform's `waitUntil`, or awaits it where there is none.

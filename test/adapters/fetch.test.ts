@@ -117,7 +117,7 @@ describe('Fetch: the handler', () => {
     const request = await signed(secret, { type: 'a' });
     const first = new Request('https://receiver.example/hook', { method: 'POST', headers: request.headers, body: request.body, signal: client.signal });
     expect((await handle(first)).status).toBe(200);
-    // Issue 11: the sender's retry must not run a handler that succeeded.
+    // The sender's retry must not run a handler that succeeded: it is answered as a duplicate.
     expectDuplicate(await replyOf(await handle(requestOf(request))));
     expect(runs).toEqual([request.id]);
   });

@@ -200,7 +200,7 @@ for (const [label, Hono] of VERSIONS) {
       const request = await signed(secret, { type: 'a' });
       const first = await app.request(new Request('http://localhost/hook', { method: 'POST', headers: request.headers, body: request.body, signal: client.signal }));
       expect(first.status).toBe(200);
-      // Issue 11: the sender's retry must not run a route that succeeded.
+      // The sender's retry must not run a route that succeeded: it is answered as a duplicate.
       const retry = await app.request('/hook', { method: 'POST', headers: request.headers, body: request.body });
       expectDuplicate(replyOf(retry, await retry.text()));
       expect(runs).toEqual([request.id]);

@@ -1,5 +1,5 @@
 /**
- * The Lambda adapter with the DynamoDB store (issue 27), on dynalite: two handler instances on one
+ * The Lambda adapter with the DynamoDB store, on dynalite: two handler instances on one
  * table stand for two Lambda containers. A delivery runs once across them, a crashed invocation's
  * delivery runs again once its lock has passed, and a table that cannot be reached is 503 with
  * `Retry-After`, in bounded time.

@@ -250,7 +250,7 @@ export function realHttpBehaviour(
       expect(recorder.runs.map((run) => run.id)).toEqual([request.id]);
     });
 
-    // Issue 11: a sender that times out retries. Success is what counts, not the connection: a
+    // A sender that times out retries. Success is what counts, not the connection: a
     // handler that answers 2xx after its client left completes the claim, so the retry is a
     // duplicate; one that fails releases it, so the retry runs it again. Never two at once.
     for (const first of ['wait', 'wait-throw'] as const) {

@@ -1,5 +1,5 @@
 /**
- * Tenant keys through the receiver and the adapters (issue 25), over real HTTP on 127.0.0.1: two
+ * Tenant keys through the receiver and the adapters, over real HTTP on 127.0.0.1: two
  * tenants on one route, each with its own secret; each tenant's delivery accepted only with its
  * own secret; a rotation seen after `forget`; the same webhook-id from both tenants runs both
  * handlers; 404/503 answers in the envelope, 503 with Retry-After; a rotation seen after the TTL.

@@ -15,7 +15,7 @@ import { findRedisServer, isCI } from '../support/redis-server.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 // The smoke run takes about a minute on a quiet machine (190 s with the load average at 13 to 22
-// on two cores, issue 29); nothing is timed against this limit: it only stops a run that hangs.
+// on two cores); nothing is timed against this limit: it only stops a run that hangs.
 const TIME_LIMIT_MS = 400_000;
 
 interface Result {
@@ -166,7 +166,7 @@ describe('npm run bench -- --quick', () => {
           ...['express', 'fastify', 'hono', 'node:http'].flatMap((framework) =>
             [...['(a)', '(b)', '(c)', '(d)', '(e)', '(f)'], ...(framework === 'hono' ? ['(g)'] : [])].map((v) => `${framework} ${v}`),
           ),
-          // Koa and NestJS (issue 15): the inline check and the adapter verifying only.
+          // Koa and NestJS: the inline check and the adapter verifying only.
           ...['koa', 'nestjs-express', 'nestjs-fastify'].flatMap((framework) => ['(b)', '(d)'].map((v) => `${framework} ${v}`)),
         ],
       );

@@ -1,5 +1,5 @@
 /**
- * Chaos: at-least-once delivery end to end, under the failures that really happen (issue 11).
+ * Chaos: at-least-once delivery end to end, under the failures that really happen.
  *
  * Three app instances (Express, Fastify, Hono on @hono/node-server), each a child process on
  * 127.0.0.1, share one real Redis through `redisStore`. A sender delivers 500 messages

@@ -1,5 +1,5 @@
 /**
- * Chaos for the inbox (issue 24), on BullMQ and on pg-boss: 500 deliveries accepted into the
+ * Chaos for the inbox, on BullMQ and on pg-boss: 500 deliveries accepted into the
  * engine's own server (a private redis-server with AOF on, `appendfsync always`; a private
  * PostgreSQL) and processed by two worker processes, under the failures that happen:
  * - a tenth of the ids fail their first two attempts; a fiftieth (poison) always throw

@@ -1,5 +1,5 @@
 /**
- * One app instance of the ordering proof (issue 26), run as a child process (`node --import tsx`):
+ * One app instance of the ordering proof, run as a child process (`node --import tsx`):
  * Express behind this package's adapter, with `ordering: { key, version }` on a shared Redis or
  * PostgreSQL store. Its handler applies an event to the entity's state and logs what it applied,
  * in the same shared backend the store uses, in the order it applied it: a Redis list (RPUSH) or

@@ -1,6 +1,6 @@
 /**
- * Out-of-order deliveries end to end (issue 26, the proof): 40 entities × 15 versions each, sent
- * shuffled, with duplicates (about a third of the events twice, some at the same moment to the
+ * Out-of-order deliveries end to end, the proof that ordering holds across instances: 40
+ * entities × 15 versions each, sent shuffled, with duplicates (about a third of the events twice, some at the same moment to the
  * other instance) and sender retries (a non-2xx answer is sent again, re-signed, to either
  * instance: after 409 ENTITY_BUSY or IN_PROGRESS, and after the handler failures the instances
  * make on purpose on the first attempt of some events), concurrently through two processes that

@@ -97,7 +97,7 @@ describe('help and misuse', () => {
       "webhook-receiver sign: unknown option --nope; the options are --secret, --id, --timestamp, --body, --body-file, --curl, --help\nRun 'webhook-receiver sign --help' for usage.\n",
     );
 
-    // A mistyped option is named up to its '=' (never its value), with the nearest one (issue 22).
+    // A mistyped option is named up to its '=' (never its value), with the nearest one.
     const mistyped = await run(['check', 'http://127.0.0.1:9/webhooks', '--secert', 'x']);
     const mistypedWithValue = await run(['check', 'http://127.0.0.1:9/webhooks', `--secert=${SECRET}`]);
     for (const result of [mistyped, mistypedWithValue]) {

@@ -1,5 +1,5 @@
 /**
- * The error model's additions (issue 22): `PermanentError` (422 `PERMANENT_FAILURE`), the `hint`
+ * The error model's additions: `PermanentError` (422 `PERMANENT_FAILURE`), the `hint`
  * that goes to the log and never into an answer, and `instanceof` across two copies of the
  * classes (two module instances of the source here; the built CommonJS and ES module copies in
  * test/packaging/instanceof.test.ts).

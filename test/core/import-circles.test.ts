@@ -1,5 +1,5 @@
 /**
- * No import circle in `src/` or `adapters/` (issue 23): a room imports only from rooms below it,
+ * No import circle in `src/` or `adapters/`: modules import in one direction only,
  * so each can be read, tested and split on its own. Type-only imports count too.
  */
 
@@ -14,7 +14,7 @@ describe('the import graph', () => {
   it('has no circle in src/ or adapters/', () => {
     const files = [...tsFiles(join(root, 'src')), ...tsFiles(join(root, 'adapters'))];
     const graph = importGraph(files);
-    // The walk sees the package: every source file, and the imports of the receiver's rooms.
+    // The walk sees the package: every source file, and the imports between the receiver's modules.
     expect(files.length).toBeGreaterThan(50);
     expect(graph.get(join(root, 'src', 'http.ts'))).toContain(join(root, 'src', 'logger.ts'));
     expect(importCircles(graph).map((circle) => circleText(circle, root))).toEqual([]);

@@ -1,5 +1,5 @@
 /**
- * Tenant keys (issue 25): each tenant verified with its own keys, the cache (single flight, TTL,
+ * Tenant keys: each tenant verified with its own keys, the cache (single flight, TTL,
  * forget, the unknown-tenant bound), the loader's failures (slow, throwing with and without
  * earlier keys, an invalid key) and the flood of random tenant names.
  */

@@ -1,5 +1,5 @@
 /**
- * Ordering's pure half (issue 26): reading a version (numbers, bigints, Dates, ISO 8601 strings
+ * Ordering's pure half: reading a version (numbers, bigints, Dates, ISO 8601 strings
  * with their full fraction and offset), its fixed-width order-preserving encoding, the options'
  * checks, and the entity and version of a verified delivery (scoped by namespace, unsigned
  * deliveries bypassing). The yardsticks are independent: `Date.UTC` and bigint arithmetic.

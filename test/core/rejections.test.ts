@@ -1,5 +1,5 @@
 /**
- * Expected rejections are cheap (issue 17): built without stack frames, refused without the
+ * Expected rejections are cheap: built without stack frames, refused without the
  * runtime's unhandled-rejection bookkeeping, yet carrying everything a user reads (`code`,
  * `status`, `message`, `cause`). Programming errors keep their full stack.
  */
@@ -113,7 +113,8 @@ describe('the verifier refuses cheaply and completely', () => {
 
   it('hands back a pending promise, so the caller attaches its handler before the rejection', async () => {
     // A promise already rejected when returned goes through Node's unhandled-rejection bookkeeping
-    // (recorded, then withdrawn when the caller's await attaches): the cost issue 17 removed.
+    // (recorded, then withdrawn when the caller's await attaches), a cost the verifier avoids by
+    // rejecting later.
     const cases = [
       verifier.verify({ headers: { ...headers, 'webhook-signature': `v1,${'D'.repeat(43)}=` }, body: VECTOR.body }),
       verifier.verify({ headers: { ...headers, 'webhook-id': '' }, body: VECTOR.body }),

@@ -1,5 +1,5 @@
 /**
- * Secrets as the reference libraries decode them (issue 12): lenient base64, several secrets in one
+ * Secrets as the reference libraries decode them: lenient base64, several secrets in one
  * comma-separated string, `whsk_` seeds of 32 bytes, and weak `whpk_` keys refused at start-up.
  * Signatures are compared with the references' own, so "decoded the same" means "signs the same".
  */

@@ -1,5 +1,5 @@
 /**
- * docs/errors.md holds the full error table (issue 23): every code of `WEBHOOK_ERROR_STATUS` with
+ * docs/errors.md holds the full error table: every code of `WEBHOOK_ERROR_STATUS` with
  * its status, and no code the package does not have.
  */
 import { describe, expect, it } from 'vitest';

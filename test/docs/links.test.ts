@@ -1,5 +1,5 @@
 /**
- * Every relative link in the README, CONTRIBUTING.md and the guides in docs/ resolves (issue 23):
+ * Every relative link in the README, CONTRIBUTING.md and the guides in docs/ resolves:
  * the file or folder exists, and a `#anchor` names a heading of the target page (as GitHub makes
  * heading anchors). Guides name API symbols; they never link into the generated API reference,
  * which a fresh clone does not have.

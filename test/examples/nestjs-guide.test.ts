@@ -1,5 +1,5 @@
 /**
- * The NestJS quick start in docs/nestjs.md, run exactly as written under tsx (issue 22, item 9):
+ * The NestJS quick start in docs/nestjs.md, run exactly as written under tsx:
  * tsx (esbuild) emits no decorator metadata, so a constructor parameter injected by type is
  * `undefined` there and every delivery fails with 500. The quick start injects by explicit token;
  * the same block without that token is run too, and fails, so this test would catch a snippet that

@@ -1,5 +1,5 @@
 /**
- * Ordering through an inbox (issue 26), one set of cases run on each engine against its real
+ * Ordering through an inbox, one set of cases run on each engine against its real
  * server: the receiver computes a signed delivery's entity and version at accept (the accepting
  * claim stays unordered) and the job carries them; the worker judges staleness when it processes
  * (a stale job is acknowledged with outcome `stale`, its handler never runs), holds the entity so

@@ -1,5 +1,5 @@
 /**
- * The inbox with tenant keys (issue 25), on BullMQ against the real redis-server: each tenant's
+ * The inbox with tenant keys, on BullMQ against the real redis-server: each tenant's
  * delivery is accepted only with its own secret; the same webhook-id from two tenants is two jobs
  * (namespaces `t.<tenant>` apart, with deduplication off too), and a worker runs the handler once
  * for each with `webhook.tenant` set; the jobs hold the tenant and never a secret (every key of the queue in

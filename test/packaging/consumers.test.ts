@@ -42,7 +42,7 @@ afterAll(() => {
 const secret = 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw';
 
 // tsc over the published types takes 30 to 60 s on a loaded two-core machine, and each test runs
-// subprocesses: the limit fits that, not a quiet machine (issue 12).
+// subprocesses: the limit fits that, not a quiet machine.
 describe('the installed package', { timeout: 300_000 }, () => {
   it('works from an ESM consumer, through every subpath', () => {
     writeFileSync(

@@ -1,5 +1,5 @@
 /**
- * `npm pack` on a fresh clone ships the build (issue 22, item 7): a clone has no dist/, and
+ * `npm pack` on a fresh clone ships the build: a clone has no dist/, and
  * before `prepack` built it, packing one gave four files (README, LICENSE, SECURITY.md,
  * package.json) and every entry point was missing, so a publish without a build, or an install
  * from a tarball packed that way, shipped nothing.

@@ -1,5 +1,5 @@
 /**
- * `instanceof WebhookError` (and `PermanentError`) across module copies (issue 12): the CommonJS
+ * `instanceof WebhookError` (and `PermanentError`) across module copies: the CommonJS
  * and the ES module build in one process, and a second installed copy of the package, each have
  * their own class. The built `dist/` is what users load, so the test runs against it (npm test
  * builds first).

@@ -1,5 +1,5 @@
 /**
- * Exactly once under the failures that really happen (issue 11): unsigned traffic kept apart,
+ * Exactly once under the failures that really happen: unsigned traffic kept apart,
  * lease renewal for slow handlers, failing closed on a broken store, completion idempotent for
  * its own token, tenant namespaces, per-request construction caught, `close()`.
  */
@@ -51,7 +51,7 @@ describe.each(STORE_KINDS)('exactly once over $kind', ({ kind, available }) => {
     expect((await receiver.handle(await delivery('msg_target'), () => void runs.push('again'))).outcome).toBe('duplicate');
     expect((await receiver.handle(unsignedDelivery('msg_target'), () => void runs.push('again'))).outcome).toBe('duplicate');
     expect(runs).toEqual(['unsigned msg_target', 'signed msg_target']);
-    // The unsigned id lives in the bucket of the hashes that bound unsigned ids (issue 22).
+    // The unsigned id lives in the bucket of the hashes that bound unsigned ids.
     if (kind !== 'memory') expect(await backend.keys(`eo${spaces}`)).toEqual([`:u:${unsignedBucket('default:u:msg_target', unsignedBuckets(DEFAULT_UNSIGNED_MAX).buckets)}`, 'default:s:msg_target']);
   });
 

@@ -1,5 +1,5 @@
 /**
- * The receiver's idempotency (issue 3, "Tests"): verify -> claim -> handler -> complete/release,
+ * The receiver's idempotency: verify -> claim -> handler -> complete/release,
  * against the memory store and against a real Redis through both clients.
  */
 
@@ -185,7 +185,7 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
       receiver.handle({ headers: { 'webhook-id': 'msg_x', 'webhook-timestamp': String(Math.floor(Date.now() / 1000)), 'webhook-signature': 'v1,AAAA' }, body: '{}' }, handler),
     ).rejects.toMatchObject({ code: 'SIGNATURE_MISMATCH' });
     expect(store.calls).toEqual(['claim default:u:msg_unsigned', 'complete default:u:msg_unsigned', 'claim default:u:msg_unsigned']);
-    // Unsigned ids live in the buckets that bound them (issue 22).
+    // Unsigned ids live in the buckets that bound them.
     if (kind !== 'memory') expect(await backend.keys(space)).toEqual([`:u:${unsignedBucket('default:u:msg_unsigned', unsignedBuckets(DEFAULT_UNSIGNED_MAX).buckets)}`]);
   });
 

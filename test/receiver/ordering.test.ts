@@ -1,5 +1,5 @@
 /**
- * Ordering through the receiver (issue 26), on the memory store: stale deliveries (handler not
+ * Ordering through the receiver, on the memory store: stale deliveries (handler not
  * run, id recorded as done, 200 `{"stale":true}` from an adapter), equal versions both run, one
  * delivery of an entity at a time (409 `ENTITY_BUSY` with `Retry-After`), a failed newer delivery
  * records nothing, unsigned deliveries bypass ordering (a huge unsigned version changes nothing),

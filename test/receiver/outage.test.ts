@@ -1,7 +1,8 @@
 /**
- * The receiver when Redis goes away and comes back (issue 3, "Rules" and "Tests"): a private
- * redis-server is stopped and restarted on the same port, under clients with their libraries'
- * default settings (offline queues on: the worst case for a hanging request).
+ * The receiver when Redis goes away and comes back (a clear 503 or the configured fallback, never a
+ * hung request, and recovery once it is back): a private redis-server is stopped and restarted on
+ * the same port, under clients with their libraries' default settings (offline queues on: the
+ * worst case for a hanging request).
  */
 
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';

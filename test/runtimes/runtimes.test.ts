@@ -17,7 +17,7 @@ import { checks, expected, json, mismatch } from './expected.ts';
 import { assertBuilt, bin, bundleWorker, createProject, reportOf, run, startServer, versionOf, type Project, type RuntimeName } from './harness.ts';
 import { smoke, type Reply, type SmokeReport } from './smoke.ts';
 
-// A runtime start plus a run, on a loaded two-core machine (issue 12: the suite must pass with two
+// A runtime start plus a run, on a loaded two-core machine (the suite must pass with two
 // CPU hogs beside it): generous, as every wait here is on a process event, never a sleep.
 const RUN_TIMEOUT_MS = 90_000;
 const TEST_TIMEOUT_MS = 2 * RUN_TIMEOUT_MS;

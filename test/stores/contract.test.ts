@@ -1,5 +1,5 @@
 /**
- * The store contract (issues 3 and 13), run by the conformance kit users run on their own stores
+ * The store contract, run by the conformance kit users run on their own stores
  * (`checkStore` from `webhook-receiver/testing`): the memory store, and the Redis store through
  * ioredis and through node-redis on a real redis-server, and the Postgres store through pg and
  * postgres.js on a real PostgreSQL, and the DynamoDB store on dynalite. The Durable Object store
@@ -21,13 +21,13 @@ import { connectPostgres, POSTGRES_KINDS, sharedPostgresUrl } from '../support/p
 import { sharedRedisUrl, type ClientKind } from '../support/redis.ts';
 import { freePort } from '../support/redis-server.ts';
 
-/** The project's stores issue 128-bit tokens in lower-case hex. */
+/** The project's stores hand out 128-bit tokens in lower-case hex. */
 const tokenPattern = /^[0-9a-f]{32}$/;
 
 const outcomes = (report: StoreConformanceReport, outcome: 'passed' | 'skipped'): StoreRule[] =>
   report.rules.filter((rule) => rule.outcome === outcome).map((rule) => rule.rule);
 
-/** The ordering rules (issue 26): every shipped store but DynamoDB has the ordering operations. */
+/** The ordering rules: every shipped store but DynamoDB has the ordering operations. */
 const ORDERING: StoreRule[] = [
   'ordering-stale',
   'ordering-compare',

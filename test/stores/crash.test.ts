@@ -1,5 +1,5 @@
 /**
- * The crash test of issue 13: a receiving app (test/support/crash-child.ts, the real receiver)
+ * The crash test of the shared stores: a receiving app (test/support/crash-child.ts, the real receiver)
  * handles 200 messages and kills itself with SIGKILL at named points chosen at random (before,
  * during and after the side effect's statement, before and after COMMIT), 40 times in all; it is
  * restarted each time, and the sender retries every message until it is answered.

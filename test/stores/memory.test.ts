@@ -210,7 +210,7 @@ describe('memoryStore', () => {
     expect(operations.complete('msg_1', 'not-the-token', 60_000)).toBe(false);
     expect(await store.complete('msg_1', owner, 60_000)).toBe(true);
     expect(operations.claim('msg_1', 1000)).toEqual({ status: 'completed' });
-    // Completing again with the same token is this token's own completion: true (issue 11).
+    // Completing again with the same token is this token's own completion: true.
     expect(operations.complete('msg_1', owner, 60_000)).toBe(true);
     expect(operations.complete('msg_1', 'not-the-token', 60_000)).toBe(false);
 

@@ -1,5 +1,5 @@
 /**
- * What the ordering operations leave in each backend (issue 26), beyond the rules `checkStore`
+ * What the ordering operations leave in each backend, beyond the rules `checkStore`
  * runs (test/stores/contract.test.ts): the Redis keys of an ordered delivery share the entity's
  * hash tag (one Cluster slot, whatever braces the entity holds) and its version is kept at least
  * the idempotency TTL; the Postgres store records the version inside the transactional mode, and

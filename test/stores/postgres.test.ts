@@ -89,7 +89,7 @@ describe('postgresStore options and types', () => {
   it('prints its SQL for hand migrations, with the table quoted', () => {
     expect(setupSql()).toEqual([
       `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}" (\n  key          text        PRIMARY KEY,\n  token        text        NOT NULL,\n  completed    boolean     NOT NULL DEFAULT false,\n  expires_at   timestamptz NOT NULL,\n  version      text        COLLATE "C",\n  locked_until timestamptz\n)`,
-      // A table made by an earlier version gains the ordering columns (issue 26).
+      // A table made by an earlier version gains the ordering columns.
       `ALTER TABLE "${DEFAULT_POSTGRES_TABLE}" ADD COLUMN IF NOT EXISTS version text COLLATE "C", ADD COLUMN IF NOT EXISTS locked_until timestamptz`,
       `CREATE INDEX IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_expires_at" ON "${DEFAULT_POSTGRES_TABLE}" (expires_at)`,
       `CREATE TABLE IF NOT EXISTS "${DEFAULT_POSTGRES_TABLE}_unsigned" (\n  slot       integer     PRIMARY KEY,\n  key        text        NOT NULL UNIQUE,\n  token      text        NOT NULL,\n  completed  boolean     NOT NULL DEFAULT false,\n  expires_at timestamptz NOT NULL\n)`,

@@ -132,7 +132,7 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore via %s: 
     expect(Object.keys(await keysUnder(admin, prefix))).toEqual(['default:msg_1']);
   });
 
-  it('holds unsigned ids in hashes of at most 16, each field the SHA-1 of its key (issue 22)', async () => {
+  it('holds unsigned ids in hashes of at most 16, each field the SHA-1 of its key', async () => {
     const space = `${prefix}buckets:`;
     // 32 ids: two buckets of 16.
     const store = redisStore({ client: client.client, prefix: space, unsignedMax: 32 });

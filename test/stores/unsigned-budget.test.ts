@@ -1,5 +1,5 @@
 /**
- * Unsigned traffic's budget (issue 22): in every shared store, a flood of unsigned deliveries
+ * Unsigned traffic's budget: in every shared store, a flood of unsigned deliveries
  * (no secret needed to send one) neither evicts nor blocks a signed id. Through the receiver,
  * against a real redis-server with a small `maxmemory` under `volatile-lru` and under
  * `noeviction`, against PostgreSQL (also in its transactional mode), and over real HTTP for the

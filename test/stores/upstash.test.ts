@@ -1,5 +1,5 @@
 /**
- * `redisStore` with an `@upstash/redis` client (issue 13). Upstash's service is not reachable
+ * `redisStore` with an `@upstash/redis` client. Upstash's service is not reachable
  * from tests, so its REST protocol (one JSON command array per POST, `{ result }` or
  * `{ error }` back, strings base64-encoded on request) is served here on 127.0.0.1 by a small
  * bridge that runs each command on the real redis-server. Everything on the client's side is the

@@ -1,6 +1,6 @@
 /**
  * The import graph of the package's own sources, walked file by file: every relative import and
- * re-export (type-only ones included: a type circle is still a circle between rooms), found with
+ * re-export (type-only ones included: a type circle still ties the modules together), found with
  * TypeScript's own scanner so comments and strings never count.
  */
 

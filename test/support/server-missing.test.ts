@@ -1,6 +1,6 @@
 /**
  * With `CI` set and a server the tests need missing, `vitest` must fail saying which one, on its
- * first line, before its banner (issue 12: it used to print "No test files found" first).
+ * first line, before its banner (a message printed later, after "No test files found", is easily missed).
  */
 
 import { spawnSync } from 'node:child_process';

@@ -218,7 +218,7 @@ describe('checkStore', () => {
     expect(reused.get('expiry-takeover')).toBe("the claim that took over an expired lock got the stale owner's token");
   });
 
-  it('passes a store that refuses every bad argument with a TypeError, recommending RangeError for durations (issue 22)', async () => {
+  it('passes a store that refuses every bad argument with a TypeError, recommending RangeError for durations', async () => {
     const report = await checkStore(withFault('type-errors-only'), { clock: 'manual' });
     expect(report).toMatchObject({ passed: 15, failed: 0, skipped: 12 });
     const rule = report.rules.find((r) => r.rule === 'arguments')!;
@@ -327,7 +327,7 @@ describe('checkStore', () => {
     expect(report.failed).toBe(0);
   });
 
-  it('runs the ordering rules on a store that has the ordering operations, and catches one that breaks them (issue 26)', async () => {
+  it('runs the ordering rules on a store that has the ordering operations, and catches one that breaks them', async () => {
     // Versions ignored: every ordered claim is a plain claim, so nothing is ever stale.
     const noVersions: StoreFactory = ({ now }) => {
       const store = memoryStore({ now });

@@ -1,5 +1,5 @@
 /**
- * `checkEndpoint` (issue 16): every adapter of this package conforms, served by its real
+ * `checkEndpoint`: every adapter of this package conforms, served by its real
  * framework over real HTTP and, for the Fetch ones, called directly; and each deliberately broken
  * receiver below is caught by exactly the rows that describe its bug.
  */
@@ -326,7 +326,7 @@ describe('broken receivers are caught by the right rows', () => {
 // ---------------------------------------------------------------------------------------------
 // The rest of the contract
 
-describe('the oversized row (issue 22)', () => {
+describe('the oversized row', () => {
   /** The `oversized` row, with `valid` in front of it. */
   const oversizedRow = async (url: string) => (await checkEndpoint(url, { secrets: SECRETS, only: ['oversized'] })).rows.find((row) => row.id === 'oversized')!;
 

@@ -1,8 +1,8 @@
 /**
- * The TypeScript blocks of README.md and of every guide in docs/ compile as written (issue 14, "One
- * typing story across adapters"; issue 23 for the guides): each ```ts block becomes a module of
- * its own, type-checked by the TypeScript compiler API under this repository's strict settings
- * (tsconfig.json, `module: nodenext`), with `webhook-receiver/*` resolved to the source entries
+ * The TypeScript blocks of README.md and of every guide in docs/ compile as written, so a reader
+ * can copy any of them as it stands: each ```ts block becomes a module of its own, type-checked by
+ * the TypeScript compiler API under this repository's strict settings (tsconfig.json,
+ * `module: nodenext`), with `webhook-receiver/*` resolved to the source entries
  * through tsconfig.json's `paths`. A block indented inside a list item counts too.
  *
  * The only names filled in are the app's own things a snippet takes for granted (its secret, the
@@ -186,7 +186,7 @@ describe("the TypeScript blocks of the README and the guides", { timeout: 300_00
     expect(where.slice(1).every((error) => error.endsWith('TS7006'))).toBe(true);
   });
 
-  // Issue 22, item 13: with Redis down, an ioredis client without an 'error' listener floods the
+  // With Redis down, an ioredis client without an 'error' listener floods the
   // log with "Unhandled error event", and a node-redis one throws. Every snippet that makes a
   // client shows the listener, one per client made.
   it("shows an 'error' listener on every Redis client a block makes", () => {

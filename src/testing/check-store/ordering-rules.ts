@@ -1,5 +1,5 @@
 /**
- * The ordering rules of the store contract (issue 26; `OrderingOperations` in
+ * The ordering rules of the store contract (`OrderingOperations` in
  * src/stores/types.ts): run on a store that has the ordering operations, skipped on one that has
  * none. Versions are made by `encodeVersion`, as the receiver makes them.
  */

@@ -43,7 +43,7 @@ export const RULES: readonly Rule[] = [
         for (const bad of badDurations) calls.push(['extend', [key, 'token', bad], 'RangeError', () => extend(key, 'token', as(bad))]);
       }
       // The receiver never sends such values, and any rejection keeps a store safe: the rule asks
-      // for a rejection with an Error and no write. The class is a recommendation (issue 22).
+      // for a rejection with an Error and no write. The class is a recommendation.
       const wrong: string[] = [];
       const otherClass: string[] = [];
       for (const [operation, args, expected, call] of calls) {

@@ -248,7 +248,7 @@ export async function startWebhookServer(options: WebhookServerOptions): Promise
   };
 }
 
-/** 204 whatever the verdict (issue 5): only a body the receiver did not read is refused. */
+/** 204 whatever the verdict: only a body the receiver did not read is refused. */
 function defaultStatus(delivery: IncomingDelivery): number {
   return !delivery.verification.ok && delivery.verification.error.code === 'PAYLOAD_TOO_LARGE' ? 413 : 204;
 }
