@@ -306,7 +306,8 @@ export class Delivery {
     try {
       result = await this.within(claim, handler);
     } catch (error) {
-      noteAnswer(claim, undefined, error);
+      // As answered: a StoreError is the store's outage (503 STORE_UNAVAILABLE), not a 500.
+      noteAnswer(claim, undefined, handlerFailure(error));
       await claim.release();
       throw error;
     }

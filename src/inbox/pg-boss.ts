@@ -69,8 +69,11 @@ export interface PgBossLike {
   deleteJob(name: string, id: string | string[]): Promise<unknown>;
   /** Moves dead-letter jobs back to their queue; resolves to how many moved. */
   redrive(name: string, options?: object): Promise<number>;
-  /** The running worker loops of this instance: each loop's `id` and the `workId` `work()` returned. */
-  getWipData?(): readonly { id: string; workId: string }[];
+  /**
+   * The running worker loops of this instance: each loop's `id`, the `workId` `work()` returned,
+   * and `count`, the jobs the loop holds (0 while it waits for its next poll).
+   */
+  getWipData?(): readonly { id: string; workId: string; count?: number }[];
   /** Wakes a worker loop, which then fetches at once instead of at its next poll. */
   notifyWorker?(workerId: string): void;
 }
@@ -230,11 +233,20 @@ class PgBossInbox implements Inbox {
    * every `pollingIntervalSeconds` per loop (five jobs sent at once started over 9.6 s with the
    * default 2 s), and with `notify` only the first two escaped the 30 s backstop. A fetch that
    * finds nothing sleeps as usual. A pg-boss without these methods polls as before.
+   *
+   * Only the loops holding a job are woken (the one whose job just ended among them; each of the
+   * others fetches after its own job anyway): an idle loop woken would send a fetch of its own,
+   * one more query for every job. A failure here is no failure of the job, which has succeeded or
+   * failed already: the loop then polls as before.
    */
   #fetchAgain(workId: string | undefined): void {
     const boss = this.#boss;
     if (workId === undefined || typeof boss.getWipData !== 'function' || typeof boss.notifyWorker !== 'function') return;
-    for (const loop of boss.getWipData()) if (loop.workId === workId) boss.notifyWorker(loop.id);
+    try {
+      for (const loop of boss.getWipData()) if (loop.workId === workId && loop.count !== 0) boss.notifyWorker(loop.id);
+    } catch {
+      // Nothing to undo: the loop waits for its next poll.
+    }
   }
 
   /**

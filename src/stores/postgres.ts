@@ -769,6 +769,15 @@ function connectionFailure(error: unknown): boolean {
 }
 
 /**
+ * A connection failure that postgres.js reported for a statement: it marks every statement's
+ * error with the statement (`query`, `parameters`). A code alone proves nothing: a handler's own
+ * error (its HTTP call's `ECONNRESET`) carries the same codes on a healthy connection.
+ */
+function postgresJsStatementLost(error: unknown): boolean {
+  return connectionFailure(error) && typeof error === 'object' && error !== null && Object.hasOwn(error, 'query') && Object.hasOwn(error, 'parameters');
+}
+
+/**
  * A transaction that could not connect, or was cut off by a lost connection, as the outage it is
  * (`not_ready`: the receiver answers 503 `STORE_UNAVAILABLE`).
  */
@@ -832,11 +841,15 @@ function pgDriver(client: PgClientLike, timeoutMs: number, prepare: boolean): Dr
       // A connection whose statement timed out may still be inside the transaction: destroy it
       // rather than hand it back to the pool.
       let broken: Error | undefined;
+      // The connection failed under one of the store's own statements. Only this and `lost` (the
+      // connection's 'error' event) mean a lost connection: a code on the app's own error does not.
+      let statementLost = false;
       const run: TransactionRun = async (statement, values, operation) => {
         try {
           return rowsOf(await withTimeout(send(connection, statement, values), timeoutMs, 'postgres', operation), operation);
         } catch (error) {
           if (error instanceof StoreError) broken = error;
+          statementLost ||= connectionFailure(error);
           throw error;
         }
       };
@@ -859,7 +872,7 @@ function pgDriver(client: PgClientLike, timeoutMs: number, prepare: boolean): Dr
         return value;
       } catch (error) {
         broken ??= error instanceof StoreError ? error : undefined;
-        if (lost === undefined && !connectionFailure(error)) throw error;
+        if (lost === undefined && !statementLost) throw error;
         // The server went away mid-transaction: a store outage (503), whatever the statement
         // that noticed it threw. A claim lost before that is still reported as such.
         const outage = error instanceof StoreError || error instanceof ClaimLostError ? error : connectionLostError('transaction', error);
@@ -887,6 +900,9 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
         let over = false;
         // The connection went away under the transaction (postgres.js then rejects `begin`).
         let lost = false;
+        // The app's own error, rethrown from the callback: postgres.js rolls back and rejects
+        // `begin` with it, which is the app's failure whatever its code.
+        let appError: { error: unknown } | undefined;
         let timer: ReturnType<typeof setTimeout> | undefined;
         const settle = (outcome: () => void) => {
           clearTimeout(timer);
@@ -912,6 +928,7 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
                 return await withTimeout(runOn(tx)(statement, values), timeoutMs, 'postgres', operation);
               } catch (error) {
                 if (error instanceof StoreError) fail(error);
+                lost ||= connectionFailure(error);
                 throw error;
               }
             };
@@ -929,8 +946,13 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
             try {
               value = await fn(run, tx);
             } catch (error) {
-              lost ||= connectionFailure(error);
+              // Lost only when the connection said so (the store's statement, or postgres.js's
+              // error for one of the app's statements), never for a code on the app's own error:
+              // abandoning the callback on a healthy connection would hold it, idle in
+              // transaction, for good.
+              lost ||= postgresJsStatementLost(error);
               if (lost) return abandon(error);
+              appError = { error };
               throw error;
             }
             if (lost) return abandon(undefined);
@@ -942,7 +964,9 @@ function postgresJsDriver(sql: PostgresJsSqlLike, timeoutMs: number): Driver {
           .then(
             (box) => settle(() => resolve((box as { value: T }).value)),
             (error: unknown) => {
-              // postgres.js closes a lost connection itself; the failure is the outage it is.
+              // postgres.js closes a lost connection itself; the failure is the outage it is. The
+              // app's error, rolled back, is the app's (a failed ROLLBACK rejects with its own).
+              if (!lost && appError !== undefined && error === appError.error) return fail(error);
               lost ||= connectionFailure(error);
               fail(lost ? connectionLostError('transaction', error) : error);
             },

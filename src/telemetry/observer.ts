@@ -309,7 +309,8 @@ export class Observer {
     } else {
       outcome = 'failed';
       code = isWebhookError(thrown) ? thrown.code : undefined;
-      status = trace.status ?? 500;
+      // A thrown WebhookError answers its own status (STORE_UNAVAILABLE: 503).
+      status = trace.status ?? (isWebhookError(thrown) ? thrown.status : 500);
     }
     if (handlerSeconds !== undefined && this.#instruments !== undefined) {
       this.#instruments.handlerDuration.record(handlerSeconds, { [A.outcome]: outcome });

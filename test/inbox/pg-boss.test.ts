@@ -231,6 +231,76 @@ describe.skipIf(!available)('pgBossInbox', () => {
     }
   }, 60_000);
 
+  it('after a job, wakes only the loop that held it, not the idle ones; a throwing getWipData fails no processed job', async () => {
+    const { PgBoss } = await import('pg-boss');
+    // The app's own PgBoss, whose wip data may fail.
+    class Watched extends PgBoss {
+      notified: string[] = [];
+      throwing = false;
+      override getWipData(options?: { includeInternal?: boolean }) {
+        if (this.throwing) throw new Error('wip data unavailable');
+        return super.getWipData(options);
+      }
+      override notifyWorker(workerId: string) {
+        this.notified.push(workerId);
+        super.notifyWorker(workerId);
+      }
+    }
+    const watched = new Watched({ connectionString: sharedPostgresUrl!, schema, supervise: false, schedule: false });
+    watched.on('error', () => {});
+    await watched.start();
+    try {
+      const queue = freshQueue();
+      const inbox = pgBossInbox({ boss: watched as unknown as PgBossLike, queue, maxAttempts: 1, pollingIntervalSeconds: 3600 });
+      const outcomes: JobOutcomeEvent[] = [];
+      let seen!: () => void;
+      let processed = new Promise<void>((resolve) => (seen = resolve));
+      const worker = await inbox.work(() => {}, {
+        concurrency: 3,
+        idempotency: { store: memoryStore() },
+        onOutcome: (event) => {
+          outcomes.push(event);
+          seen();
+        },
+      });
+      try {
+        const loops = () => watched.getWipData().filter((loop) => loop.name === queue);
+        // Each of the three loops polled once, found nothing, and waits out its hour.
+        await expect.poll(() => loops().length === 3 && loops().every((loop) => loop.lastFetchedOn !== null), { timeout: 30_000, interval: 50 }).toBe(true);
+        const first = await acceptedJob('{}', { id: `msg_wake_${randomBytes(4).toString('hex')}` });
+        await inbox.enqueue(first);
+        // Sent after the loops slept: only the loop woken after a job can fetch it.
+        const idle = loops().map((loop) => loop.id);
+        watched.notifyWorker(idle[0]!);
+        watched.notified = [];
+        await processed;
+        // The loop that ran the job, and only it, was woken after it.
+        await expect.poll(() => watched.notified.length, { timeout: 30_000, interval: 50 }).toBe(1);
+        expect(idle).toContain(watched.notified[0]);
+        const stateOf = async (id: string) => {
+          const [job] = (await watched.findJobs(queue, { id: await uuidJobId(`default:s:${id}`) })) as { state: string }[];
+          return job?.state;
+        };
+        await expect.poll(() => stateOf(first.id), { timeout: 30_000, interval: 100 }).toBe('completed');
+
+        watched.throwing = true;
+        processed = new Promise<void>((resolve) => (seen = resolve));
+        const second = await acceptedJob('{}', { id: `msg_wip_${randomBytes(4).toString('hex')}` });
+        await inbox.enqueue(second);
+        watched.notifyWorker(idle[1]!);
+        await processed;
+        // pg-boss settles the job as the handler did: completed, not failed by the wake-up after it.
+        await expect.poll(() => stateOf(second.id), { timeout: 30_000, interval: 100 }).not.toMatch(/^(created|active)$/);
+        expect(await stateOf(second.id)).toBe('completed');
+        expect(outcomes.map((event) => event.outcome)).toEqual(['processed', 'processed']);
+      } finally {
+        await worker.close({ timeoutMs: 2000 });
+      }
+    } finally {
+      await watched.stop({ graceful: false, timeout: 2000 });
+    }
+  }, 60_000);
+
   describe('transactional: true with the Postgres store on a pool', () => {
     let pool: pg.Pool;
     const table = `claims_${randomBytes(4).toString('hex')}`;

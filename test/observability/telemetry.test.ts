@@ -13,6 +13,7 @@ import { tenantKeys } from '../../src/keys.ts';
 import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
+import { StoreError } from '../../src/stores/types.ts';
 import type { OutcomeEvent } from '../../src/telemetry.ts';
 import { points, total as sum, useOtelSdk } from '../support/otel.ts';
 
@@ -184,6 +185,24 @@ describe('OpenTelemetry through the real SDK', () => {
     ]);
     const receive = spansNamed('webhook.receive').find((span) => span.attributes['webhook.id'] === 'msg_a1')!;
     expect(spansNamed('app.inside')[0]!.parentSpanContext?.spanId).toBe(receive.spanContext().spanId);
+  });
+
+  it('a StoreError from the handler is recorded as answered, 503 STORE_UNAVAILABLE, not as a 500', async () => {
+    const events: OutcomeEvent[] = [];
+    const handler = webhookHandler({ secrets, telemetry: { api }, onOutcome: (event) => events.push(event) }, () => {
+      throw new StoreError('postgres', 'not_ready', 'postgres store: the connection to PostgreSQL was lost');
+    });
+    const before = await collect();
+    const response = await handler(await request('msg_store_gone'));
+    expect(response.status).toBe(503);
+    expect(await response.json()).toMatchObject({ error: 'STORE_UNAVAILABLE' });
+    expect(events.map((event) => [event.outcome, event.status, event.code])).toEqual([['failed', 503, 'STORE_UNAVAILABLE']]);
+    const receive = spansNamed('webhook.receive').find((span) => span.attributes['webhook.id'] === 'msg_store_gone')!;
+    expect(receive.attributes['webhook.response.status']).toBe(503);
+    expect(receive.attributes['webhook.error.code']).toBe('STORE_UNAVAILABLE');
+    const metrics = await collect();
+    const added = sum(metrics, 'webhook.deliveries', { 'webhook.outcome': 'failed', 'webhook.error.code': 'STORE_UNAVAILABLE' }) - sum(before, 'webhook.deliveries', { 'webhook.outcome': 'failed', 'webhook.error.code': 'STORE_UNAVAILABLE' });
+    expect(added).toBe(1);
   });
 
   it('counts a refusal once, whether the receiver or only the adapter saw it', async () => {

@@ -477,6 +477,43 @@ describe.each(POSTGRES_KINDS)('postgresStore via %s', (kind: PostgresKind) => {
       await expect(store.transaction({}, undefined as never)).rejects.toThrow(TypeError);
     });
 
+    test('a handler’s own error with a network code (its HTTP call’s ECONNRESET) is the app’s: rolled back, the connection back in the pool healthy', async () => {
+      // A pool of two, named, so that its sessions can be found in pg_stat_activity.
+      const name = uniqueTable('own_econnreset');
+      const url = new URL(sharedPostgresUrl!);
+      url.searchParams.set('application_name', name);
+      const small = connectPostgres(kind, url.toString(), 2);
+      try {
+        table = uniqueTable(kind);
+        tables.push(table);
+        const own = postgresStore({ client: small.client as pg.Pool, table, timeoutMs: 5_000 }) as PostgresStore<unknown>;
+        await own.setup();
+        const owner = token(await own.claim('default:s:msg_8', 10_000));
+        const appError = Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' });
+        const error = await own
+          .transaction({ claim: handle(own, 'default:s:msg_8', owner) }, async (tx) => {
+            await exec(tx, `INSERT INTO "${effects}" (id) VALUES ($1)`, ['msg_8']);
+            throw appError;
+          })
+          .catch((e: unknown) => e);
+        expect(error).toBe(appError);
+        expect(error).not.toBeInstanceOf(StoreError);
+        expect(await effectCount('msg_8')).toBe(0);
+        expect((await own.claim('default:s:msg_8', 10_000)).status).toBe('processing');
+        // Every connection of the pool serves a transaction again: none was left reserved.
+        for (let i = 0; i < 2; i++) {
+          await own.transaction({}, (tx) => exec(tx, `INSERT INTO "${effects}" (id) VALUES ($1)`, [`msg_8_${i}`]));
+        }
+        await Promise.all([0, 1].map((i) => own.transaction({}, (tx) => exec(tx, `INSERT INTO "${effects}" (id) VALUES ($1)`, [`msg_8_both_${i}`]))));
+        expect(await effectCount('msg_8_0')).toBe(1);
+        expect(await effectCount('msg_8_both_1')).toBe(1);
+        const idle = await admin.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND state LIKE 'idle in transaction%'`, [name]);
+        expect(idle[0]!.n).toBe(0);
+      } finally {
+        await small.close();
+      }
+    });
+
     it.runIf(available && kind === 'pg')('on a single pg Client, transaction() refuses: other statements would join it', async () => {
       const client = new pg.Client({ connectionString: sharedPostgresUrl! });
       await client.connect();
