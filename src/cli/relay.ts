@@ -5,6 +5,7 @@
  * ends up in shell history and process lists. Every command gives up after `--timeout` seconds.
  */
 
+import { isCredentialHeader } from '../testing/redact.ts';
 import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { base64Encode, escapeControlCharacters } from '../encoding.ts';
@@ -267,25 +268,6 @@ export async function relayCommand(args: string[]): Promise<number> {
 }
 
 /**
- * Headers of an event fetched from the relay that a replay must not send again. The relay keeps
- * a capture's headers unscrubbed: the sender's credentials and its signatures are in them. The
- * credentials would reach the endpoint as if the sender sent them now, and an old signature would
- * sit beside the fresh one (a third-party scheme's would not match the re-signed request anyway).
- */
-export function isRelayCredentialOrSignatureHeader(name: string): boolean {
-  const lower = name.toLowerCase();
-  return (
-    lower === 'authorization' ||
-    lower === 'proxy-authorization' ||
-    lower === 'cookie' ||
-    lower === 'set-cookie' ||
-    lower === 'x-api-key' ||
-    lower.includes('signature') ||
-    lower.includes('hmac')
-  );
-}
-
-/**
  * The event `eventId` and its raw body from the relay, as the documents `parseRelayEvent` takes,
  * with credential and signature headers left out. A `method` of null (an older row: the relay did
  * not record it) needs `method` from the caller: it must not be read as POST.
@@ -308,7 +290,9 @@ export async function relayEventDocuments(
     }
     const dropped: string[] = [];
     const headers = event.headers.filter(([name]) => {
-      if (!isRelayCredentialOrSignatureHeader(name)) return true;
+      // The relay keeps a capture's headers unscrubbed: the sender's credentials and signatures
+      // are in them, and are never sent again (the rule recordings follow).
+      if (!isCredentialHeader(name)) return true;
       if (!dropped.includes(name.toLowerCase())) dropped.push(name.toLowerCase());
       return false;
     });
