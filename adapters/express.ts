@@ -250,13 +250,14 @@ export type WebhookErrorHandler = (error: unknown, req: IncomingMessage, res: Se
  * Express error handler that answers the package's refusals in the `{ "error": CODE, "message": "…" }`
  * envelope, as every other adapter does: `INVALID_PAYLOAD` (400) from `webhook.json()` on a body
  * that is not JSON, from `webhook.json(schema)` or the router, and `PERMANENT_FAILURE` (422) from
- * a `PermanentError` (any `WebhookError` below 500 that a route throws or passes to `next`). Without
- * it, Express answers them with its own error page: HTML, and with a stack trace outside production.
+ * a `PermanentError` (any `WebhookError` below 500 that a route throws or passes to `next`), and a
+ * `StoreError` the route let through (503 `STORE_UNAVAILABLE` with `Retry-After`: the store failed
+ * under the handler, and the sender should retry later). Without it, Express answers them with its own error page: HTML, and with a stack trace outside production.
  *
  * Mount it once, after the routes (`app.use(webhookErrorHandler())`). Express hands an error
  * handler only the error, so the middleware cannot see what a route threw: this is the one place
  * that does. Everything else goes on to the next error handler unchanged: errors that are not the
- * package's, a `WebhookError` of 500 or more (a server fault, for your error handler or Express's
+ * package's, any other `WebhookError` of 500 or more (a server fault, for your error handler or Express's
  * to answer and log), and any error once the response has started. The claim was already
  * released by the status of the answer: the sender's retry runs the route again.
  *

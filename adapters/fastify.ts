@@ -88,7 +88,8 @@ function send(reply: FastifyReply, response: WebhookResponse, close: boolean): F
 
 /**
  * The route's handler, with its refusals of the payload (`INVALID_PAYLOAD`, a `PermanentError`:
- * a `WebhookError` below 500, thrown or rejected) answered in the envelope, as every adapter
+ * a `WebhookError` below 500, thrown or rejected; and a `StoreError`, answered 503
+ * `STORE_UNAVAILABLE`) answered in the envelope, as every adapter
  * answers them, rather than in the body of Fastify's error handler. Any other error goes on to
  * the scope's error handler unchanged.
  */
@@ -258,7 +259,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
  * - A verified request whose JSON content type covers a body that is not JSON is answered 400
  *   `INVALID_PAYLOAD` in the envelope (the route does not run); a route that throws a refusal of
  *   the payload (`INVALID_PAYLOAD`, a `PermanentError`: a `WebhookError` below 500) is answered in
- *   the envelope with its status. The plugin wraps the handlers of the routes added to its scope
+ *   the envelope with its status, and a `StoreError` as 503 `STORE_UNAVAILABLE`. The plugin wraps the handlers of the routes added to its scope
  *   after it for that, so the scope's error handler stays the app's, and gets every other error.
  * - The claim is completed when the handler answers a 2xx and released for any other status (a
  *   thrown error is Fastify's 500), so the sender's retry runs the handler again. A client that

@@ -253,8 +253,8 @@ export class Delivery {
 
   /**
    * {@link Delivery.run}, answered: the handler's own answer, or, when it refused the payload
-   * (`INVALID_PAYLOAD`, `PERMANENT_FAILURE`: a `WebhookError` below 500), its claim released and the
-   * envelope written by `refused`; any other error is rethrown for the platform. The one flow of
+   * (`INVALID_PAYLOAD`, `PERMANENT_FAILURE`: a `WebhookError` below 500) or let a `StoreError`
+   * through (503 `STORE_UNAVAILABLE`), its claim released and the envelope written by `refused`; any other error is rethrown for the platform. The one flow of
    * the adapters that call or await the handler themselves.
    */
   async runOrRefuse<R, A>(
