@@ -239,7 +239,8 @@ describe('npm run bench -- --quick', () => {
       expect(tableAfter(report, '## 12. Tenant keys').map((row) => row[0])).toEqual(['static verifier, same keys', 'tenant keys, tenant cached']);
       const flood = tableAfter(report, '### A flood of random tenant names');
       expect(flood.map((row) => row[0])).toEqual(['10,000 at once, a 5 ms loader']);
-      expect(flood[0]![1]).toBe('16');
+      // A quarter of the 16 load slots is kept for known tenants: made-up names take 12 at most.
+      expect(flood[0]![1]).toBe('12');
       // The tenant-keys curve (a smoke run samples 1 and 100 tenants), and memory per cached tenant.
       const tenantCurve = tableAfter(report, '### Tenant keys vs number of tenants');
       expect(tenantCurve.map((row) => row[0])).toEqual(['1', '100']);
