@@ -24,8 +24,13 @@ export const LINE_SMOKE = [
   // Every adapter over real HTTP on 127.0.0.1 (node:http, undici's Request/Response, a client that
   // leaves), and the Lambda adapter with the DynamoDB store.
   'test/adapters/**/*.test.ts',
-  // The command line, and the testing kit's receiver (node:http through process.getBuiltinModule).
-  'test/cli/**/*.test.ts',
+  // The command line starting and answering on the line (every command, its misuse and its help),
+  // and the testing kit's receiver (node:http through process.getBuiltinModule). The CLI's
+  // long-running suites (replay, check, inbox: a child process per case, against servers) run
+  // once, in the whole suite: they tripled the smoke runs' time (about 170 s a line on a loaded
+  // machine) through the same node:http and child-process paths that cli.test.ts runs on each line.
+  'test/cli/cli.test.ts',
+  'test/cli/connect.test.ts',
   'test/testing/receiver.test.ts',
   'test/testing/request.test.ts',
   // The built package imported from ESM and CommonJS, and what differs by line.
