@@ -69,13 +69,6 @@ export interface PgBossLike {
   deleteJob(name: string, id: string | string[]): Promise<unknown>;
   /** Moves dead-letter jobs back to their queue; resolves to how many moved. */
   redrive(name: string, options?: object): Promise<number>;
-  /**
-   * The running worker loops of this instance: each loop's `id`, the `workId` `work()` returned,
-   * and `count`, the jobs the loop holds (0 while it waits for its next poll).
-   */
-  getWipData?(): readonly { id: string; workId: string; count?: number }[];
-  /** Wakes a worker loop, which then fetches at once instead of at its next poll. */
-  notifyWorker?(workerId: string): void;
 }
 
 /**
@@ -227,29 +220,6 @@ class PgBossInbox implements Inbox {
   }
 
   /**
-   * Wakes the loops of a `work()` after a job, so they fetch again at once. One job a fetch is a
-   * full batch, and more may be waiting; but pg-boss fetches again at once only after full batches
-   * larger than one, and otherwise sleeps out its polling interval: a backlog drained at one job
-   * every `pollingIntervalSeconds` per loop (five jobs sent at once started over 9.6 s with the
-   * default 2 s), and with `notify` only the first two escaped the 30 s backstop. A fetch that
-   * finds nothing sleeps as usual. A pg-boss without these methods polls as before.
-   *
-   * Only the loops holding a job are woken (the one whose job just ended among them; each of the
-   * others fetches after its own job anyway): an idle loop woken would send a fetch of its own,
-   * one more query for every job. A failure here is no failure of the job, which has succeeded or
-   * failed already: the loop then polls as before.
-   */
-  #fetchAgain(workId: string | undefined): void {
-    const boss = this.#boss;
-    if (workId === undefined || typeof boss.getWipData !== 'function' || typeof boss.notifyWorker !== 'function') return;
-    try {
-      for (const loop of boss.getWipData()) if (loop.workId === workId && loop.count !== 0) boss.notifyWorker(loop.id);
-    } catch {
-      // Nothing to undo: the loop waits for its next poll.
-    }
-  }
-
-  /**
    * Creates the queues when missing, and brings the retry policy to the inbox's. Once; again after
    * a failure. Only the sending and working sides do: reading, retrying and purging dead letters
    * leave the queues' settings as the app set them.
@@ -296,11 +266,9 @@ class PgBossInbox implements Inbox {
     await this.#prepare();
     const workOptions: Record<string, unknown> = { batchSize: 1, perJobResults: true, localConcurrency: runner.concurrency };
     if (this.#pollingIntervalSeconds !== undefined) workOptions.pollingIntervalSeconds = this.#pollingIntervalSeconds;
-    let workId: string | undefined;
-    workId = await this.#boss.work(this.#queue, workOptions, async (jobs: never[]) => {
+    const workId = await this.#boss.work(this.#queue, workOptions, async (jobs: never[]) => {
       const results = [];
       for (const job of jobs as PgBossJobLike[]) results.push({ id: job.id, ...(await this.#run(runner, job)) });
-      this.#fetchAgain(workId);
       return results;
     });
     return this.#workers.add(runner, {
