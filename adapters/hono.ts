@@ -13,7 +13,7 @@
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
 import { bodyUnavailable } from '../src/errors.ts';
-import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, CLIENT_GONE, Delivery, handlerRefusal, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -222,7 +222,7 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
       // A route that returned no Response leaves the context unfinalized: Hono then answers 500
       // ("Context is not finalized"), whatever the default c.res says (200).
       if (c.error === undefined) return c.finalized ? c.res.status : 500;
-      refusal = delivery.handlerRefusal(c.error);
+      refusal = handlerRefusal(c.error);
       return refusal?.status ?? 500;
     };
     // Hono's next() resolves to its context: only a refusal is this middleware's own answer.

@@ -231,22 +231,12 @@ export class Delivery {
   }
 
   /**
-   * The answer to a handler that refused the payload (a `WebhookError` below 500, such as
-   * `INVALID_PAYLOAD` from `webhook.json(schema)`) or whose store failed under it (a `StoreError`,
-   * answered 503 `STORE_UNAVAILABLE` so the sender retries later), once its claim was released;
-   * `undefined` for any other error, which the adapter lets the platform answer.
-   */
-  handlerRefusal(error: unknown): WebhookResponse | undefined {
-    return handlerRefusal(error);
-  }
-
-  /**
    * A handler's error as the answer it deserves, once its claim was released: a refusal of the
-   * payload becomes its envelope ({@link Delivery.handlerRefusal}); any other error is rethrown
+   * payload, or a store that failed under it, becomes its envelope (`handlerRefusal`); any other error is rethrown
    * for the platform to answer (and log) as its own failure.
    */
   refusalOf(error: unknown): WebhookResponse {
-    const refusal = this.handlerRefusal(error);
+    const refusal = handlerRefusal(error);
     if (refusal === undefined) throw error;
     return refusal;
   }

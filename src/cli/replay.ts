@@ -11,7 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { escapeControlCharacters } from '../encoding.ts';
 import type { SecretInput } from '../secrets.ts';
 import { createSigner } from '../sign.ts';
-import { parseCapturedDelivery, parseRelayEvent, recordedRejection, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
+import { HTTP_TOKEN, parseCapturedDelivery, parseRelayEvent, recordedRejection, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
 import { quoted } from '../testing/recorded.ts';
 import { refuseKeyOption, relayEventDocuments } from './relay.ts';
 import { SECRET_HELP, UsageError, asUsage, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';
@@ -67,8 +67,6 @@ or every chosen capture was skipped, 2 misuse or a malformed recording or docume
 is sent).`;
 
 const ANSWER_BODY_MAX_BYTES = 64 * 1024;
-/** An HTTP token: what a header name and a method are made of. */
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Reads a file for the command, as a usage error naming the option when it cannot. */
 function readInput(file: string, option: string): string {
@@ -274,9 +272,9 @@ export async function replayCommand(args: string[]): Promise<number> {
   const last = wholeNumber(values.last, '--last', 1, 1_000_000);
   const timeoutMs = (wholeNumber(values.timeout, '--timeout', 1, 600) ?? 10) * 1000;
   const dropHeaders = values['drop-header'] ?? [];
-  for (const name of dropHeaders) if (!TOKEN.test(name)) throw new UsageError('--drop-header takes a header name');
+  for (const name of dropHeaders) if (!HTTP_TOKEN.test(name)) throw new UsageError('--drop-header takes a header name');
   const method = values.method;
-  if (method !== undefined && !TOKEN.test(method)) throw new UsageError('--method takes an HTTP method such as POST');
+  if (method !== undefined && !HTTP_TOKEN.test(method)) throw new UsageError('--method takes an HTTP method such as POST');
   const includeRejected = values['include-rejected'] === true;
 
   // Signed unless --unsigned says otherwise; a forgotten secret is an error, never an unsigned replay.

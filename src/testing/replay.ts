@@ -246,7 +246,8 @@ export const REPLAY_DROPPED_HEADERS: ReadonlySet<string> = new Set([
   'content-encoding',
 ]);
 
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** An HTTP token (RFC 9110): what a header name and a method are made of. Internal. */
+export const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** What Node's HTTP client accepts in a header value: tab, visible ASCII and space, obs-text bytes. */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
 
@@ -274,7 +275,7 @@ const isStringOrNull = (value: unknown): value is string | null => value === nul
 /** The method, or `null` where the capture says it was not recorded. */
 function method(record: Record<string, unknown>, where: string): string | null {
   const value = field(record, where, 'method', isStringOrNull, 'an HTTP method such as "POST" (or null: not recorded)');
-  if (value !== null && !TOKEN.test(value)) throw new TypeError(`${where}: method is not an HTTP method`);
+  if (value !== null && !HTTP_TOKEN.test(value)) throw new TypeError(`${where}: method is not an HTTP method`);
   return value;
 }
 
@@ -315,7 +316,7 @@ function headerPairs(record: Record<string, unknown>, where: string): [string, s
       throw new TypeError(`${where}: headers[${index}] is not a [name, value] pair of two strings`);
     }
     const [name, value] = pair as [string, string];
-    if (!TOKEN.test(name)) throw new TypeError(`${where}: headers[${index}] has a name that is not a valid HTTP header name`);
+    if (!HTTP_TOKEN.test(name)) throw new TypeError(`${where}: headers[${index}] has a name that is not a valid HTTP header name`);
     if (!FIELD_VALUE.test(value)) throw new TypeError(`${where}: headers[${index}] (${name}) has a value with a character HTTP cannot carry (a line break, NUL, or a character past U+00FF)`);
     return [name, value];
   });
@@ -460,7 +461,7 @@ export async function signReplay(source: ReplaySource, options: ReplayOptions): 
   if (source.rejected !== undefined && includeRejected !== true) {
     throw new TypeError(`the capture was refused where it was captured (${source.rejected.reason}): re-signing it would make it pass; pass includeRejected: true to replay it anyway`);
   }
-  if (fallbackMethod !== undefined && (typeof fallbackMethod !== 'string' || !TOKEN.test(fallbackMethod))) throw new TypeError('method must be an HTTP method such as "POST"');
+  if (fallbackMethod !== undefined && (typeof fallbackMethod !== 'string' || !HTTP_TOKEN.test(fallbackMethod))) throw new TypeError('method must be an HTTP method such as "POST"');
   const sentMethod = source.method ?? fallbackMethod;
   if (sentMethod === undefined) throw new TypeError('the capture has no method (null: not recorded, and never to be read as POST): pass method to say which to send');
   if (unsigned !== undefined && typeof unsigned !== 'boolean') throw new TypeError('unsigned must be true or false');
@@ -471,7 +472,7 @@ export async function signReplay(source: ReplaySource, options: ReplayOptions): 
   if (!Array.isArray(dropHeaders)) throw new TypeError('dropHeaders must be an array of header names');
   const drop = new Set<string>();
   for (const name of dropHeaders as readonly unknown[]) {
-    if (typeof name !== 'string' || !TOKEN.test(name)) throw new TypeError('dropHeaders holds a name that is not a valid HTTP header name');
+    if (typeof name !== 'string' || !HTTP_TOKEN.test(name)) throw new TypeError('dropHeaders holds a name that is not a valid HTTP header name');
     drop.add(name.toLowerCase());
   }
 
