@@ -21,7 +21,7 @@ export interface Statement {
 export type KeyStatements = Record<KeyOperation, Statement>;
 
 /** The statements of one table option, built once per store. */
-export interface Statements {
+interface Statements {
   signed: KeyStatements;
   unsigned: KeyStatements;
   /** Ordering: signed ids and their entities' rows, in the claims table. */
