@@ -34,6 +34,7 @@ function textHash(text: string): string {
   return fnv1a(text).toString(16).padStart(8, '0');
 }
 
+/** Each text with its name: `webhook_receiver_<operation><suffix>_<hash of the text>`. */
 function named<K extends string>(texts: Record<K, string>, suffix = ''): Record<K, Statement> {
   const result = {} as Record<K, Statement>;
   for (const operation of Object.keys(texts) as K[]) {

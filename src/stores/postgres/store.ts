@@ -36,6 +36,7 @@ function checkText(key: string): void {
   if (key.includes('\u0000')) throw new TypeError('postgres store: an idempotency key cannot contain U+0000 (PostgreSQL text refuses it)');
 }
 
+/** A boolean column of a reply row: `null` when the row or the value is missing, `bad_reply` when it is not a boolean. */
 function flag(row: Row | undefined, column: string, operation: string): boolean | null {
   const value = row?.[column];
   if (value === null || value === undefined) return null;
