@@ -25,7 +25,7 @@ import { tenantKeys } from '../../src/keys.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { durableObjectStore, type DurableObjectNamespaceLike, type DurableObjectStore } from '../../src/stores/durable-object.ts';
-import { askObject } from '../../src/stores/internal.ts';
+import { askObject } from '../../src/stores/durable-object/rpc.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { ClaimHandle, IdempotencyStore } from '../../src/stores/types.ts';
 import { rebuiltWebhook } from '../../src/verify.ts';
