@@ -32,6 +32,24 @@ export class WebhookClaims {
     this.ctx = ctx;
   }
 
+  /**
+   * The object's clock, in epoch milliseconds: when records expire and what the alarm sweeps.
+   * `Date.now()`; a subclass may give another (a test that must not race the wall clock).
+   *
+   * @example
+   * ```ts
+   * class ClaimsOnTestClock extends WebhookClaims {
+   *   static time = 1_700_000_000_000;
+   *   protected override now(): number {
+   *     return ClaimsOnTestClock.time;
+   *   }
+   * }
+   * ```
+   */
+  protected now(): number {
+    return Date.now();
+  }
+
   get #store(): Records {
     return (this.#backend ??= backendFor(this.ctx.storage)).records;
   }
@@ -64,7 +82,7 @@ export class WebhookClaims {
 
   /** Clears expired records; when none is left, the object's storage altogether. */
   async alarm(): Promise<void> {
-    const time = Date.now();
+    const time = this.now();
     const claims = await this.#store.sweep(time);
     const shelved = this.#shelf?.sweep(time);
     const next = claims === undefined ? shelved : shelved === undefined ? claims : Math.min(claims, shelved);
@@ -78,7 +96,7 @@ export class WebhookClaims {
   }
 
   async #shelve(shelf: Shelf, operation: ShelfOperation): Promise<Reply> {
-    const time = Date.now();
+    const time = this.now();
     switch (operation.op) {
       case 'shelf.get':
         return { value: shelf.get(operation.key, time) ?? null };
@@ -104,7 +122,7 @@ export class WebhookClaims {
     if (isEntityOperation(operation)) return this.#applyToEntity(operation);
     const records = this.#store;
     const { key, token } = operation;
-    const time = Date.now();
+    const time = this.now();
     let record = await records.get(key);
     if (record !== undefined && record.until <= time) record = undefined;
 
@@ -134,7 +152,7 @@ export class WebhookClaims {
   // while only storage is awaited, as in #apply).
   async #applyToEntity(operation: EntityOperation): Promise<Reply> {
     const records = this.#store;
-    const time = Date.now();
+    const time = this.now();
     let entity = await records.entity(operation.entity);
     if (entity !== undefined) {
       if (entity.version !== null && entity.until <= time) entity = { ...entity, version: null };
