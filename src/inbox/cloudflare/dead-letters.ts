@@ -26,7 +26,7 @@ export interface Shelved {
 }
 
 /** How a job failed for good: its attempts, its last error, when its first attempt began (when known). */
-export interface Failure {
+interface Failure {
   attempts: number;
   error: { name: string; message: string };
   firstAttemptAt: number | undefined;

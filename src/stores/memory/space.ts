@@ -14,7 +14,7 @@ export interface Entry {
   live: boolean;
 }
 
-export type Completion = Entry;
+type Completion = Entry;
 
 /**
  * One key class's entries. Live claims and completed ids are kept in two maps. Completions are
