@@ -1,3 +1,5 @@
+/** Which storage an object keeps its records in: SQL when its class is SQLite-backed, else the key-value API. */
+
 import type { DurableObjectStorageLike, SqlStorageLike } from './bindings.ts';
 import { keyValueRecords } from './key-value-records.ts';
 import type { Records } from './records.ts';

@@ -1,3 +1,5 @@
+/** The Durable Object class behind the store: it answers the store's and the inbox's operations, and sweeps by alarm. */
+
 import type { DurableObjectStateLike } from './bindings.ts';
 import { backendFor, type Backend } from './backend.ts';
 import { isEntityOperation, operationOf, type EntityOperation, type Operation, type Reply, type ShelfOperation } from './protocol.ts';

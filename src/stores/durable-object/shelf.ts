@@ -1,3 +1,5 @@
+/** The dead-letter shelf of the Cloudflare inbox's object: JSON records kept until their time, listed oldest first. */
+
 import type { SqlStorageLike } from './bindings.ts';
 
 /**

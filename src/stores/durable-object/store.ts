@@ -1,3 +1,8 @@
+/**
+ * The client side of the Durable Object store: `durableObjectStore`, which sends each operation to
+ * the object of its key (an id's own, its unsigned bucket's, or an ordering entity's).
+ */
+
 import { checkObject } from '../../lib/checks.ts';
 import {
   checkClaim,
