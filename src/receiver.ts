@@ -16,6 +16,7 @@
  */
 
 import { handlerFailure, rejection, unsignedLimit, WebhookError } from './errors.ts';
+import { positiveSeconds } from './lib/checks.ts';
 import { checkLogger } from './logger.ts';
 import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
@@ -27,7 +28,7 @@ import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from
 import { Context } from './receiver/context.ts';
 import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering.ts';
 import { contentTypeOf, isRequest } from './receiver/request.ts';
-import { checkReplayWindow, checkStore, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
+import { checkReplayWindow, checkStore, defaultOnError, namespaceProblem, noteOwnMemoryStore, tenantNamespace } from './receiver/settings.ts';
 import { acceptClaimed, InboxGate, type ClaimedDelivery } from './inbox/accept.ts';
 import type { Inbox } from './inbox/types.ts';
 import {
@@ -137,11 +138,11 @@ class ReceiverImpl implements Receiver {
     observers.set(this, this.#observer);
     this.#sync = store === undefined ? undefined : syncOperations(store);
     const renews = typeof store?.extend === 'function';
-    this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
+    this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'idempotency.ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
     if (settings !== undefined) checkReplayWindow(this.#ttlMs / 1000, settings.ttlSeconds === undefined, options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS);
     this.#unsignedTtlMs =
-      positiveSeconds(settings?.unsignedTtlSeconds, 'unsignedTtlSeconds', Math.min(this.#ttlMs / 1000, DEFAULT_UNSIGNED_TTL_SECONDS)) * 1000;
-    this.#lockMs = positiveSeconds(settings?.lockSeconds, 'lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
+      positiveSeconds(settings?.unsignedTtlSeconds, 'idempotency.unsignedTtlSeconds', Math.min(this.#ttlMs / 1000, DEFAULT_UNSIGNED_TTL_SECONDS)) * 1000;
+    this.#lockMs = positiveSeconds(settings?.lockSeconds, 'idempotency.lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
     const namespace = keys === undefined ? (settings?.namespace ?? 'default') : tenantNamespace(settings?.namespace);
     if (typeof namespace === 'function') {
       this.#namespace = namespace;

@@ -4,10 +4,10 @@
  * in a dead letter. Internal: not exported from the package.
  */
 
-import { base64Decode, base64Encode, utf8Encoder } from '../encoding.ts';
 import { sha256 } from '../crypto.ts';
 import { errorText, isWebhookError, PermanentError } from '../errors.ts';
-import { toHex } from '../stores/internal.ts';
+import { wholeNumber } from '../lib/checks.ts';
+import { base64Decode, base64Encode, toHex, utf8Encoder } from '../lib/encoding.ts';
 import { entityKey } from '../ordering.ts';
 import type { EntityOrder } from '../stores/types.ts';
 import { rebuiltWebhook, type VerifiedWebhook } from '../verify.ts';
@@ -36,14 +36,6 @@ export interface CommonInboxSettings {
   backoffDelayMs: number;
   maxBacklog: number;
   timeoutMs: number;
-}
-
-function wholeNumber(value: unknown, name: string, min: number, max: number, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw new RangeError(`${name} must be a whole number from ${min} to ${max} (default ${fallback})`);
-  }
-  return value;
 }
 
 /** Checks the options every engine takes; `factory` names the engine's factory in errors. */

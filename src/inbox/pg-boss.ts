@@ -13,6 +13,7 @@
  * @module webhook-receiver/pg-boss
  */
 
+import { isObject } from '../lib/checks.ts';
 import { commonSettings, deadLetterLimit, deadLetterOf, failureOf, failureText, selectedKey, uuidJobId, type CommonInboxOptions } from './job.ts';
 import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import { WorkerStores } from './lifecycle.ts';
@@ -127,10 +128,6 @@ export interface PgBossInboxOptions extends CommonInboxOptions {
 
 /** How long a dead letter is kept: pg-boss's default retention of a queued job, 14 days. */
 const DEAD_LETTER_RETENTION_SECONDS = 14 * 86_400;
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null;
-}
 
 /** The `db` pg-boss's `send` takes, over the Postgres store's transaction (`pg` client or postgres.js `sql`). */
 function transactionDb(tx: unknown): PgBossDbLike {

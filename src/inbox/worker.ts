@@ -11,6 +11,7 @@
  */
 
 import { errorText, PermanentError } from '../errors.ts';
+import { positiveSeconds } from '../lib/checks.ts';
 import { checkLogger, logFailure, logJobFailure, type JobFailureLogFields, type WebhookLogger } from '../logger.ts';
 import { checkedClaim, ClaimKeeper, Held } from '../receiver/claims.ts';
 import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../receiver/types.ts';
@@ -62,14 +63,6 @@ const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
  * lock would stall the entity.
  */
 const ENTITY_BUSY_DELAY_MS = 1000;
-
-function seconds(value: unknown, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value * 1000 > Number.MAX_SAFE_INTEGER) {
-    throw new RangeError(`work idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`);
-  }
-  return value;
-}
 
 /** The failure a deferral becomes where the engine counts it as an attempt. */
 function deferredError(reason: string): Error {
@@ -154,8 +147,8 @@ export class JobRunner {
     this.#store = store;
     this.store = store;
     const renews = typeof store.extend === 'function';
-    this.#lockMs = seconds(settings?.lockSeconds, 'lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
-    this.#ttlMs = Math.max(seconds(settings?.ttlSeconds, 'ttlSeconds', DEFAULT_TTL_SECONDS), retentionSeconds) * 1000;
+    this.#lockMs = positiveSeconds(settings?.lockSeconds, 'work idempotency.lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
+    this.#ttlMs = Math.max(positiveSeconds(settings?.ttlSeconds, 'work idempotency.ttlSeconds', DEFAULT_TTL_SECONDS), retentionSeconds) * 1000;
     this.ttlMs = this.#ttlMs;
     const concurrency = options?.concurrency ?? 1;
     if (typeof concurrency !== 'number' || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > 1000) {

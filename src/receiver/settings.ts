@@ -15,15 +15,6 @@ const MANY_RECEIVERS = 100;
 let receiversWithOwnMemoryStore = 0;
 let warnedAboutManyReceivers = false;
 
-export function positiveSeconds(value: number | undefined, name: string, fallback: number): number {
-  if (value === undefined) return fallback;
-  // Stores take milliseconds, which must stay exact integers (2^53 ms is some 285 000 years).
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value * 1000 > Number.MAX_SAFE_INTEGER) {
-    throw new RangeError(`idempotency.${name} must be a positive, finite number of seconds (default ${fallback})`);
-  }
-  return value;
-}
-
 /**
  * A signed id must be remembered for as long as a request carrying it can still be accepted. The
  * timestamp window is two-sided (a timestamp T passes from T - tolerance until T + tolerance), so

@@ -5,6 +5,7 @@
  */
 
 import { base64Decode } from '../encoding.ts';
+import { isJsonObject as isObject } from '../lib/checks.ts';
 import { RelayError } from './errors.ts';
 import { relayId } from './ids.ts';
 import { parameterFor, resolveQuery, type QueryOperation, type QueryRole, type RelayQueryNames, type ResolvedQuery } from './openapi.ts';
@@ -200,10 +201,6 @@ function checkRange(value: unknown, name: string, min: number, max: number): num
     throw new RangeError(`${name} must be a whole number from ${min} to ${max}; got ${String(value)}`);
   }
   return value;
-}
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 /** `body`, checked to be an object with the named fields of the named types. */

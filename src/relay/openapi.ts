@@ -9,6 +9,7 @@
  * it. Never a guess.
  */
 
+import { isJsonObject as isObject } from '../lib/checks.ts';
 import { RelayError } from './errors.ts';
 
 /**
@@ -73,10 +74,6 @@ export interface ResolvedQuery {
 }
 
 type Json = Record<string, unknown>;
-
-function isObject(value: unknown): value is Json {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function describeFailure(operation: QueryOperation, message: string, role?: QueryRole): RelayError {
   const option = role === undefined ? `queryNames.${operation.key}` : `queryNames.${operation.key}.${role}`;

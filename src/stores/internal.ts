@@ -1,10 +1,19 @@
 /**
- * What stores share that is not the contract: argument checks, ownership tokens, a timeout for
- * backends that may not answer, and the synchronous fast path of the memory store. Internal: not
- * exported from the package.
+ * What stores share that is not the contract: argument checks, the unsigned budget, store errors
+ * for timeouts, the synchronous fast path of the memory store and the completion bookkeeping of
+ * transactional stores. Internal: not exported from the package. The general helpers the stores
+ * use (tokens, hex, hashing, value descriptions) live in `src/lib` and are re-exported here.
  */
 
+import { checkNonEmptyString } from '../lib/checks.ts';
+import { fnv1a } from '../lib/hash.ts';
+import { MAX_TIMER_MS, withTimeout as settleWithin } from '../lib/timeout.ts';
 import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore } from './types.ts';
+
+export { describeValue } from '../lib/checks.ts';
+export { toHex } from '../lib/encoding.ts';
+export { fnv1a } from '../lib/hash.ts';
+export { newToken } from '../lib/token.ts';
 
 /**
  * The operations of a store that answers at once (the memory store), without the promises. The
@@ -39,54 +48,15 @@ export function syncOperations(store: IdempotencyStore): SyncOperations | undefi
     : undefined;
 }
 
-/** '00' to 'ff': one look-up per byte. */
-const HEX_PAIRS = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
-
-/** Lower-case hex of `bytes` (of `bytes[start..end)` when given). */
-export function toHex(bytes: Uint8Array, start = 0, end = bytes.length): string {
-  let hex = '';
-  for (let i = start; i < end; i++) hex += HEX_PAIRS[bytes[i]!]!;
-  return hex;
-}
-
-/**
- * FNV-1a over the string's UTF-16 code units, 32 bits, unsigned: a short, stable hash (statement
- * names in Postgres, budget slots in DynamoDB). Not a defence against chosen inputs.
- */
-export function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) hash = Math.imul(hash ^ text.charCodeAt(i), 0x01000193);
-  return hash >>> 0;
-}
-
-/** A fresh 128-bit ownership token, as 32 lower-case hex digits. */
-export function newToken(): string {
-  if (tokenOffset === tokenBytes.length) {
-    globalThis.crypto.getRandomValues(tokenBytes);
-    tokenOffset = 0;
-  }
-  const start = tokenOffset;
-  tokenOffset += 16;
-  // Read in place, and a string of its own: a slice of a longer string would keep all of it alive
-  // for as long as a store keeps the token.
-  return toHex(tokenBytes, start, tokenOffset);
-}
-
-// Random bytes for tokens, drawn 4 KiB at a time: one getRandomValues call costs Node about as
-// much as a whole verification, and one call here serves 256 tokens. Filled on first use, not at
-// load time (Workers refuse random numbers outside a request).
-const tokenBytes = new Uint8Array(4096);
-let tokenOffset = tokenBytes.length;
-
 // Store arguments are checked the same way by every store, so a caller's mistake is a clear
 // TypeError or RangeError rather than, say, a key that never expires.
 
 function checkKey(key: string): void {
-  if (typeof key !== 'string' || key.length === 0) throw new TypeError('an idempotency key must be a non-empty string');
+  checkNonEmptyString(key, 'an idempotency key must be a non-empty string');
 }
 
 function checkToken(token: string): void {
-  if (typeof token !== 'string' || token.length === 0) throw new TypeError('an ownership token must be a non-empty string');
+  checkNonEmptyString(token, 'an ownership token must be a non-empty string');
 }
 
 function checkDuration(ms: number, name: 'lockMs' | 'ttlMs'): void {
@@ -138,7 +108,7 @@ export function checkOrder(order: EntityOrder): void {
 
 /** Checks an entity key (`${namespace}:o:${entity}`). */
 export function checkEntity(entity: string): void {
-  if (typeof entity !== 'string' || entity.length === 0) throw new TypeError('an entity key must be a non-empty string');
+  checkNonEmptyString(entity, 'an entity key must be a non-empty string');
 }
 
 /** Checks the arguments of `claimOrdered`. */
@@ -206,60 +176,8 @@ export function timeoutError(store: string, operation: string, timeoutMs: number
  * queue commands while disconnected, which would otherwise hold a request forever.
  */
 export function withTimeout<T>(promise: Promise<T>, timeoutMs: number, store: string, operation: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => {
-      reject(timeoutError(store, operation, timeoutMs));
-    }, timeoutMs);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
+  return settleWithin(promise, timeoutMs, () => timeoutError(store, operation, timeoutMs));
 }
-
-/** What {@link askObject} reaches: a Durable Object namespace binding (`DurableObjectNamespaceLike`). */
-interface ObjectNamespace<Id> {
-  idFromName(name: string): Id;
-  get(id: Id): { fetch(url: string, init: { method: 'POST'; headers: Record<string, string>; body: string }): Promise<Response> };
-}
-
-// A Durable Object is reached through its stub, never over the network: the host is only a label.
-const OBJECT_ENDPOINT = 'https://webhook-claims.invalid/';
-
-/**
- * Sends one operation (`{ op, … }`, as JSON) to the `WebhookClaims` object named `name` and
- * answers its JSON reply; a reply other than 2xx, or none within `timeoutMs`, is a `StoreError`.
- * The Durable Object store and the Cloudflare inbox's dead letters speak to their objects through it.
- */
-export function askObject<Id, Operation extends { op: string }>(namespace: ObjectNamespace<Id>, name: string, operation: Operation, timeoutMs: number, store: string): Promise<unknown> {
-  return withTimeout(
-    (async () => {
-      const stub = namespace.get(namespace.idFromName(name));
-      const response = await stub.fetch(OBJECT_ENDPOINT + operation.op, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(operation),
-      });
-      if (!response.ok) {
-        const detail = (await response.text()).slice(0, 200);
-        throw new StoreError(store, 'bad_reply', `${store} store: ${operation.op} answered HTTP ${response.status}: ${detail}`);
-      }
-      return (await response.json()) as unknown;
-    })(),
-    timeoutMs,
-    store,
-    operation.op,
-  );
-}
-
-/** The longest timer a runtime honours (2^31 - 1 ms); a longer one fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /**
  * A store's `timeoutMs` option, checked (its default when absent). `store` is the store's name
@@ -277,15 +195,6 @@ export function checkTimeoutOption(store: string, timeoutMs: unknown, fallback: 
 /** Whole milliseconds, at least 1: what Redis's PX and the other stores' expiries take. */
 export function wholeMs(ms: number): number {
   return Math.max(1, Math.ceil(ms));
-}
-
-/** How a value is named in an error: its kind, never its contents. */
-export function describeValue(value: unknown): string {
-  if (value === null) return 'null';
-  if (typeof value !== 'object') return typeof value;
-  const constructorName = (value as { constructor?: { name?: unknown } }).constructor?.name;
-  if (typeof constructorName !== 'string' || constructorName === '' || constructorName === 'Object') return 'an object';
-  return `${/^[AEIOU]/.test(constructorName) ? 'an' : 'a'} ${constructorName}`;
 }
 
 /**

@@ -9,7 +9,7 @@
  */
 
 import { randomBytes } from '../crypto.ts';
-import { toHex } from '../stores/internal.ts';
+import { toHex } from '../lib/encoding.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
 import { Run, RuleFailure, contextOf, describeError, type Settings } from './check-store/harness.ts';
 import { ORDERING_METHODS, ORDERING_RULES } from './check-store/ordering-rules.ts';

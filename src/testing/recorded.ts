@@ -3,7 +3,7 @@
  * shapes servers and mocks record them in. Plus the few words that describe one in a message.
  */
 
-import { toBytes } from '../encoding.ts';
+import { toBytes, toHex } from '../lib/encoding.ts';
 import type { HeadersInput } from '../headers.ts';
 import type { WebhookInput } from '../verify.ts';
 
@@ -87,10 +87,7 @@ export function bodyText(body: Uint8Array): string | undefined {
 
 /** Lower-case hex of the body's SHA-256 (WebCrypto: every runtime has it). */
 export async function sha256Hex(body: Uint8Array): Promise<string> {
-  const digest = new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', body as Uint8Array<ArrayBuffer>));
-  let hex = '';
-  for (const byte of digest) hex += byte.toString(16).padStart(2, '0');
-  return hex;
+  return toHex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', body as Uint8Array<ArrayBuffer>)));
 }
 
 /** A short body as quoted text; a long or binary one as its length and SHA-256. */

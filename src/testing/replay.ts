@@ -9,6 +9,7 @@
  */
 
 import { base64Decode } from '../encoding.ts';
+import { isJsonObject as isObject } from '../lib/checks.ts';
 import type { SecretInput } from '../secrets.ts';
 import { generateMessageId, signWebhook, toUnixSeconds } from '../sign.ts';
 import { bodyText } from './recorded.ts';
@@ -250,10 +251,6 @@ export const REPLAY_DROPPED_HEADERS: ReadonlySet<string> = new Set([
 export const HTTP_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /** What Node's HTTP client accepts in a header value: tab, visible ASCII and space, obs-text bytes. */
 const FIELD_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
-
-function isObject(value: unknown): value is Record<string, unknown> {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 function describe(value: unknown): string {
   if (value === null) return 'null';

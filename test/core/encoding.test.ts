@@ -6,7 +6,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { sha256, signedContent } from '../../src/crypto.ts';
-import { base64Decode, base64DecodeLenient, base64Encode } from '../../src/encoding.ts';
+import { base64Decode, base64DecodeLenient, base64Encode, toHex } from '../../src/lib/encoding.ts';
 
 const bytesOf = (text: string) => Uint8Array.from(Buffer.from(text, 'base64'));
 
@@ -66,6 +66,23 @@ describe('base64Encode', () => {
     }
     const large = pool.subarray(3, 1199);
     expect(base64Decode(base64Encode(large))).toEqual(large);
+  });
+});
+
+describe('toHex', () => {
+  // A whole array takes the native toHex where the runtime has it (Node 26), a range the loop: both
+  // must write what node:buffer writes.
+  it('agrees with node:buffer for whole arrays, views with an offset, and ranges', () => {
+    const pool = new Uint8Array(300);
+    for (let i = 0; i < pool.length; i++) pool[i] = (i * 151 + 7) & 0xff;
+    for (let length = 0; length <= 40; length++) {
+      for (const offset of [0, 1, 5]) {
+        const view = pool.subarray(offset, offset + length);
+        expect(toHex(view)).toBe(Buffer.from(view).toString('hex'));
+        expect(toHex(pool, offset, offset + length)).toBe(Buffer.from(view).toString('hex'));
+      }
+    }
+    expect(toHex(Uint8Array.of(0, 9, 10, 255))).toBe('00090aff');
   });
 });
 

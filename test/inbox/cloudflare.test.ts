@@ -25,7 +25,7 @@ import { tenantKeys } from '../../src/keys.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { durableObjectStore, type DurableObjectNamespaceLike, type DurableObjectStore } from '../../src/stores/durable-object.ts';
-import { askObject } from '../../src/stores/internal.ts';
+import { askObject } from '../../src/stores/durable-object/rpc.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { ClaimHandle, IdempotencyStore } from '../../src/stores/types.ts';
 import { rebuiltWebhook } from '../../src/verify.ts';
@@ -432,20 +432,41 @@ describe('cloudflareQueueInbox in workerd', () => {
     const peekable = (await mf.getDurableObjectNamespace('WEBHOOK_CLAIMS_PEEK')) as unknown as DurableObjectNamespaceLike;
     const shelf = `:dead-letters:sweep-${Date.now()}`;
     const ask = (operation: { op: string; [field: string]: unknown }) => askObject(peekable, shelf, operation, 5000, 'durable-object');
-    const peek = async () => (await peekable.get(peekable.idFromName(shelf)).fetch('https://object/peek', { method: 'POST', headers: {}, body: '' })).json();
-    await ask({ op: 'shelf.put', key: 'default:s:first', value: '"first"', ms: 600_000 });
-    await ask({ op: 'shelf.put', key: 'default:s:short', value: '"short"', ms: 300 });
-    expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: ['"first"', '"short"'] });
-    expect(await ask({ op: 'shelf.get', key: 'default:s:short' })).toEqual({ value: '"short"' });
-    // A delete that names the value it read leaves a record written since.
-    expect(await ask({ op: 'shelf.delete', key: 'default:s:first', value: '"older"' })).toEqual({ ok: false });
-    expect(await ask({ op: 'shelf.delete', key: 'default:s:first', value: '"first"' })).toEqual({ ok: true });
-    expect(await ask({ op: 'shelf.delete', key: 'default:s:first' })).toEqual({ ok: false });
-    expect(await peek()).toEqual({ tables: ['webhook_receiver_shelf'], rows: [{ key: 'default:s:short' }] });
-    // The alarm (set at the earliest expiry) deletes the record, then the object's whole storage.
-    await expect.poll(peek, { timeout: 5000, interval: 50 }).toEqual({ tables: [], rows: [] });
-    expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: [] });
-    await expect(ask({ op: 'shelf.list', limit: 0 })).rejects.toMatchObject({ name: 'StoreError', reason: 'bad_reply' });
+    const call = async (path: string, body: unknown = {}) =>
+      (await peekable.get(peekable.idFromName(shelf)).fetch(`https://object${path}`, { method: 'POST', headers: {}, body: JSON.stringify(body) })).json();
+    const peek = () => call('/peek');
+    // The object's clock stands still an hour ahead of the wall clock: however slowly this test
+    // runs, no record expires until the clock is moved, and the alarm set at an expiry cannot fire
+    // by itself before the test wakes it.
+    const t0 = Date.now() + 3_600_000;
+    await call('/clock', { time: t0 });
+    try {
+      await ask({ op: 'shelf.put', key: 'default:s:first', value: '"first"', ms: 600_000 });
+      await ask({ op: 'shelf.put', key: 'default:s:short', value: '"short"', ms: 300 });
+      expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: ['"first"', '"short"'] });
+      expect(await ask({ op: 'shelf.get', key: 'default:s:short' })).toEqual({ value: '"short"' });
+      // The object's one alarm is at the earliest expiry.
+      expect(await call('/alarm')).toEqual({ alarm: t0 + 300 });
+      // A delete that names the value it read leaves a record written since.
+      expect(await ask({ op: 'shelf.delete', key: 'default:s:first', value: '"older"' })).toEqual({ ok: false });
+      expect(await ask({ op: 'shelf.delete', key: 'default:s:first', value: '"first"' })).toEqual({ ok: true });
+      expect(await ask({ op: 'shelf.delete', key: 'default:s:first' })).toEqual({ ok: false });
+      expect(await peek()).toEqual({ tables: ['webhook_receiver_shelf'], rows: [{ key: 'default:s:short' }] });
+      // Until its time a record is listed; at its time it is not, though still stored until the alarm.
+      await call('/clock', { time: t0 + 299 });
+      expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: ['"short"'] });
+      await call('/clock', { time: t0 + 300 });
+      expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: [] });
+      expect(await ask({ op: 'shelf.get', key: 'default:s:short' })).toEqual({ value: null });
+      expect(await peek()).toEqual({ tables: ['webhook_receiver_shelf'], rows: [{ key: 'default:s:short' }] });
+      // The alarm, run by workerd once its time has come, deletes the record, then the object's whole storage.
+      await call('/wake');
+      await expect.poll(peek, { timeout: 30_000, interval: 50 }).toEqual({ tables: [], rows: [] });
+      expect(await ask({ op: 'shelf.list', limit: 10 })).toEqual({ values: [] });
+      await expect(ask({ op: 'shelf.list', limit: 0 })).rejects.toMatchObject({ name: 'StoreError', reason: 'bad_reply' });
+    } finally {
+      await call('/clock', { time: null });
+    }
   });
 
   it('keeps dead letters only on the SQLite backend, and says so', async () => {

@@ -33,10 +33,32 @@ export { WebhookClaims };
 /** The same class bound on the key-value backend (`new_classes`): no SQL, so no dead letters. */
 export class KeyValueClaims extends WebhookClaims {}
 
-/** The class with a way for the test to read what its SQL storage holds (`/peek`). */
+/**
+ * The class on a clock the test sets, with ways to look inside: `/peek` reads what its SQL storage
+ * holds, `/alarm` when its alarm is set, `/clock` sets its clock (`{ time }`, epoch ms; `null`: the
+ * wall clock again), and `/wake` moves its alarm to the wall clock's now, as if time had reached it.
+ */
 export class PeekClaims extends WebhookClaims {
+  /** The objects' clock while a test holds it (one test uses this class at a time). */
+  static time: number | undefined;
+
+  protected override now(): number {
+    return PeekClaims.time ?? Date.now();
+  }
+
   override async fetch(request: Request): Promise<Response> {
-    if (new URL(request.url).pathname !== '/peek') return super.fetch(request);
+    const { pathname } = new URL(request.url);
+    if (pathname === '/clock') {
+      const { time } = (await request.json()) as { time: number | null };
+      PeekClaims.time = time ?? undefined;
+      return Response.json({ ok: true });
+    }
+    if (pathname === '/alarm') return Response.json({ alarm: (await this.ctx.storage.getAlarm?.()) ?? null });
+    if (pathname === '/wake') {
+      await this.ctx.storage.setAlarm(Date.now());
+      return Response.json({ ok: true });
+    }
+    if (pathname !== '/peek') return super.fetch(request);
     const sql = (this.ctx.storage as { sql: { exec(query: string): { toArray(): Record<string, unknown>[] } } }).sql;
     const tables = sql.exec(`SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '_cf_%'`).toArray().map((row) => row.name);
     const rows = tables.includes('webhook_receiver_shelf') ? sql.exec('SELECT key FROM webhook_receiver_shelf').toArray() : [];

@@ -1,7 +1,7 @@
 /**
  * Signatures are compared in constant time, and this file pins how.
  *
- * The comparison is `constantTimeEqual` in src/encoding.ts (node:crypto hands back base64 text)
+ * The comparison is `constantTimeEqual` in src/lib/encoding.ts (node:crypto hands back base64 text)
  * or `constantTimeEqualBase64` (WebCrypto hands back the raw MAC, whose base64 is written into a
  * scratch buffer rather than a string): a loop over every character that ORs the differences
  * together, with no early exit (a length difference returns at once, which leaks nothing: a `v1`
@@ -108,7 +108,7 @@ describe('the source', () => {
   });
 
   const functionSource = (name: string) => {
-    const encodingSource = source('encoding.ts');
+    const encodingSource = source('lib/encoding.ts');
     const start = encodingSource.indexOf(`export function ${name}(`);
     expect(start).toBeGreaterThan(-1);
     return codeOf(encodingSource.slice(start, encodingSource.indexOf('\n}\n', start) + 2));
