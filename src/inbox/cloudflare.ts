@@ -34,7 +34,8 @@ import { DEFAULT_DURABLE_OBJECT_TIMEOUT_MS, durableObjectStore, type DurableObje
 import { askObject, describeValue } from '../stores/internal.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
 import { WorkerStores } from './lifecycle.ts';
-import { acceptKey, commonSettings, failureOf, failureText, readJob, selectedKey, type CommonInboxOptions } from './job.ts';
+import { readJob } from '../job-format.ts';
+import { acceptKey, commonSettings, failureOf, failureText, selectedKey, type CommonInboxOptions } from './job.ts';
 import type { DeadLetter, Inbox, InboxHandler, InboxJob, InboxWorker, JobSelector, WorkOptions } from './types.ts';
 import { JobRunner, type Verdict } from './worker.ts';
 
