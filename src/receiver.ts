@@ -10,8 +10,8 @@
  * This file is the receiver's public face: it checks the options, verifies, claims and runs the
  * handler. Its parts live in `receiver/`: the public types and defaults (`types.ts`, below all the
  * others), the options' checks (`settings.ts`), accepting into an inbox (`accept.ts`),
- * ordering's store check and `forgetVersion` (`ordering.ts`), and what is read of a request before
- * it is verified (`request.ts`). Beside it in `src/`, below both the receiver and an inbox's
+ * ordering's store check and `forgetVersion` (`ordering-store.ts`), and what is read of a request
+ * before it is verified (`input.ts`). Beside it in `src/`, below both the receiver and an inbox's
  * workers: the claim protocol once a claim is acquired: renew, settle, retry the completion
  * (`claims.ts`), the handler's context (`context.ts`) and the job format (`job-format.ts`). The
  * receiver imports nothing from `inbox/`: an inbox hands itself in as an `InboxIntake`.
@@ -27,8 +27,8 @@ import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimR
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from './claims.ts';
 import { HandlerContext } from './context.ts';
-import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering.ts';
-import { contentTypeOf, isRequest } from './receiver/request.ts';
+import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering-store.ts';
+import { contentTypeOf, isRequest } from './receiver/input.ts';
 import { checkReplayWindow, checkStore, defaultOnError, namespaceProblem, noteOwnMemoryStore, positiveSeconds, tenantNamespace } from './receiver/settings.ts';
 import { acceptClaimed, InboxGate, type ClaimedDelivery } from './receiver/accept.ts';
 import {
