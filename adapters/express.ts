@@ -3,7 +3,7 @@
  * webhook, then hands it to the route handler as `req.webhook`.
  *
  * Translation only: it finds the raw bytes, calls the receiver, and goes through the adapters'
- * shared flow (`Delivery`): refusals and early answers from the core's one table, and the claim
+ * shared flow (`AdapterFlow`): refusals and early answers from the core's one table, and the claim
  * settled by the final status.
  *
  * @module webhook-receiver/express
@@ -11,7 +11,7 @@
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { bodyUnavailable } from '../src/errors.ts';
-import { acceptResponse, CLIENT_GONE, Delivery, handlerRefusal, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, AdapterFlow, CLIENT_GONE, handlerRefusal, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, collectNodeBody, encodingRefusal, settleWhenSent } from './node.ts';
@@ -157,13 +157,13 @@ function send(res: ServerResponse, response: WebhookResponse, close: boolean): v
  * ```
  */
 export function webhooks(options: AdapterOptions): WebhookMiddleware {
-  const delivery = new Delivery(options);
-  const { receiver, limit } = delivery;
+  const flow = new AdapterFlow(options);
+  const { receiver, limit } = flow;
 
   function fail(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, error: unknown): void {
     let response: WebhookResponse;
     try {
-      response = delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers);
+      response = flow.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers);
     } catch (unexpected) {
       next(unexpected);
       return;
@@ -174,7 +174,7 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
   function proceed(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, claim: Claim): void {
     // A client gone while the body was read or the claim taken (or before this middleware ran)
     // gets no answer: nobody would read it, and the sender will retry.
-    const early = delivery.admit(claim, clientLeft(req, res));
+    const early = flow.admit(claim, clientLeft(req, res));
     if (early === CLIENT_GONE) return;
     if (early !== undefined) {
       send(res, early, false);
@@ -183,7 +183,7 @@ export function webhooks(options: AdapterOptions): WebhookMiddleware {
     settleWhenSent(res, claim);
     req.webhook = claim.webhook;
     req.webhookContext = claim.context;
-    delivery.within(claim, next);
+    flow.within(claim, next);
   }
 
   function claimBody(req: ExpressRequest, res: ServerResponse, next: (error?: unknown) => void, body: Uint8Array | string): void {

@@ -13,7 +13,7 @@ import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest, RouteHandlerMethod } from 'fastify';
 import fp from 'fastify-plugin';
 import { bodyUnavailable, isWebhookError, type WebhookError } from '../src/errors.ts';
-import { acceptResponse, CLIENT_GONE, Delivery, errorResponse, handlerRefusal, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, AdapterFlow, CLIENT_GONE, errorResponse, handlerRefusal, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import { notJson } from '../src/schema.ts';
 import { noteAnswer } from '../src/telemetry.ts';
@@ -129,8 +129,8 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   // true })` gets JSON lines with the request id. With it off (no level), the console line stays,
   // so a refused request is never silently dropped.
   const fastifyLogs = typeof scope.log.level === 'string' && scope.log.level !== 'silent';
-  const delivery = new Delivery({ ...options, logger: options.logger ?? (fastifyLogs ? scope.log : undefined) });
-  const { receiver, limit } = delivery;
+  const flow = new AdapterFlow({ ...options, logger: options.logger ?? (fastifyLogs ? scope.log : undefined) });
+  const { receiver, limit } = flow;
   const accepting = receiver.inbox !== undefined;
   const { onProtoPoisoning = 'error', onConstructorPoisoning = 'error' } = scope.initialConfig;
   // Fastify's own JSON parser, with the app's prototype-poisoning settings: handlers in the scope
@@ -191,11 +191,11 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
   function refuse(request: FastifyRequest, reply: FastifyReply, error: WebhookError): void {
     // Closed when the upload was not read to its end (refused before or part-way), whatever the
     // reason, as the Express and Koa adapters decide it.
-    send(reply, delivery.refuse(error, request.method, request.url, request.headers, options.logger ?? (fastifyLogs ? request.log : undefined)), !request.raw.readableEnded);
+    send(reply, flow.refuse(error, request.method, request.url, request.headers, options.logger ?? (fastifyLogs ? request.log : undefined)), !request.raw.readableEnded);
   }
 
   function proceed(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void, claim: Claim, state: BodyState | undefined): void {
-    const early = delivery.admit(claim, clientLeft(request.raw, reply.raw));
+    const early = flow.admit(claim, clientLeft(request.raw, reply.raw));
     if (early === CLIENT_GONE) {
       // The client left while the claim was taken (released): nobody will see the answer, and
       // the sender retries. hijack() ends the lifecycle here (a hook that neither answers nor
@@ -221,7 +221,7 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
       send(reply, errorResponse(refusal), false);
       return;
     }
-    delivery.within(claim, () => done());
+    flow.within(claim, () => done());
   }
 
   // preValidation, not preHandler: a forged request is refused before schema validation could

@@ -3,12 +3,12 @@
  * built on the Fetch API: Next.js route handlers, Cloudflare Workers, `Deno.serve`, `Bun.serve`.
  *
  * Translation only: the receiver reads the request with its byte limit, and the adapters' shared
- * flow (`Delivery`) gives the answers from the core's one table and settles the claim.
+ * flow (`AdapterFlow`) gives the answers from the core's one table and settles the claim.
  *
  * @module webhook-receiver/fetch
  */
 
-import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WaitUntil } from '../src/http.ts';
+import { acceptResponse, AdapterFlow, CLIENT_GONE, type AdapterOptions, type WaitUntil } from '../src/http.ts';
 import type { Inbox } from '../src/inbox/types.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -151,7 +151,7 @@ export function webhookHandler(options: FetchHandlerOptions, handler?: WebhookHa
   if (typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, request, context) => …)');
   const configured = options.waitUntil;
   if (configured !== undefined && typeof configured !== 'function') throw new TypeError('waitUntil must be a function');
-  const delivery = new Delivery(options);
+  const flow = new AdapterFlow(options);
 
   return async function webhookHandler(request, ...platform) {
     // On @hono/node-server, Node's own request and response come along: their headers and their
@@ -159,26 +159,26 @@ export function webhookHandler(options: FetchHandlerOptions, handler?: WebhookHa
     const node = nodeBindingsOf(platform[0]);
     let claim;
     try {
-      if (node === undefined) claim = await delivery.receiver.claim(request);
+      if (node === undefined) claim = await flow.receiver.claim(request);
       else {
         const { incoming } = node;
-        const body = await readBodyOf(request, node, contentCoding(incoming.headers['content-encoding']), delivery.limit);
+        const body = await readBodyOf(request, node, contentCoding(incoming.headers['content-encoding']), flow.limit);
         // Where it was sent, for tenant keys' `tenant` function only: the Request builds its URL on first use.
         const host = incoming.headers.host;
-        const where = delivery.tenants ? { method: request.method, path: request.url, host: typeof host === 'string' ? host : undefined } : undefined;
-        claim = await delivery.receiver.claim({ headers: incoming.headers, body, ...where });
+        const where = flow.tenants ? { method: request.method, path: request.url, host: typeof host === 'string' ? host : undefined } : undefined;
+        claim = await flow.receiver.claim({ headers: incoming.headers, body, ...where });
       }
     } catch (error) {
       // The URL as sent: the path keeps its percent-encoding, so a decoded path cannot break a log
       // line.
-      return respond(delivery.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
+      return respond(flow.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
     }
-    const early = delivery.admit(claim, node !== undefined ? node.outgoing.destroyed : signalAborted(request));
+    const early = flow.admit(claim, node !== undefined ? node.outgoing.destroyed : signalAborted(request));
     if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
     // A payload the handler refused (INVALID_PAYLOAD, a PermanentError): the claim is released,
     // and the sender is told why in the envelope. Anything else goes to the platform.
-    return delivery.runOrRefuse(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, respond, () => configured ?? platformWaitUntil(platform));
+    return flow.runOrRefuse(claim, () => answerOf(handler, claim.webhook, request, claim.context), statusOf, respond, () => configured ?? platformWaitUntil(platform));
   };
 }
 
@@ -191,14 +191,14 @@ function acceptingHandler(options: FetchHandlerOptions, handler: WebhookHandler 
   if (handler !== undefined) {
     throw new TypeError('webhookHandler was given an inbox and a handler: with an inbox the handler runs in the workers, inbox.work(handler); pass no handler here');
   }
-  const delivery = new Delivery(options);
+  const flow = new AdapterFlow(options);
   return async function webhookHandler(request, ...platform) {
     const node = nodeBindingsOf(platform[0]);
     try {
-      const input = node === undefined ? request : { headers: node.incoming.headers, body: await readBodyOf(request, node, contentCoding(node.incoming.headers['content-encoding']), delivery.limit) };
-      return respond(acceptResponse(await delivery.receiver.accept(input)));
+      const input = node === undefined ? request : { headers: node.incoming.headers, body: await readBodyOf(request, node, contentCoding(node.incoming.headers['content-encoding']), flow.limit) };
+      return respond(acceptResponse(await flow.receiver.accept(input)));
     } catch (error) {
-      return respond(delivery.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
+      return respond(flow.refuse(error, request.method, request.url, node?.incoming.headers ?? request.headers));
     }
   };
 }

@@ -4,7 +4,7 @@
  * Cloudflare Workers alike.
  *
  * Translation only: it reads the raw bytes with the byte limit, and goes through the adapters'
- * shared flow (`Delivery`): refusals and early answers from the core's one table, and the claim
+ * shared flow (`AdapterFlow`): refusals and early answers from the core's one table, and the claim
  * settled by the route's answer.
  *
  * @module webhook-receiver/hono
@@ -13,7 +13,7 @@
 import type { Context, Env, MiddlewareHandler } from 'hono';
 import { contentCoding, decodeBody, type ContentCoding } from '../src/body.ts';
 import { bodyUnavailable } from '../src/errors.ts';
-import { acceptResponse, CLIENT_GONE, Delivery, handlerRefusal, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, AdapterFlow, CLIENT_GONE, handlerRefusal, type AdapterOptions, type WaitUntil, type WebhookResponse } from '../src/http.ts';
 import type { Claim, WebhookContext } from '../src/receiver.ts';
 import type { HeadersInput } from '../src/headers.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -162,8 +162,8 @@ function executionWaitUntil(c: Context): WaitUntil | undefined {
  * ```
  */
 export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): MiddlewareHandler<AppEnv & WebhookEnv> {
-  const delivery = new Delivery(options);
-  const { receiver, limit } = delivery;
+  const flow = new AdapterFlow(options);
+  const { receiver, limit } = flow;
 
   /**
    * The raw bytes, decoded from `coding` (the request's `content-encoding`, parsed once): those an
@@ -189,15 +189,15 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
       coding = contentCoding(node !== undefined ? node.incoming.headers['content-encoding'] : c.req.header('content-encoding'));
       const body = await bodyOf(c, node, coding);
       // Hono builds the route's parameters per call: read only for tenant keys' `tenant` function.
-      const where = delivery.tenants ? { method: c.req.method, path: c.req.url, host: c.req.header('host'), params: c.req.param() } : undefined;
+      const where = flow.tenants ? { method: c.req.method, path: c.req.url, host: c.req.header('host'), params: c.req.param() } : undefined;
       const input = { headers, body, ...where };
       // With an inbox this middleware is the route's last step: it answers, and never calls next().
       if (receiver.inbox !== undefined) return respond(acceptResponse(await receiver.accept(input)));
       claimed = await receiver.claim(input);
     } catch (error) {
-      return respond(delivery.refuse(error, c.req.method, c.req.url, headers));
+      return respond(flow.refuse(error, c.req.method, c.req.url, headers));
     }
-    const early = delivery.admit(claimed, clientLeft(c, node));
+    const early = flow.admit(claimed, clientLeft(c, node));
     if (early === CLIENT_GONE) return clientLeftResponse();
     if (early !== undefined) return respond(early);
 
@@ -226,7 +226,7 @@ export function webhooks<AppEnv extends Env = {}>(options: AdapterOptions): Midd
       return refusal?.status ?? 500;
     };
     // Hono's next() resolves to its context: only a refusal is this middleware's own answer.
-    const refused = await delivery.runOrRefuse(claimed, async () => void (await next()), statusOf, respond, () => executionWaitUntil(c));
+    const refused = await flow.runOrRefuse(claimed, async () => void (await next()), statusOf, respond, () => executionWaitUntil(c));
     if (refused !== undefined) return refused;
     if (refusal !== undefined) c.res = respond(refusal);
     return undefined;

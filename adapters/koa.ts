@@ -11,7 +11,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, AdapterFlow, CLIENT_GONE, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { clientLeft, rawBodyOf } from './node.ts';
@@ -145,8 +145,8 @@ function send(ctx: KoaContextLike, response: WebhookResponse, close: boolean): v
  * ```
  */
 export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
-  const delivery = new Delivery(options);
-  const { receiver, limit } = delivery;
+  const flow = new AdapterFlow(options);
+  const { receiver, limit } = flow;
 
   return async function webhooks(ctx, next) {
     let claim;
@@ -163,10 +163,10 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
       claim = await receiver.claim(input);
     } catch (error) {
       // originalUrl, not path: koa-mount strips its prefix from ctx.path. The path as sent.
-      send(ctx, delivery.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);
+      send(ctx, flow.refuse(error, ctx.method, ctx.originalUrl, ctx.req.headers), !ctx.req.readableEnded);
       return;
     }
-    const early = delivery.admit(claim, clientLeft(ctx.req, ctx.res));
+    const early = flow.admit(claim, clientLeft(ctx.req, ctx.res));
     if (early === CLIENT_GONE) {
       // Nobody reads an answer; the claim was released and the sender retries.
       ctx.status = 499;
@@ -182,6 +182,6 @@ export function webhooks(options: AdapterOptions): KoaWebhookMiddleware {
     // Koa runs the rest of the chain inside next(): its status is the handler's answer. A payload
     // the handler refused (INVALID_PAYLOAD, a PermanentError), its claim released: the envelope,
     // not Koa's text/plain error page. Anything else goes on to Koa.
-    await delivery.runOrRefuse(claim, next, () => ctx.status, (refusal) => send(ctx, refusal, false));
+    await flow.runOrRefuse(claim, next, () => ctx.status, (refusal) => send(ctx, refusal, false));
   };
 }

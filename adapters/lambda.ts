@@ -4,7 +4,7 @@
  * Balancers, told apart by the event's shape.
  *
  * Translation only: it takes the raw bytes and headers out of the event, calls the receiver
- * through the adapters' shared flow (`Delivery`), and writes the core's answers in the shape the
+ * through the adapters' shared flow (`AdapterFlow`), and writes the core's answers in the shape the
  * event's source expects. The event and context types are declared here by shape, so neither the adapter nor its
  * users need `@types/aws-lambda` (its types fit these ones).
  *
@@ -15,7 +15,7 @@ import { STATUS_CODES } from 'node:http';
 import { decodedBody } from '../src/body.ts';
 import { toBytes } from '../src/encoding.ts';
 import { headerValues, type HeadersInput } from '../src/headers.ts';
-import { acceptResponse, claimResponse, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, AdapterFlow, claimResponse, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Inbox } from '../src/inbox/types.ts';
 import type { ClaimOptions, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -355,22 +355,22 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
     throw new TypeError('webhookHandler was given an inbox and a handler: with an inbox the handler runs in the workers, inbox.work(handler); pass no handler here');
   }
   if (!accepting && typeof handler !== 'function') throw new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, context) => …)');
-  const delivery = new Delivery(options);
+  const flow = new AdapterFlow(options);
 
   return async function webhookHandler(event, context) {
     if (typeof event !== 'object' || event === null) throw new TypeError('webhook-receiver/lambda handles HTTP events; this event is not an object');
     const request = requestOf(event);
     let claim;
     try {
-      const body = await bodyOf(request, delivery.limit);
+      const body = await bodyOf(request, flow.limit);
       // The host is a search of the headers: made only for tenant keys' `tenant` function.
-      const where = delivery.tenants ? { method: request.method, path: request.path, host: firstValue(headerValues(request.headers, 'host')), params: event.pathParameters ?? undefined } : undefined;
+      const where = flow.tenants ? { method: request.method, path: request.path, host: firstValue(headerValues(request.headers, 'host')), params: event.pathParameters ?? undefined } : undefined;
       const input = { headers: request.headers, body, ...where };
       // With an inbox: accepted, and answered 202 once the engine acknowledged the job.
-      if (accepting) return resultOf(request.source, acceptResponse(await delivery.receiver.accept(input)));
-      claim = await delivery.receiver.claim(input, claimOptionsOf(context));
+      if (accepting) return resultOf(request.source, acceptResponse(await flow.receiver.accept(input)));
+      claim = await flow.receiver.claim(input, claimOptionsOf(context));
     } catch (error) {
-      return resultOf(request.source, delivery.refuse(error, request.method, request.path, request.headers));
+      return resultOf(request.source, flow.refuse(error, request.method, request.path, request.headers));
     }
     // Nothing tells a Lambda that the client left: the answer always counts as delivered.
     const early = claimResponse(claim);
@@ -379,7 +379,7 @@ export function webhookHandler<C extends LambdaContextLike = LambdaContextLike>(
     // No waitUntil: what is left after the completion is awaited, so nothing runs frozen. A
     // payload the handler refused (INVALID_PAYLOAD, a PermanentError), its claim released, is
     // answered in the envelope; anything else is rethrown: the invocation fails.
-    return delivery.runOrRefuse(
+    return flow.runOrRefuse(
       claim,
       async () => shaped(request.source, checkedResult(await handler!(claim.webhook, webhookContext))),
       statusOf,

@@ -35,7 +35,7 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { from, lastValueFrom, type Observable } from 'rxjs';
 import { escapeControlCharacters } from '../src/encoding.ts';
 import { errorText } from '../src/errors.ts';
-import { acceptResponse, CLIENT_GONE, Delivery, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
+import { acceptResponse, AdapterFlow, CLIENT_GONE, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { WebhookLogger } from '../src/logger.ts';
 import type { Claim, Receiver, WebhookContext } from '../src/receiver.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
@@ -156,7 +156,7 @@ function nestLogger(): WebhookLogger {
  */
 export class WebhookReceiverService implements OnApplicationShutdown {
   /** @internal The adapters' shared flow. */
-  readonly delivery: Delivery;
+  readonly flow: AdapterFlow;
   /** The receiver behind the interceptor. */
   readonly receiver: Receiver;
 
@@ -165,8 +165,8 @@ export class WebhookReceiverService implements OnApplicationShutdown {
     const { isGlobal: _isGlobal, ...receiverOptions } = options as WebhookReceiverOptions;
     // Nest's Logger unless the app chose a logger; `onRejected` and `onError`, when given, still
     // replace the logging they cover.
-    this.delivery = new Delivery({ ...receiverOptions, logger: receiverOptions.logger ?? nestLogger() });
-    this.receiver = this.delivery.receiver;
+    this.flow = new AdapterFlow({ ...receiverOptions, logger: receiverOptions.logger ?? nestLogger() });
+    this.receiver = this.flow.receiver;
   }
 
   /** Closes the receiver when Nest shuts down (`app.enableShutdownHooks()`). */
@@ -265,11 +265,11 @@ const NO_RAW_BODY_HINT =
  * ```
  */
 export class WebhookInterceptor implements NestInterceptor {
-  readonly #delivery: Delivery;
+  readonly #flow: AdapterFlow;
   readonly #adapters: HttpAdapterHost;
 
   constructor(service: WebhookReceiverService, adapters: HttpAdapterHost) {
-    this.#delivery = service.delivery;
+    this.#flow = service.flow;
     this.#adapters = adapters;
   }
 
@@ -280,13 +280,13 @@ export class WebhookInterceptor implements NestInterceptor {
   }
 
   async #receive(req: NestRequest, res: NestResponse, next: CallHandler): Promise<unknown> {
-    const delivery = this.#delivery;
+    const flow = this.#flow;
     const nodeReq = req.raw ?? (req as unknown as IncomingMessage);
     const nodeRes = res.raw ?? (res as unknown as ServerResponse);
-    const { receiver } = delivery;
+    const { receiver } = flow;
     let claim: Claim;
     try {
-      const body = await rawBodyOf(req.rawBody, nodeReq, delivery.limit, NO_RAW_BODY_HINT);
+      const body = await rawBodyOf(req.rawBody, nodeReq, flow.limit, NO_RAW_BODY_HINT);
       const input = { headers: req.headers, body, method: req.method, path: req.originalUrl ?? req.url, host: req.headers.host, params: req.params };
       // With an inbox the interceptor answers itself and never calls next.handle(): the route's
       // method (and its parameter decorators, resolved only inside next.handle()) never runs; the
@@ -294,9 +294,9 @@ export class WebhookInterceptor implements NestInterceptor {
       if (receiver.inbox !== undefined) return this.#answer(res, acceptResponse(await receiver.accept(input)));
       claim = await receiver.claim(input);
     } catch (error) {
-      return this.#answer(res, delivery.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
+      return this.#answer(res, flow.refuse(error, req.method ?? 'POST', req.originalUrl ?? req.url ?? '/', req.headers));
     }
-    const early = delivery.admit(claim, clientLeft(nodeReq, nodeRes));
+    const early = flow.admit(claim, clientLeft(nodeReq, nodeRes));
     if (early === CLIENT_GONE) {
       // Nobody reads an answer; the claim was released and the sender retries.
       this.#adapters.httpAdapter.status(res, 499);
@@ -307,7 +307,7 @@ export class WebhookInterceptor implements NestInterceptor {
     // Nest set the route's status (201 for POST unless @HttpCode says otherwise) before the
     // interceptors ran; a throw releases in run(). A payload the handler refused (INVALID_PAYLOAD,
     // a PermanentError): the envelope. Any other error goes on to Nest's exception filters.
-    return delivery.runOrRefuse(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode, (refusal) => this.#answer(res, refusal));
+    return flow.runOrRefuse(claim, () => lastValueFrom(next.handle(), { defaultValue: undefined }), () => res.statusCode, (refusal) => this.#answer(res, refusal));
   }
 
   /**

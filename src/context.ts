@@ -1,6 +1,8 @@
 /**
  * The handler's context, the same in every mode: the synchronous receiver, every adapter, and an
- * inbox's worker. Below both the receiver and the inbox, so each can name it without the other.
+ * inbox's worker. Below both the receiver and the inbox, so each can name it without the other:
+ * its public shape, and the one object that implements it (the signal a running handler is told
+ * to stop with, made on first use since most handlers never look at it, and the claim).
  */
 
 import type { ClaimHandle } from './stores/types.ts';
@@ -35,4 +37,44 @@ export interface WebhookContext {
   readonly maxAttempts: number;
   /** When the delivery was accepted. */
   readonly acceptedAt: Date;
+}
+
+/**
+ * A handler's context. With a claim, the claim protocol aborts its signal when the claim is lost;
+ * without one (no deduplication), only the receiver's close does.
+ */
+export class HandlerContext implements WebhookContext {
+  #controller: AbortController | undefined;
+  #reason: unknown;
+  #aborted = false;
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  /** Epoch ms; the `Date` is made on first use. */
+  readonly #acceptedAt: number;
+  constructor(
+    readonly claim: ClaimHandle | undefined,
+    /** An inbox's job: its attempt, of how many, and when it was accepted. Default: the synchronous mode's 1, 1, now. */
+    job?: { attempt: number; maxAttempts: number; acceptedAt: number },
+  ) {
+    this.attempt = job?.attempt ?? 1;
+    this.maxAttempts = job?.maxAttempts ?? 1;
+    this.#acceptedAt = job?.acceptedAt ?? Date.now();
+  }
+  get acceptedAt(): Date {
+    return new Date(this.#acceptedAt);
+  }
+  /** Made on first use: most handlers never look at it. */
+  get signal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#aborted) this.#controller.abort(this.#reason);
+    }
+    return this.#controller.signal;
+  }
+  abort(reason: unknown): void {
+    if (this.#aborted) return;
+    this.#aborted = true;
+    this.#reason = reason;
+    this.#controller?.abort(reason);
+  }
 }

@@ -180,7 +180,7 @@ export function handlerRefusal(error: unknown): WebhookResponse | undefined {
   return isWebhookError(failure) && (failure.status < 500 || failure.code === 'STORE_UNAVAILABLE') ? errorResponse(failure) : undefined;
 }
 
-/** {@link Delivery.admit}'s answer when the client left before the handler: nothing to send. */
+/** {@link AdapterFlow.admit}'s answer when the client left before the handler: nothing to send. */
 export const CLIENT_GONE = 'client-gone';
 
 /**
@@ -195,7 +195,7 @@ export const CLIENT_GONE = 'client-gone';
  *
  * Internal: the adapters' shared core, not a public entry point.
  */
-export class Delivery {
+export class AdapterFlow {
   readonly receiver: Receiver;
   /** `maxBodyBytes`, for adapters that read the body themselves. */
   readonly limit: number;
@@ -242,7 +242,7 @@ export class Delivery {
   }
 
   /**
-   * {@link Delivery.run}, answered: the handler's own answer, or, when it refused the payload
+   * {@link AdapterFlow.run}, answered: the handler's own answer, or, when it refused the payload
    * (`INVALID_PAYLOAD`, `PERMANENT_FAILURE`: a `WebhookError` below 500) or let a `StoreError`
    * through (503 `STORE_UNAVAILABLE`), its claim released and the envelope written by `refused`; any other error is rethrown for the platform. The one flow of
    * the adapters that call or await the handler themselves.

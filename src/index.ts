@@ -51,7 +51,9 @@ export {
   type Claim,
   type ClaimOptions,
   type CloseOptions,
+  type EnqueueOptions,
   type HandleOptions,
+  type InboxIntake,
   type WebhookContext,
   type IdempotencyOptions,
   type AcceptResult,
@@ -60,19 +62,17 @@ export {
   type ReceiverErrorContext,
   type ReceiverOptions,
 } from './receiver.ts';
-export {
-  INBOX_JOB_FORMAT,
-  type DeadLetter,
-  type EnqueueOptions,
-  type Inbox,
-  type InboxHandler,
-  type InboxJob,
-  type InboxWorker,
-  type JobContext,
-  type JobOutcomeEvent,
-  type JobSelector,
-  type WorkerErrorContext,
-  type WorkOptions,
+export { INBOX_JOB_FORMAT, type InboxJob } from './job-format.ts';
+export type {
+  DeadLetter,
+  Inbox,
+  InboxHandler,
+  InboxWorker,
+  JobContext,
+  JobOutcomeEvent,
+  JobSelector,
+  WorkerErrorContext,
+  WorkOptions,
 } from './inbox/types.ts';
 export { encodeVersion, MAX_ENTITY_LENGTH, type OrderingEvent, type OrderingOptions, type OrderingVersion } from './ordering.ts';
 export {

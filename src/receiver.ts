@@ -9,10 +9,12 @@
  *
  * This file is the receiver's public face: it checks the options, verifies, claims and runs the
  * handler. Its parts live in `receiver/`: the public types and defaults (`types.ts`, below all the
- * others), the options' checks (`settings.ts`), the handler's context (`context.ts`), the claim
- * protocol once a claim is acquired: renew, settle, retry the completion (`claims.ts`),
- * ordering's store check and `forgetVersion` (`ordering.ts`), and what is read of a request before
- * it is verified (`request.ts`).
+ * others), the options' checks (`settings.ts`), accepting into an inbox (`accept.ts`),
+ * ordering's store check and `forgetVersion` (`ordering-store.ts`), and what is read of a request
+ * before it is verified (`input.ts`). Beside it in `src/`, below both the receiver and an inbox's
+ * workers: the claim protocol once a claim is acquired: renew, settle, retry the completion
+ * (`claims.ts`), the handler's context (`context.ts`) and the job format (`job-format.ts`). The
+ * receiver imports nothing from `inbox/`: an inbox hands itself in as an `InboxIntake`.
  */
 
 import { handlerFailure, rejection, unsignedLimit, WebhookError } from './errors.ts';
@@ -24,13 +26,12 @@ import { memoryStore } from './stores/memory.ts';
 import { syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
-import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from './receiver/claims.ts';
-import { Context } from './receiver/context.ts';
-import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering.ts';
-import { contentTypeOf, isRequest } from './receiver/request.ts';
+import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from './claims.ts';
+import { HandlerContext } from './context.ts';
+import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering-store.ts';
+import { contentTypeOf, isRequest } from './receiver/input.ts';
 import { checkReplayWindow, checkStore, defaultOnError, namespaceProblem, noteOwnMemoryStore, tenantNamespace } from './receiver/settings.ts';
-import { acceptClaimed, InboxGate, type ClaimedDelivery } from './inbox/accept.ts';
-import type { Inbox } from './inbox/types.ts';
+import { acceptClaimed, InboxGate, type ClaimedDelivery } from './receiver/accept.ts';
 import {
   type AcceptResult,
   DEFAULT_LOCK_SECONDS,
@@ -41,6 +42,7 @@ import {
   type ClaimOptions,
   type CloseOptions,
   type HandleOptions,
+  type InboxIntake,
   type ReceiveResult,
   type Receiver,
   type ReceiverErrorContext,
@@ -78,7 +80,7 @@ interface Accepting {
 
 class ReceiverImpl implements Receiver {
   readonly verifier: Verifier;
-  readonly inbox: Inbox | undefined;
+  readonly inbox: InboxIntake | undefined;
   /** The inbox behind its guard (backlog, timeout), with one. */
   readonly #gate: InboxGate | undefined;
   readonly #store: IdempotencyStore | undefined;
@@ -103,7 +105,7 @@ class ReceiverImpl implements Receiver {
   readonly #observer: Observer;
   readonly #now: () => number;
   /** Contexts of handlers running without a claim, for `close`. */
-  readonly #unclaimed = new Set<Context>();
+  readonly #unclaimed = new Set<HandlerContext>();
   #closed = false;
 
   constructor(options: ReceiverOptions) {
@@ -384,12 +386,12 @@ class ReceiverImpl implements Receiver {
   }
 
   #early(outcome: 'duplicate' | 'in_progress' | 'stale', webhook: VerifiedWebhook): Claim {
-    return { outcome, webhook, context: new Context(undefined), complete: noop, release: noop, pending: nothingPending };
+    return { outcome, webhook, context: new HandlerContext(undefined), complete: noop, release: noop, pending: nothingPending };
   }
 
   /** A run without a claim (deduplication off, or the store down with `onStoreError: 'process'`). */
   #unclaimedRun(webhook: VerifiedWebhook, trace: Trace | undefined): Claim {
-    const context = new Context(undefined);
+    const context = new HandlerContext(undefined);
     this.#unclaimed.add(context);
     const finish = (completed: boolean): Promise<void> => {
       this.#unclaimed.delete(context);

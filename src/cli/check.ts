@@ -3,7 +3,7 @@
  * report (or JSON).
  */
 
-import { CHECK_CASES, checkEndpoint, formatCheckReport, type CheckCaseId } from '../testing/check.ts';
+import { CHECK_CASES, checkEndpoint, formatCheckReport, type CheckCaseId } from '../testing/check-endpoint.ts';
 import { SECRET_HELP, UsageError, asUsage, bodyFrom, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';
 
 export const CHECK_HELP = `Usage: webhook-receiver check URL [--secret S]... [--json] [--tolerance S] [--unsigned accept]

@@ -11,7 +11,7 @@ import { request as httpsRequest } from 'node:https';
 import { escapeControlCharacters } from '../encoding.ts';
 import type { SecretInput } from '../secrets.ts';
 import { createSigner } from '../sign.ts';
-import { HTTP_TOKEN, parseCapturedDelivery, parseRelayEvent, recordedRejection, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/replay.ts';
+import { HTTP_TOKEN, parseCapturedDelivery, parseRelayEvent, recordedRejection, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/signed-replay.ts';
 import { quoted } from '../testing/recorded.ts';
 import { refuseKeyOption, relayEventDocuments } from './relay.ts';
 import { SECRET_HELP, UsageError, asUsage, io, isLoopback, parse, printHelp, secretsFrom, wholeNumber } from './options.ts';

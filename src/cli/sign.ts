@@ -4,7 +4,7 @@
  */
 
 import { signWebhook } from '../sign.ts';
-import { shellQuote } from '../testing/check/send.ts';
+import { shellQuote } from '../testing/check-endpoint/send.ts';
 import { bodyText } from '../testing/recorded.ts';
 import { SECRET_HELP, UsageError, asUsage, bodyFrom, io, isJson, parse, printHelp, secretsFrom, seconds } from './options.ts';
 

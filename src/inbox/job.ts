@@ -1,17 +1,16 @@
 /**
- * What every engine shares that is not the contract: the job format written and read, job ids
- * derived from the store key, the engine options every inbox takes, and the way a failure is kept
- * in a dead letter. Internal: not exported from the package.
+ * What every engine shares that is not the contract: job ids derived from the store key, the
+ * engine options every inbox takes, and the way a failure is kept in a dead letter (the job format
+ * itself, written by the receiver and read by the workers, is `job-format.ts`, below both).
+ * Internal: not exported from the package.
  */
 
 import { sha256 } from '../crypto.ts';
 import { errorText, isWebhookError, PermanentError } from '../errors.ts';
+import { readJob, type InboxJob } from '../job-format.ts';
 import { wholeNumber } from '../lib/checks.ts';
-import { base64Decode, base64Encode, toHex, utf8Encoder } from '../lib/encoding.ts';
-import { entityKey } from '../ordering.ts';
-import type { EntityOrder } from '../stores/types.ts';
-import { rebuiltWebhook, type VerifiedWebhook } from '../verify.ts';
-import { INBOX_JOB_FORMAT, type DeadLetter, type InboxJob, type JobSelector } from './types.ts';
+import { toHex, utf8Encoder } from '../lib/encoding.ts';
+import type { DeadLetter, JobSelector } from './types.ts';
 
 /** Handler attempts before a job is dead-lettered, by default. */
 export const DEFAULT_MAX_ATTEMPTS = 12;
@@ -48,107 +47,6 @@ export function commonSettings(factory: string, options: CommonInboxOptions): Co
     maxBacklog: wholeNumber(options.maxBacklog, `${factory} maxBacklog`, 1, Number.MAX_SAFE_INTEGER, DEFAULT_MAX_BACKLOG),
     timeoutMs: wholeNumber(options.timeoutMs, `${factory} timeoutMs`, 1, 600_000, DEFAULT_ENQUEUE_TIMEOUT_MS),
   };
-}
-
-/** The job of a verified webhook accepted now. */
-export function jobOf(
-  webhook: VerifiedWebhook,
-  fields: { namespace: string; contentType: string | null; tenant?: string | null; order?: EntityOrder | undefined; acceptedAt: number },
-): InboxJob {
-  const order = fields.order;
-  const job: Mutable<InboxJob> = {
-    v: INBOX_JOB_FORMAT,
-    id: webhook.id,
-    timestamp: Math.floor(webhook.timestamp.getTime() / 1000),
-    body: base64Encode(webhook.body),
-    contentType: fields.contentType,
-    signed: webhook.signed,
-    scheme: webhook.scheme ?? null,
-    keyIndex: webhook.keyIndex ?? null,
-    keyId: webhook.keyId ?? null,
-    namespace: fields.namespace,
-    tenant: fields.tenant ?? webhook.tenant ?? null,
-    // The entity as `ordering.key` named it: its store key is rebuilt from the namespace.
-    entity: order === undefined ? null : order.entity.slice(entityKey(fields.namespace, '').length),
-    acceptedAt: fields.acceptedAt,
-  };
-  // Only on an ordered job: an unordered one stays as jobs were before ordering.
-  if (order !== undefined) {
-    job.version = order.version;
-    job.exclusive = order.exclusive;
-  }
-  return job;
-}
-
-type Mutable<T> = { -readonly [K in keyof T]: T[K] };
-
-/** An encoded version (`encodeVersion`): `i` and 40 digits, or `t` and 22. */
-const ENCODED_VERSION = /^(?:i\d{40}|t\d{22})$/;
-
-/**
- * The entity and version a job is ordered by, or `undefined` for a job that is not ordered.
- * The job must have been read by {@link readJob}.
- */
-export function orderOf(job: InboxJob): EntityOrder | undefined {
-  if (job.entity === null) return undefined;
-  return { entity: entityKey(job.namespace, job.entity), version: job.version!, exclusive: job.exclusive! };
-}
-
-const nullableString = (value: unknown): value is string | null => value === null || typeof value === 'string';
-
-/**
- * The job in `data`, checked field by field, or a `PermanentError` saying what is wrong: a job
- * this worker cannot read can never succeed here, so it is dead-lettered rather than retried.
- */
-export function readJob(data: unknown): InboxJob {
-  if (typeof data !== 'object' || data === null) throw new PermanentError('the job has no data object: it was not written by webhook-receiver');
-  const job = data as Partial<Record<keyof InboxJob, unknown>>;
-  if (job.v !== INBOX_JOB_FORMAT) {
-    throw new PermanentError(
-      typeof job.v === 'number' && job.v > INBOX_JOB_FORMAT
-        ? `the job is in format ${job.v}, newer than this worker reads (${INBOX_JOB_FORMAT}): upgrade webhook-receiver in the worker, then retry the dead letter`
-        : `the job has no known format version (v: ${JSON.stringify(job.v) ?? 'undefined'}): it was not written by webhook-receiver`,
-    );
-  }
-  const valid =
-    typeof job.id === 'string' &&
-    job.id.length > 0 &&
-    typeof job.timestamp === 'number' &&
-    Number.isFinite(job.timestamp) &&
-    typeof job.body === 'string' &&
-    nullableString(job.contentType) &&
-    typeof job.signed === 'boolean' &&
-    (job.scheme === null || job.scheme === 'v1' || job.scheme === 'v1a') &&
-    (job.keyIndex === null || (typeof job.keyIndex === 'number' && Number.isInteger(job.keyIndex))) &&
-    nullableString(job.keyId) &&
-    typeof job.namespace === 'string' &&
-    job.namespace.length > 0 &&
-    !job.namespace.includes(':') &&
-    nullableString(job.tenant) &&
-    nullableString(job.entity) &&
-    typeof job.acceptedAt === 'number' &&
-    Number.isFinite(job.acceptedAt) &&
-    // An ordered job (an entity) carries its encoded version and whether it is exclusive.
-    (job.entity === null
-      ? (job.version === undefined || job.version === null) && (job.exclusive === undefined || job.exclusive === null)
-      : typeof job.version === 'string' && ENCODED_VERSION.test(job.version) && typeof job.exclusive === 'boolean');
-  if (!valid) throw new PermanentError('the job data does not have the fields of format 1: it was not written by webhook-receiver, or was changed');
-  if (base64Decode(job.body as string) === undefined) throw new PermanentError('the job body is not base64');
-  return data as InboxJob;
-}
-
-/** The verified webhook a job was accepted as, rebuilt for the handler. */
-export function webhookOf(job: InboxJob): VerifiedWebhook {
-  return rebuiltWebhook({
-    id: job.id,
-    timestamp: new Date(job.timestamp * 1000),
-    body: base64Decode(job.body)!,
-    signed: job.signed,
-    scheme: job.scheme ?? undefined,
-    keyIndex: job.keyIndex ?? undefined,
-    keyId: job.keyId ?? undefined,
-    tenant: job.tenant ?? undefined,
-  });
 }
 
 /** The accepting claim's key of a job: `${namespace}:s:${id}` or `${namespace}:u:${id}`. */

@@ -5,7 +5,7 @@
  */
 
 import type { IdempotencyStore } from '../stores/types.ts';
-import { readJob } from './job.ts';
+import { readJob } from '../job-format.ts';
 import type { DeadLetter, InboxWorker, WorkOptions } from './types.ts';
 import { processedIn, type JobRunner } from './worker.ts';
 

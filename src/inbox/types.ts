@@ -11,73 +11,18 @@
  * claim, so a job the engine delivers twice never runs a handler to success twice.
  */
 
-import type { WebhookLogger } from '../logger.ts';
-import type { TelemetryOptions } from '../telemetry/types.ts';
 import type { WebhookContext } from '../context.ts';
-import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
+import type { InboxJob } from '../job-format.ts';
+import type { WebhookLogger } from '../logger.ts';
+import type { InboxIntake } from '../receiver/types.ts';
+import type { TelemetryOptions } from '../telemetry/types.ts';
+import type { IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook } from '../verify.ts';
 
-/**
- * The version of the job format this release writes (`job.v`). A worker refuses a job of a format
- * it does not know (it dead-letters it, saying so) rather than guessing at its fields.
- *
- * @example
- * ```ts
- * import { INBOX_JOB_FORMAT } from 'webhook-receiver';
- * console.log(`jobs are written in format ${INBOX_JOB_FORMAT}`);
- * ```
- */
-export const INBOX_JOB_FORMAT = 1;
-
-/**
- * A job's data: what a worker needs to rebuild the verified webhook, and never a secret (the
- * signature header is not kept: the job was verified when it was accepted). JSON-safe, so every
- * engine serialises it as it is; absent values are `null`.
- *
- * @example
- * ```ts
- * const job: InboxJob = {
- *   v: 1, id: 'msg_1', timestamp: 1_700_000_000, body: 'eyJ0eXBlIjoicGluZyJ9', contentType: 'application/json',
- *   signed: true, scheme: 'v1', keyIndex: 0, keyId: null, namespace: 'default', tenant: null, entity: null,
- *   acceptedAt: 1_700_000_000_250,
- * };
- * ```
- */
-export interface InboxJob {
-  /** The format version, {@link INBOX_JOB_FORMAT}. */
-  readonly v: 1;
-  /** `webhook-id`. */
-  readonly id: string;
-  /** `webhook-timestamp`, in Unix seconds (for an unsigned request without one, when it was received). */
-  readonly timestamp: number;
-  /** The verified body bytes, in standard base64. */
-  readonly body: string;
-  /** The request's `content-type`, or `null`. */
-  readonly contentType: string | null;
-  /** `false` only for an unsigned delivery let in by `unsigned: 'accept'`. */
-  readonly signed: boolean;
-  readonly scheme: 'v1' | 'v1a' | null;
-  readonly keyIndex: number | null;
-  readonly keyId: string | null;
-  /** The idempotency namespace the delivery was accepted in. */
-  readonly namespace: string;
-  /** The tenant it was verified for, with tenant keys; otherwise `null`. */
-  readonly tenant: string | null;
-  /**
-   * Its ordering entity as `ordering.key` named it, for a signed delivery to a receiver with
-   * `ordering` whose key named one; otherwise `null`.
-   */
-  readonly entity: string | null;
-  /**
-   * With an entity: the event's version, encoded as `encodeVersion` does (fixed width, ordered as
-   * strings). Absent (or `null`) on a job that is not ordered. Added within format 1: optional.
-   */
-  readonly version?: string | null;
-  /** With an entity: `ordering.exclusive` (one job of the entity at a time). Absent (or `null`) otherwise. */
-  readonly exclusive?: boolean | null;
-  /** When the receiver accepted it, in epoch milliseconds. */
-  readonly acceptedAt: number;
-}
+// The job format and the side of an inbox the receiver enqueues into sit below the inbox and the
+// receiver both; the inbox contract names them here too, where an engine looks for them.
+export { INBOX_JOB_FORMAT, type InboxJob } from '../job-format.ts';
+export type { EnqueueOptions, InboxIntake } from '../receiver/types.ts';
 
 /**
  * What a handler gets besides the webhook when a worker runs it: the synchronous mode's
@@ -269,25 +214,9 @@ export interface JobSelector {
 }
 
 /**
- * Options of {@link Inbox.enqueue}.
- *
- * @example
- * ```ts
- * await inbox.enqueue(job, { claim: context.claim });
- * ```
- */
-export interface EnqueueOptions {
-  /**
-   * The accepting claim. An engine that can insert its job in the store's transaction (pg-boss with
-   * `transactional: true` and the Postgres store) completes it there, with the job.
-   */
-  claim?: ClaimHandle | undefined;
-}
-
-/**
  * An inbox: a queue engine behind the contract. Build one with `bullmqInbox` or `pgBossInbox`,
- * pass it to `createReceiver({ inbox })` (or an adapter), and run `inbox.work(handler)` in the
- * worker processes. On Cloudflare, `cloudflareQueueInbox` has no worker processes: its
+ * pass it to `createReceiver({ inbox })` (or an adapter), which enqueues into it through its
+ * {@link InboxIntake} side, and run `inbox.work(handler)` in the worker processes. On Cloudflare, `cloudflareQueueInbox` has no worker processes: its
  * `consumer(handler)` is the Worker's `queue()` export.
  *
  * @example
@@ -297,24 +226,9 @@ export interface EnqueueOptions {
  * const worker = await inbox.work(async (webhook) => { await events.insert(webhook.json()); });
  * ```
  */
-export interface Inbox {
-  /** The engine's name: `bullmq`, `pg-boss`, `cloudflare-queues`. */
-  readonly engine: string;
+export interface Inbox extends InboxIntake {
   /** Handler attempts before a job is dead-lettered. */
   readonly maxAttempts: number;
-  /** Jobs waiting (or delayed) past which the receiver refuses new deliveries with 503 `INBOX_UNAVAILABLE`. */
-  readonly maxBacklog: number;
-  /** How long the receiver waits for the engine, its backlog read and the job's acknowledgement together, before answering 503 `INBOX_UNAVAILABLE`. */
-  readonly timeoutMs: number;
-  /**
-   * Adds the job: `enqueued`, or `duplicate` when the engine already holds a job of this id. Rejects
-   * when the engine refuses (a 503 `INBOX_UNAVAILABLE`), or with a `WebhookError` below 500 for a
-   * job it can never take (`PAYLOAD_TOO_LARGE` past a message limit), which the receiver answers
-   * as it is. The receiver bounds it by what is left of `timeoutMs` after the backlog read.
-   */
-  enqueue(job: InboxJob, options?: EnqueueOptions): Promise<'enqueued' | 'duplicate'>;
-  /** How many jobs wait to run (waiting and delayed, not running). */
-  backlog(): Promise<number>;
   /** Runs a worker in this process. */
   work(handler: InboxHandler, options?: WorkOptions): Promise<InboxWorker>;
   /**

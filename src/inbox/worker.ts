@@ -13,16 +13,16 @@
 import { errorText, PermanentError } from '../errors.ts';
 import { positiveSeconds } from '../lib/checks.ts';
 import { checkLogger, logFailure, logJobFailure, type JobFailureLogFields, type WebhookLogger } from '../logger.ts';
-import { checkedClaim, ClaimKeeper, Held } from '../receiver/claims.ts';
-import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../receiver/types.ts';
+import { checkedClaim, ClaimKeeper, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS, Held } from '../claims.ts';
+import { jobWebhook, orderOf, readJob, type InboxJob } from '../job-format.ts';
 import { syncOperations } from '../stores/internal.ts';
 import { memoryStore } from '../stores/memory.ts';
 import type { IdempotencyStore, OrderedClaimResult } from '../stores/types.ts';
 import { Observer } from '../telemetry.ts';
 import { clock } from '../telemetry/observer.ts';
 import { JobTelemetry, type JobTrace } from '../telemetry/jobs.ts';
-import { isPermanent, orderOf, readJob, webhookOf } from './job.ts';
-import type { InboxHandler, InboxJob, JobOutcomeEvent, WorkerErrorContext, WorkOptions } from './types.ts';
+import { isPermanent } from './job.ts';
+import type { InboxHandler, JobOutcomeEvent, WorkerErrorContext, WorkOptions } from './types.ts';
 
 /** What the engine should do with the job it delivered. */
 export type Verdict =
@@ -39,7 +39,7 @@ export type Verdict =
   | { kind: 'failed'; error: unknown; final: boolean; startedAt: number };
 
 /** One delivery of a job, as the engine hands it over. */
-export interface Delivery {
+export interface JobDelivery {
   data: unknown;
   /** 1-based. */
   attempt: number;
@@ -110,7 +110,7 @@ export class JobRunner {
   readonly ttlMs: number;
   readonly #handler: InboxHandler;
   readonly #store: IdempotencyStore;
-  /** The receiver's claim protocol: renewal while the handler runs, settlement, completion retries. */
+  /** The claim protocol the receiver uses too: renewal while the handler runs, settlement, completion retries. */
   readonly #claims: ClaimKeeper;
   readonly #lockMs: number;
   readonly #ttlMs: number;
@@ -171,21 +171,21 @@ export class JobRunner {
       now: Date.now,
       lockMs: this.#lockMs,
       renews,
-      report: (error, stage, subject) => this.report(error, stage === 'namespace' ? 'claim' : stage, subject.webhookId),
+      report: (error, stage, subject) => this.report(error, stage, subject.webhookId),
     });
     this.#handler = handler;
     this.#maxAttempts = maxAttempts;
   }
 
   /** Runs one delivery; never rejects (every failure is a verdict). */
-  run(delivery: Delivery): Promise<Verdict> {
+  run(delivery: JobDelivery): Promise<Verdict> {
     const run = this.#run(delivery);
     this.#runs.add(run);
     void run.finally(() => this.#runs.delete(run));
     return run;
   }
 
-  async #run(delivery: Delivery): Promise<Verdict> {
+  async #run(delivery: JobDelivery): Promise<Verdict> {
     const started = Date.now();
     const trace = this.#telemetry.start();
     const attempt = delivery.attempt;
@@ -247,7 +247,7 @@ export class JobRunner {
     let verdict: Verdict;
     try {
       // Inside the job's span (with telemetry), so the handler's own spans nest under it.
-      await this.#telemetry.within(trace, () => this.#handler(webhookOf(job), held.context));
+      await this.#telemetry.within(trace, () => this.#handler(jobWebhook(job), held.context));
       verdict = { kind: 'processed' };
     } catch (error) {
       verdict = failed(error, isPermanent(error) || attempt >= this.#maxAttempts);
@@ -274,7 +274,7 @@ export class JobRunner {
   #outcome(ending: {
     verdict: Verdict;
     job?: InboxJob;
-    delivery: Delivery;
+    delivery: JobDelivery;
     started: number;
     trace: JobTrace | undefined;
     /** When the handler started ({@link clock}), if it ran. */

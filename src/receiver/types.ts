@@ -4,6 +4,7 @@
  * handler context, the receiver itself), so each of them imports its types from here.
  */
 
+import type { InboxJob } from '../job-format.ts';
 import type { WebhookLogger } from '../logger.ts';
 import type { OrderingOptions } from '../ordering.ts';
 import type { OutcomeEvent, TelemetryOptions } from '../telemetry.ts';
@@ -12,9 +13,59 @@ import type { TenantKeys } from '../keys.ts';
 import type { SecretInput } from '../secrets.ts';
 import type { VerifiedWebhook, Verifier, VerifierOptions, WebhookInput } from '../verify.ts';
 import type { WebhookContext } from '../context.ts';
-import type { Inbox } from '../inbox/types.ts';
 
 export type { WebhookContext } from '../context.ts';
+// The claim protocol's defaults, shared with an inbox's workers: public through the receiver.
+export { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } from '../claims.ts';
+
+/**
+ * Options of {@link InboxIntake.enqueue}.
+ *
+ * @example
+ * ```ts
+ * await inbox.enqueue(job, { claim: context.claim });
+ * ```
+ */
+export interface EnqueueOptions {
+  /**
+   * The accepting claim. An engine that can insert its job in the store's transaction (pg-boss with
+   * `transactional: true` and the Postgres store) completes it there, with the job.
+   */
+  claim?: ClaimHandle | undefined;
+}
+
+/**
+ * What the receiver needs of an inbox to accept deliveries into it: the engine's name, its bounds,
+ * and a way to add a job and count the waiting ones. Every `Inbox` (`bullmqInbox`, `pgBossInbox`,
+ * `cloudflareQueueInbox`) is one: the inbox builds on the receiver and hands itself in through
+ * this, so the receiver knows nothing of queues, workers or dead letters.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, type InboxIntake } from 'webhook-receiver';
+ * import { bullmqInbox } from 'webhook-receiver/bullmq';
+ *
+ * const inbox: InboxIntake = bullmqInbox({ queue });
+ * const receiver = createReceiver({ secrets: process.env.WEBHOOK_SECRET!, inbox });
+ * ```
+ */
+export interface InboxIntake {
+  /** The engine's name: `bullmq`, `pg-boss`, `cloudflare-queues`. */
+  readonly engine: string;
+  /** Jobs waiting (or delayed) past which the receiver refuses new deliveries with 503 `INBOX_UNAVAILABLE`. */
+  readonly maxBacklog: number;
+  /** How long the receiver waits for the engine, its backlog read and the job's acknowledgement together, before answering 503 `INBOX_UNAVAILABLE`. */
+  readonly timeoutMs: number;
+  /**
+   * Adds the job: `enqueued`, or `duplicate` when the engine already holds a job of this id. Rejects
+   * when the engine refuses (a 503 `INBOX_UNAVAILABLE`), or with a `WebhookError` below 500 for a
+   * job it can never take (`PAYLOAD_TOO_LARGE` past a message limit), which the receiver answers
+   * as it is. The receiver bounds it by what is left of `timeoutMs` after the backlog read.
+   */
+  enqueue(job: InboxJob, options?: EnqueueOptions): Promise<'enqueued' | 'duplicate'>;
+  /** How many jobs wait to run (waiting and delayed, not running). */
+  backlog(): Promise<number>;
+}
 
 /**
  * How deliveries of the same `webhook-id` are deduplicated.
@@ -141,7 +192,7 @@ export interface ReceiverOptions extends Omit<VerifierOptions, 'secrets'> {
    * accepts deliveries into it (`receiver.accept`, and every adapter built without a handler) and
    * workers run the handler (`inbox.work`). A receiver with an inbox has no `handle`.
    */
-  inbox?: Inbox;
+  inbox?: InboxIntake;
   /**
    * Out-of-order events (docs/ordering.md): `key(event)` names the entity of a signed delivery's
    * parsed payload, `version(event)` its version; a delivery older than the entity's highest
@@ -288,8 +339,8 @@ export interface Receiver {
    * input names (as `keys.verifier()` does), and its webhooks carry `tenant`.
    */
   readonly verifier: Verifier;
-  /** The inbox the receiver accepts into, when it was built with one. */
-  readonly inbox: Inbox | undefined;
+  /** The inbox the receiver accepts into (the side of it the receiver uses), when it was built with one. */
+  readonly inbox: InboxIntake | undefined;
   /**
    * Verify, claim, run the handler, then complete (it returned) or release (it threw; the error
    * propagates). A `TypeError` on a receiver built with an inbox (use `accept`). Resolves after the first completion attempt; a failed one is retried in the
@@ -330,39 +381,6 @@ export interface Receiver {
   close(options?: CloseOptions): Promise<void>;
 }
 
-/**
- * 24 hours: how long a completed id is remembered by default.
- *
- * @example
- * ```ts
- * import { createReceiver, DEFAULT_TTL_SECONDS } from 'webhook-receiver';
- * const receiver = createReceiver({ secrets, idempotency: { ttlSeconds: 3 * DEFAULT_TTL_SECONDS } });
- * ```
- */
-export const DEFAULT_TTL_SECONDS = 86_400;
-/**
- * One minute: how long a claim holds by default with a store that cannot renew it (no `extend`),
- * so it must outlast the slowest handler.
- *
- * @example
- * ```ts
- * import { createReceiver, DEFAULT_LOCK_SECONDS } from 'webhook-receiver';
- * const receiver = createReceiver({ secrets, idempotency: { store: myStore, lockSeconds: 5 * DEFAULT_LOCK_SECONDS } });
- * ```
- */
-export const DEFAULT_LOCK_SECONDS = 60;
-/**
- * 30 seconds: the default lock with a store that renews claims (`extend`). Renewed every 10 s
- * while the handler runs, it survives two missed renewals, and a crashed instance's claims free
- * up for the sender's retries within 30 s.
- *
- * @example
- * ```ts
- * import { DEFAULT_RENEWED_LOCK_SECONDS } from 'webhook-receiver';
- * console.log(`a crashed instance blocks retries for at most ${DEFAULT_RENEWED_LOCK_SECONDS} s`);
- * ```
- */
-export const DEFAULT_RENEWED_LOCK_SECONDS = 30;
 /**
  * One hour: the longest an unsigned id is remembered by default.
  *

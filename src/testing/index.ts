@@ -32,7 +32,7 @@ export {
   type ReplayOptions,
   type ReplaySource,
   type SignedReplay,
-} from './replay.ts';
+} from './signed-replay.ts';
 export { isCredentialHeader, redactCredentialHeaders, REDACTED } from './redact.ts';
 export { webhookMatchers, type WebhookMatcherContext, type WebhookMatcherResult } from './matchers.ts';
 export {
@@ -50,7 +50,7 @@ export {
   type CheckTenant,
   type CheckVerdict,
   type FetchHandler,
-} from './check.ts';
+} from './check-endpoint.ts';
 export {
   checkStore,
   StoreConformanceError,

@@ -5,7 +5,7 @@
 
 import { WebhookAssertionError, assertSignedWebhook, assertUnsignedWebhook, type SignedWebhookAssertionOptions } from './assert.ts';
 import type { VerifiedWebhook } from '../verify.ts';
-import { EndpointCheckError, assertEndpointConforms, type CheckReport } from './check.ts';
+import { EndpointCheckError, assertEndpointConforms, type CheckReport } from './check-endpoint.ts';
 import { keyLabel } from './diagnose.ts';
 import type { RecordedRequest } from './recorded.ts';
 

@@ -288,7 +288,7 @@ describe.each(PLATFORMS)('NestJS on @nestjs/platform-%s', (platform) => {
     expect(built.app.get(WEBHOOK_RECEIVER_OPTIONS)).toMatchObject({ secrets: secret });
     // The service's receiver is the one the interceptor uses, built with the factory's secret.
     const service = built.app.get(WebhookReceiverService);
-    expect(service.receiver).toBe(service.delivery.receiver);
+    expect(service.receiver).toBe(service.flow.receiver);
     const other = await signed(secret, { type: 'a' });
     const claim = await service.receiver.claim({ headers: other.headers, body: other.body });
     expect(claim.outcome).toBe('acquired');

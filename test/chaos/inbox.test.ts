@@ -22,7 +22,7 @@ import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { InboxGate } from '../../src/inbox/accept.ts';
+import { InboxGate } from '../../src/receiver/accept.ts';
 import type { PgBossLike } from '../../src/inbox/pg-boss.ts';
 import type { Inbox } from '../../src/inbox/types.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';

@@ -18,7 +18,7 @@ import { webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { tenantKeys } from '../../src/keys.ts';
 import { generateSecret } from '../../src/sign.ts';
-import type { CheckReport } from '../../src/testing/check.ts';
+import type { CheckReport } from '../../src/testing/check-endpoint.ts';
 import { createVerifier } from '../../src/verify.ts';
 import { OTHER_SECRET, SECRET } from '../testing/support.ts';
 import { noSecrets, run as runCli, type Result } from './support.ts';

@@ -14,7 +14,7 @@ import express from 'express';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { webhooks, webhookOf } from '../../adapters/express.ts';
 import { signWebhook } from '../../src/sign.ts';
-import type { CapturedDelivery } from '../../src/testing/replay.ts';
+import type { CapturedDelivery } from '../../src/testing/signed-replay.ts';
 import { OTHER_SECRET, SECRET, expectNoSecrets } from '../testing/support.ts';
 import { listen as listenProcess, run, type Result } from './support.ts';
 

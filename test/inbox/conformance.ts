@@ -9,7 +9,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
-import { jobOf } from '../../src/inbox/job.ts';
+import { jobOf } from '../../src/job-format.ts';
 import type { Inbox, InboxHandler, InboxJob, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';

@@ -31,6 +31,46 @@ export function importGraph(files: readonly string[], read: (file: string) => st
   return graph;
 }
 
+/** One import of one source file: the file it names, and whether only types come through it. */
+export interface ImportEdge {
+  from: string;
+  to: string;
+  /**
+   * `import type` or `export type`: erased at build time, so the importing module never loads the
+   * other. An import whose names are each marked `type` inline is not: it is still emitted (as
+   * `import {} from`, with `verbatimModuleSyntax`) and loads the module.
+   */
+  typeOnly: boolean;
+}
+
+/**
+ * Every relative import of each file in `files` (imports, re-exports, `import x = require()`,
+ * dynamic `import()` and `import('…')` types), read from the syntax tree, so comments and strings
+ * never count. Imports of packages and of files outside `files` are left out.
+ */
+export function importEdges(files: readonly string[], read: (file: string) => string = (file) => readFileSync(file, 'utf8')): ImportEdge[] {
+  const known = new Set(files);
+  const edges: ImportEdge[] = [];
+  for (const file of files) {
+    const source = ts.createSourceFile(file, read(file), ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+    const add = (specifier: ts.Node | undefined, typeOnly: boolean): void => {
+      if (specifier === undefined || !ts.isStringLiteralLike(specifier) || !specifier.text.startsWith('.')) return;
+      const to = resolve(dirname(file), specifier.text);
+      if (known.has(to)) edges.push({ from: file, to, typeOnly });
+    };
+    const visit = (node: ts.Node): void => {
+      if (ts.isImportDeclaration(node)) add(node.moduleSpecifier, node.importClause?.isTypeOnly === true);
+      else if (ts.isExportDeclaration(node)) add(node.moduleSpecifier, node.isTypeOnly);
+      else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) add(node.moduleReference.expression, node.isTypeOnly);
+      else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) add(node.arguments[0], false);
+      else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node.argument.literal, true);
+      ts.forEachChild(node, visit);
+    };
+    visit(source);
+  }
+  return edges;
+}
+
 /**
  * Every import circle, each as the files along it (the first file repeated at the end), found by
  * a depth-first walk: one circle per back edge, so each reported circle is a real path.

@@ -9,7 +9,7 @@ import { checkLogger, logFailure } from '../../logger.ts';
 import type { DurableObjectNamespaceLike } from '../../stores/durable-object/bindings.ts';
 import { askObject } from '../../stores/durable-object/rpc.ts';
 import { DEFAULT_DURABLE_OBJECT_TIMEOUT_MS } from '../../stores/durable-object/store.ts';
-import { readJob } from '../job.ts';
+import { readJob } from '../../job-format.ts';
 import type { DeadLetter, InboxJob } from '../types.ts';
 import type { MessageBatchLike, QueueConsumer } from './bindings.ts';
 import { checkBatch, envelopeOf, keyOf } from './messages.ts';

@@ -6,30 +6,30 @@
  * `INBOX_UNAVAILABLE`: the receiver releases its claim, so the sender's retry enqueues the
  * delivery. An engine that refuses a job it can never take with a `WebhookError` below 500
  * (`PAYLOAD_TOO_LARGE`) is answered with that error, the claim released the same way. An add that timed out may still land later; the worker's claim makes that harmless.
+ * The engine is seen only through {@link InboxIntake}, the side of an inbox the receiver defines.
  * Internal: the receiver uses it.
  */
 
 import { isWebhookError, WebhookError } from '../errors.ts';
+import { jobOf, type InboxJob } from '../job-format.ts';
 import { withTimeout } from '../stores/internal.ts';
 import { StoreError, type ClaimHandle, type EntityOrder } from '../stores/types.ts';
-import type { AcceptResult } from '../receiver/types.ts';
 import { noteEnqueued } from '../telemetry.ts';
 import type { VerifiedWebhook } from '../verify.ts';
-import { jobOf } from './job.ts';
-import type { Inbox, InboxJob } from './types.ts';
+import type { AcceptResult, InboxIntake } from './types.ts';
 
 /** The backlog is read again at most this often; between reads the last count stands. */
 const BACKLOG_REFRESH_MS = 1000;
 
 /** One inbox as a receiver uses it. */
 export class InboxGate {
-  readonly inbox: Inbox;
+  readonly inbox: InboxIntake;
   #backlog: number | undefined;
   #readAt = -Infinity;
   #reading: Promise<void> | undefined;
 
-  constructor(inbox: Inbox) {
-    const candidate = inbox as Partial<Inbox> | null;
+  constructor(inbox: InboxIntake) {
+    const candidate = inbox as Partial<InboxIntake> | null;
     if (typeof candidate !== 'object' || candidate === null || typeof candidate.enqueue !== 'function' || typeof candidate.backlog !== 'function') {
       throw new TypeError('inbox must be an inbox: bullmqInbox({ queue }) from webhook-receiver/bullmq, pgBossInbox({ boss }) from webhook-receiver/pg-boss, or cloudflareQueueInbox({ queue, claims }) from webhook-receiver/cloudflare');
     }

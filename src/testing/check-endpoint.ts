@@ -7,18 +7,18 @@
  * Web types only (`fetch`, `Request`, `Response`, `AbortSignal`), so it runs wherever the core
  * runs, against a URL or directly against a Fetch handler.
  *
- * This file validates the options and runs the battery; `check/table.ts` holds the cases and the
- * report's shapes, `check/cases.ts` how each case is built, `check/send.ts` the sending,
- * `check/judge.ts` the verdicts, `check/report.ts` the printed report and the assertion.
+ * This file validates the options and runs the battery; in `check-endpoint/`, `table.ts` holds the
+ * cases and the report's shapes, `cases.ts` how each case is built, `send.ts` the sending,
+ * `judge.ts` the verdicts, `report.ts` the printed report and the assertion.
  */
 
 import { base64Encode, utf8Encoder } from '../encoding.ts';
 import { decodeSecretList, eachSecret, secretList, type KeyMaterial } from '../secrets.ts';
 import { createSigner, generateKeyPair, generateMessageId, generateSecret } from '../sign.ts';
-import { CASES, DEFAULT_BODY, isJsonText, preview } from './check/cases.ts';
-import { Redactor, describeAnswer, type CaseContext, type Judgement } from './check/judge.ts';
-import { curlOf, handlerSender, urlSender, type Send } from './check/send.ts';
-import { CASE_IDS, type CheckCaseId, type CheckEndpointOptions, type CheckReport, type CheckRow, type CheckTenant, type FetchHandler } from './check/table.ts';
+import { CASES, DEFAULT_BODY, isJsonText, preview } from './check-endpoint/cases.ts';
+import { Redactor, describeAnswer, type CaseContext, type Judgement } from './check-endpoint/judge.ts';
+import { curlOf, handlerSender, urlSender, type Send } from './check-endpoint/send.ts';
+import { CASE_IDS, type CheckCaseId, type CheckEndpointOptions, type CheckReport, type CheckRow, type CheckTenant, type FetchHandler } from './check-endpoint/table.ts';
 import { bodyText } from './recorded.ts';
 
 export {
@@ -32,8 +32,8 @@ export {
   type CheckTenant,
   type CheckVerdict,
   type FetchHandler,
-} from './check/table.ts';
-export { EndpointCheckError, assertEndpointConforms, formatCheckReport } from './check/report.ts';
+} from './check-endpoint/table.ts';
+export { EndpointCheckError, assertEndpointConforms, formatCheckReport } from './check-endpoint/report.ts';
 
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_CONCURRENCY = 5;

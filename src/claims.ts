@@ -1,15 +1,51 @@
 /**
  * The claim protocol, once a claim is acquired: renew it while its handler runs (one timer per
- * receiver), settle it (complete on success, release on failure), and retry a completion that
- * failed until it lands or the lock runs out. Every store failure goes to the receiver's report.
+ * keeper), settle it (complete on success, release on failure), and retry a completion that
+ * failed until it lands or the lock runs out. Every store failure goes to the keeper's report.
+ *
+ * Below both the receiver (a delivery's claim, key classes `s` and `u`) and an inbox's workers (a
+ * job's claim, key class `w`): each builds on it, and neither imports the other.
  */
 
-import { errorText } from '../errors.ts';
-import type { Observer, Trace } from '../telemetry.ts';
-import { completingInStore, isCompletedByStore, storeCompletionOf, type SyncOperations } from '../stores/internal.ts';
-import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from '../stores/types.ts';
-import { Context } from './context.ts';
-import type { ReceiverErrorContext } from './types.ts';
+import { HandlerContext } from './context.ts';
+import { errorText } from './errors.ts';
+import type { Observer, Trace } from './telemetry.ts';
+import { completingInStore, isCompletedByStore, storeCompletionOf, type SyncOperations } from './stores/internal.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
+
+/**
+ * 24 hours: how long a completed id is remembered by default.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_TTL_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, idempotency: { ttlSeconds: 3 * DEFAULT_TTL_SECONDS } });
+ * ```
+ */
+export const DEFAULT_TTL_SECONDS = 86_400;
+/**
+ * One minute: how long a claim holds by default with a store that cannot renew it (no `extend`),
+ * so it must outlast the slowest handler.
+ *
+ * @example
+ * ```ts
+ * import { createReceiver, DEFAULT_LOCK_SECONDS } from 'webhook-receiver';
+ * const receiver = createReceiver({ secrets, idempotency: { store: myStore, lockSeconds: 5 * DEFAULT_LOCK_SECONDS } });
+ * ```
+ */
+export const DEFAULT_LOCK_SECONDS = 60;
+/**
+ * 30 seconds: the default lock with a store that renews claims (`extend`). Renewed every 10 s
+ * while the handler runs, it survives two missed renewals, and a crashed instance's claims free
+ * up for the sender's retries within 30 s.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_RENEWED_LOCK_SECONDS } from 'webhook-receiver';
+ * console.log(`a crashed instance blocks retries for at most ${DEFAULT_RENEWED_LOCK_SECONDS} s`);
+ * ```
+ */
+export const DEFAULT_RENEWED_LOCK_SECONDS = 30;
 
 /** A failed completion is retried after 100 ms, then with the delay doubling up to 2 s. */
 const COMPLETE_RETRY_FIRST_MS = 100;
@@ -45,7 +81,7 @@ export function checkedClaim(result: unknown, ordered = false): OrderedClaimResu
 
 /** An acquired claim while its handler runs: what the heartbeat renews and `close` aborts. */
 export class Held implements ClaimHandle {
-  readonly context: Context;
+  readonly context: HandlerContext;
   /** Epoch ms: when the lock runs out unless renewed. */
   lockEnds: number;
   /** Epoch ms: when it is next due for renewal. */
@@ -69,14 +105,14 @@ export class Held implements ClaimHandle {
     /** The tenant whose keys verified it (tenant keys), for `onError`. */
     readonly tenant: string | undefined,
     time: number,
-    /** {@link ClaimOptions.deadline}: renewals never reach past it. */
+    /** Epoch ms past which the holder cannot run (the receiver's `claim` deadline): renewals never reach past it. */
     readonly deadline: number | undefined,
     /** Ordering: the delivery's entity and version, settled (and renewed) with the id. */
     readonly order?: EntityOrder,
     /** An inbox's job (the worker's claim): what its context says about the attempt. */
     job?: { attempt: number; maxAttempts: number; acceptedAt: number },
   ) {
-    this.context = new Context(this, job);
+    this.context = new HandlerContext(this, job);
     this.lockEnds = time + lockMs;
     this.renewAt = time + lockMs / 3;
   }
@@ -88,10 +124,13 @@ export interface Subject {
   readonly tenant: string | undefined;
 }
 
-/** How the keeper reports a store failure: the receiver's `onError`, guarded. */
-export type Report = (error: unknown, stage: ReceiverErrorContext['stage'], subject: Subject, willRetry: boolean) => void;
+/** What the keeper was doing when the store failed: renewing a claim, or settling it. */
+export type KeeperStage = 'renew' | 'complete' | 'release';
 
-/** The acquired claims of one receiver: their renewal, settlement and completion retries. */
+/** How the keeper reports a store failure: the receiver's or the worker's `onError`, guarded. */
+export type Report = (error: unknown, stage: KeeperStage, subject: Subject, willRetry: boolean) => void;
+
+/** The acquired claims of one receiver or one worker: their renewal, settlement and completion retries. */
 export class ClaimKeeper {
   readonly #sync: SyncOperations | undefined;
   readonly #observer: Observer;
