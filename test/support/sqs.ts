@@ -32,7 +32,7 @@ export function freshQueues(server: FauxqsServer, options: { maxReceiveCount?: n
   const base = `inbox-${randomBytes(5).toString('hex')}`;
   const fifoAttributes: Record<string, string> = options.fifo === true ? { FifoQueue: 'true' } : {};
   const dead = server.createQueue(`${base}-dead${suffix}`, { attributes: { ...fifoAttributes } });
-  const redrive = options.maxReceiveCount === null ? {} : { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dead.queueArn, maxReceiveCount: String(options.maxReceiveCount ?? 10) }) };
+  const redrive: Record<string, string> = options.maxReceiveCount === null ? {} : { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dead.queueArn, maxReceiveCount: String(options.maxReceiveCount ?? 10) }) };
   const source = server.createQueue(`${base}${suffix}`, { attributes: { ...fifoAttributes, ...redrive, ...options.attributes } });
   return { queueUrl: source.queueUrl, deadLetterQueueUrl: dead.queueUrl, name: source.queueName, deadName: dead.queueName };
 }
