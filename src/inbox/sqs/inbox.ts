@@ -35,6 +35,13 @@ import { resend, type SettleContext } from './settle.ts';
  */
 export const SQS_RETENTION_SECONDS = 14 * 86_400;
 
+/**
+ * How long a request of a worker or of the dead-letter commands may take (at least): `timeoutMs`
+ * is the accepting side's budget, which a sender waits on; a worker's settlement waits on no one,
+ * and giving up on it early only brings the message back.
+ */
+const WORKER_REQUEST_TIMEOUT_MS = 10_000;
+
 /** How many dead-letter messages `retry` and `purge` look through for one id. */
 const SELECT_SCAN_LIMIT = 10_000;
 
@@ -181,7 +188,7 @@ class Sqs implements SqsInbox {
 
   /** The queue's settings, read once (again after a failure); warns once about its redrive policy. */
   #queueSettings(): Promise<QueueSettings> {
-    this.#settings ??= readQueueSettings(this.#requests, this.#queueUrl, this.timeoutMs).then(
+    this.#settings ??= readQueueSettings(this.#requests, this.#queueUrl, this.#slowMs).then(
       (settings) => {
         const warning = redriveWarning(settings, this.maxAttempts, this.#queueUrl);
         if (warning !== undefined) {
@@ -205,9 +212,9 @@ class Sqs implements SqsInbox {
       if (url === undefined) {
         const { deadLetterArn } = await this.#queueSettings();
         if (deadLetterArn === undefined) throw new TypeError(`sqsInbox has no dead-letter queue: the queue ${this.#queueUrl} has no redrive policy and no deadLetterQueueUrl was given`);
-        url = await queueUrlOfArn(this.#requests, deadLetterArn, this.timeoutMs);
+        url = await queueUrlOfArn(this.#requests, deadLetterArn, this.#slowMs);
       }
-      const { maxMessageBytes } = await readQueueSettings(this.#requests, url, this.timeoutMs);
+      const { maxMessageBytes } = await readQueueSettings(this.#requests, url, this.#slowMs);
       return { url, maxMessageBytes };
     })().catch((error: unknown) => {
       this.#deadLetters = undefined;
@@ -216,8 +223,13 @@ class Sqs implements SqsInbox {
     return this.#deadLetters;
   }
 
+  /** The bound of a worker's (or an operator's) request. */
+  get #slowMs(): number {
+    return Math.max(this.timeoutMs, WORKER_REQUEST_TIMEOUT_MS);
+  }
+
   #settleContext(): SettleContext {
-    return { requests: this.#requests, queueUrl: this.#queueUrl, fifo: this.#fifo, backoffDelayMs: this.#backoffDelayMs, timeoutMs: this.timeoutMs, deadLetterQueue: () => this.#deadLetterQueue() };
+    return { requests: this.#requests, queueUrl: this.#queueUrl, fifo: this.#fifo, backoffDelayMs: this.#backoffDelayMs, timeoutMs: this.#slowMs, deadLetterQueue: () => this.#deadLetterQueue() };
   }
 
   async enqueue(job: InboxJob): Promise<'enqueued' | 'duplicate'> {
@@ -271,14 +283,14 @@ class Sqs implements SqsInbox {
   /** Scans the dead-letter queue, runs `use` on what it holds, then gives back what `use` left. */
   async #withDeadLetters<T>(limit: number, use: (held: Held[], queueUrl: string) => Promise<{ value: T; taken: Set<Held> }>): Promise<T> {
     const { url } = await this.#deadLetterQueue();
-    const held = await scan(this.#requests, url, limit, this.timeoutMs);
+    const held = await scan(this.#requests, url, limit, this.#slowMs);
     let taken = new Set<Held>();
     try {
       const result = await use(held, url);
       taken = result.taken;
       return result.value;
     } finally {
-      await giveBack(this.#requests, url, held.filter((message) => !taken.has(message)), this.timeoutMs);
+      await giveBack(this.#requests, url, held.filter((message) => !taken.has(message)), this.#slowMs);
     }
   }
 
@@ -302,7 +314,7 @@ class Sqs implements SqsInbox {
       // a job sent twice runs once (the worker's claim). Attempts count anew; a new generation.
       const { envelope } = matches[0]!;
       await resend(this.#settleContext(), { job: envelope.job, attemptsBefore: 0, generation: envelope.generation }, 0);
-      for (const message of matches) await remove(this.#requests, url, message, this.timeoutMs);
+      for (const message of matches) await remove(this.#requests, url, message, this.#slowMs);
       return { value: true, taken: new Set(matches) };
     });
   }
@@ -311,7 +323,7 @@ class Sqs implements SqsInbox {
     const key = selectedKey(webhookId, selector, 'purge');
     return this.#withDeadLetters(SELECT_SCAN_LIMIT, async (held, url) => {
       const matches = held.filter((message) => message.key === key);
-      for (const message of matches) await remove(this.#requests, url, message, this.timeoutMs);
+      for (const message of matches) await remove(this.#requests, url, message, this.#slowMs);
       return { value: matches.length > 0, taken: new Set(matches) };
     });
   }
