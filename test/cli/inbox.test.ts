@@ -229,11 +229,12 @@ describe.skipIf(!sqsRuns)('webhook-receiver inbox on SQS', () => {
       () => {
         if (!healed) throw new PermanentError('no such customer');
       },
-      { onOutcome: outcomes.record },
+      { onOutcome: outcomes.record, logger: { warn: () => {}, error: () => {} } },
     );
     try {
-      const first = await acceptedJob('{"a":1}', { id: `msg_cli_sqs_${randomBytes(4).toString('hex')}_1` });
-      const second = await acceptedJob('{"a":2}', { id: `msg_cli_sqs_${randomBytes(4).toString('hex')}_2` });
+      const suffix = randomBytes(4).toString('hex');
+      const first = await acceptedJob('{"a":1}', { id: `msg_cli_sqs_${suffix}_1` });
+      const second = await acceptedJob('{"a":2}', { id: `msg_cli_sqs_${suffix}_2` });
       await inbox.enqueue(first);
       await inbox.enqueue(second);
       await outcomes.until(() => outcomes.events.filter((event) => event.outcome === 'dead_lettered').length === 2);

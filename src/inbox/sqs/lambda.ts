@@ -63,6 +63,7 @@ export interface SqsBatchResponse {
  * ```
  */
 export interface LambdaContextLike {
+  /** Milliseconds left before Lambda ends the invocation. */
   getRemainingTimeInMillis(): number;
 }
 
@@ -76,7 +77,7 @@ export interface LambdaContextLike {
  */
 export type SqsLambdaHandler = (event: SqsEventLike, context?: LambdaContextLike) => Promise<SqsBatchResponse>;
 
-/** Options of {@link SqsInbox.lambda} beside the worker's. */
+/** The time the batch runner keeps back from each invocation (see `SqsLambdaOptions.reserveMs`). */
 export interface LambdaTimeOptions {
   /**
    * Time kept back from the invocation's remaining time, in milliseconds (default 2 000): a record
@@ -97,6 +98,7 @@ export async function runBatch(context: SettleContext, runner: JobRunner, event:
 
   /** One record: `true` when it is done (Lambda deletes it). */
   const runRecord = async (record: SqsRecordLike): Promise<boolean> => {
+    if (!isObject(record) || typeof record.messageId !== 'string' || typeof record.receiptHandle !== 'string') return false;
     const left = remaining() - time.reserveMs;
     // Not started without time to finish: it comes back when its visibility ends.
     if (left <= 0) return false;
