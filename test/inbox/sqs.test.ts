@@ -19,6 +19,7 @@ import { sqsInbox, type SqsInbox, type SqsInboxOptions } from '../../src/inbox/s
 import { memoryStore } from '../../src/stores/memory.ts';
 import { countIn, freshQueues, lambdaRecord, randomSuffix, receiveAsLambda, sqsClient, startSqs, type FauxqsServer } from '../support/sqs.ts';
 import { acceptedJob, describeInbox, Outcomes } from './conformance.ts';
+import { describeOrderedInbox } from './ordering.ts';
 
 const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
 // fauxqs needs Node 22.5 or later.
@@ -52,6 +53,17 @@ describeInbox('sqs', {
     const inbox = inboxOn({ queueUrl, maxAttempts });
     return { inbox, cleanup: () => inbox.close() };
   },
+});
+
+// The receiver and the workers share one process here: a memory store judges the ordered jobs.
+describeOrderedInbox('sqs', {
+  available,
+  async make({ maxAttempts }) {
+    const { queueUrl } = freshQueues(server, { maxReceiveCount: maxAttempts + 2 });
+    const inbox = inboxOn({ queueUrl, maxAttempts });
+    return { inbox, cleanup: () => inbox.close() };
+  },
+  store: async () => memoryStore(),
 });
 
 const idOf = (label: string) => `msg_sqs_${label}_${randomSuffix()}`;
