@@ -93,9 +93,3 @@ export class SqsRequests {
     }
   }
 }
-
-/** An SQS error's name (the SDK's class name, or the service's code), for messages and checks. */
-export function sqsErrorName(error: unknown): string {
-  const name = (error as { name?: unknown } | null)?.name;
-  return typeof name === 'string' ? name : 'Error';
-}
