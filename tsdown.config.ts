@@ -8,6 +8,7 @@ const entry = {
   dynamodb: 'src/stores/dynamodb.ts',
   bullmq: 'src/inbox/bullmq.ts',
   'pg-boss': 'src/inbox/pg-boss.ts',
+  sqs: 'src/inbox/sqs/index.ts',
   relay: 'src/relay/index.ts',
   testing: 'src/testing/index.ts',
   vitest: 'src/testing/vitest.ts',

@@ -57,10 +57,11 @@ export const STORE_INLINE_MODE = 'store-inline';
 
 /**
  * The servers of the inbox section: the Fastify adapter accepting into BullMQ (Redis
- * store) and into pg-boss (Postgres store), each beside a hand-written route doing the same work
- * (http-inbox.ts). The synchronous mode they are shown beside is section 10's `store` servers.
+ * store), into pg-boss (Postgres store) and into SQS (Redis store), each beside a hand-written
+ * route doing the same work (http-inbox.ts). The synchronous mode they are shown beside is section
+ * 10's `store` servers.
  */
-export const INBOX_CELLS = ['bullmq', 'bullmq-inline', 'pg-boss', 'pg-boss-inline'] as const;
+export const INBOX_CELLS = ['bullmq', 'bullmq-inline', 'pg-boss', 'pg-boss-inline', 'sqs', 'sqs-inline'] as const;
 export type InboxCell = (typeof INBOX_CELLS)[number];
 
 /** The argument that makes http-server.ts serve an inbox cell: `inbox <cell>`. */

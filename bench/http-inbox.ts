@@ -10,7 +10,11 @@
  *   and `queue.add` of the same job with the same options and job id, on the same client;
  * - `pg-boss`: `pgBossInbox({ boss, queue })` with the Postgres store on a `pg` Pool;
  * - `pg-boss-inline`: the hand-written check, the Postgres store's two statements sent bare, and
- *   `boss.send` of the same job with the same id to a queue with the same policy.
+ *   `boss.send` of the same job with the same id to a queue with the same policy;
+ * - `sqs`: `sqsInbox({ client, queueUrl, maxMessageBytes })` with the Redis store, on a local SQS
+ *   (fauxqs in a process of its own, `BENCH_SQS_URL`);
+ * - `sqs-inline`: the hand-written check, the Redis store's two scripts sent bare, and one
+ *   `SendMessage` of the same message (the job in the inbox's envelope) on the same `SQSClient`.
  *
  * The server's count of processed events is the number of jobs in its queue (read after a run,
  * so counting costs the requests nothing); `reset` empties the queue between runs, so the inbox's
@@ -187,11 +191,52 @@ async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, sec
   };
 }
 
+async function sqsCell(cell: 'sqs' | 'sqs-inline', build: string, secret: string, key: Buffer, backend: StoreBackend & { kind: 'ioredis' }): Promise<InboxApp> {
+  const endpoint = process.env.BENCH_SQS_URL;
+  if (endpoint === undefined) throw new Error(`${cell} needs BENCH_SQS_URL, the local SQS the section starts`);
+  const { SQSClient, CreateQueueCommand, PurgeQueueCommand, SendMessageCommand } = await import('@aws-sdk/client-sqs');
+  const client = new SQSClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' }, maxAttempts: 1 });
+  const { QueueUrl: queueUrl } = await client.send(new CreateQueueCommand({ QueueName: `bench-${cell}-${process.pid}` }));
+  // The jobs SQS acknowledged since the last reset (fauxqs's own counts lag until a receive),
+  // counted the same way in both cells: by the client both send through.
+  let sent = 0;
+  const counting = {
+    async send(command: object, options?: { abortSignal?: AbortSignal }): Promise<unknown> {
+      const reply = await client.send(command as never, options);
+      if (command instanceof SendMessageCommand) sent++;
+      return reply;
+    },
+  };
+  let app: FastifyInstance;
+  if (cell === 'sqs') {
+    const { sqsInbox } = await importBuilt<typeof import('../src/inbox/sqs/index.ts')>(build, 'sqs');
+    app = await adapter(build, secret, sqsInbox({ client: counting, queueUrl: queueUrl!, maxMessageBytes: 1_048_576, logger: quiet }), backend.store);
+  } else {
+    const bare = await bareRedisDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
+    const send = (_storeKey: string, job: ReturnType<typeof jobOf>) => counting.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: JSON.stringify({ job, attemptsBefore: 0, generation: 0 }) }));
+    app = handWritten(key, send, bare);
+  }
+  await app.ready();
+  return {
+    server: app.server,
+    jobs: () => Promise.resolve(sent),
+    async reset() {
+      await client.send(new PurgeQueueCommand({ QueueUrl: queueUrl }));
+      sent = 0;
+    },
+    close: async () => client.destroy(),
+  };
+}
+
 /** The server of one cell of the inbox section. */
 export async function inboxApp(cell: InboxCell, build: string, secret: string, key: Buffer, backend: StoreBackend, postgresUrl: string | undefined): Promise<InboxApp> {
   if (cell === 'bullmq' || cell === 'bullmq-inline') {
     if (backend.kind !== 'ioredis') throw new Error(`${cell} runs on the ioredis store`);
     return bullmqCell(cell, build, secret, key, backend);
+  }
+  if (cell === 'sqs' || cell === 'sqs-inline') {
+    if (backend.kind !== 'ioredis') throw new Error(`${cell} runs on the ioredis store`);
+    return sqsCell(cell, build, secret, key, backend);
   }
   if (backend.kind !== 'postgres' || postgresUrl === undefined) throw new Error(`${cell} runs on the Postgres store`);
   return pgBossCell(cell, build, secret, key, backend, postgresUrl);
@@ -199,5 +244,5 @@ export async function inboxApp(cell: InboxCell, build: string, secret: string, k
 
 /** The store each cell runs on. */
 export function storeKindOf(cell: InboxCell): 'ioredis' | 'postgres' {
-  return cell.startsWith('bullmq') ? 'ioredis' : 'postgres';
+  return cell.startsWith('bullmq') || cell.startsWith('sqs') ? 'ioredis' : 'postgres';
 }

@@ -18,7 +18,7 @@
  *             the hand-written route on the same Fastify doing the same work: the hand-written
  *             check, that store's own commands sent bare around the handler (section 10,
  *             hand-written-route.ts)
- *   http-server.ts inbox <bullmq|bullmq-inline|pg-boss|pg-boss-inline>
+ *   http-server.ts inbox <bullmq|bullmq-inline|pg-boss|pg-boss-inline|sqs|sqs-inline>
  *             the Fastify adapter accepting into an inbox, or the hand-written route doing the
  *             same work (the inbox section, http-inbox.ts): it answers 202, its processed events
  *             are the jobs in its queue, and `{ type: 'reset' }` empties the queue

@@ -172,7 +172,9 @@ export async function withStoreServers<K extends string, T>(config: BenchConfig,
     const client = (redis = new Redis(redisServer.url, { lazyConnect: true }));
     await client.connect();
     const { secret } = newSecret();
-    const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgresUrl };
+    const env: Record<string, string> = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgresUrl };
+    // The inbox section's local SQS, when it started one.
+    if (process.env.BENCH_SQS_URL !== undefined) env.BENCH_SQS_URL = process.env.BENCH_SQS_URL;
     const generator = (load = new Child('http-load.ts', [], env));
     await generator.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
     // Settled, not all: a server that fails to start must not leave the others running.

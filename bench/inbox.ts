@@ -8,6 +8,8 @@
  *   sends the Redis store's own two scripts bare and calls `queue.add` with the same job, options
  *   and job id (http-inbox.ts);
  * - the same for pg-boss (`pgBossInbox`, Postgres store on a `pg` Pool) against `boss.send`;
+ * - the same for SQS (`sqsInbox`, Redis store) against one `SendMessage`, on fauxqs (a local SQS)
+ *   in a process of its own;
  * - beside each, the synchronous mode on the same adapter and store (section 10's servers: a
  *   trivial handler answering 204), for the answer latency.
  *
@@ -18,6 +20,8 @@
  * per second against connections (1 to 64), ours and the hand-written route into BullMQ.
  */
 
+import { fork } from 'node:child_process';
+import { join } from 'node:path';
 import { curveTable, type Curve, type CurvePoint } from './charts.ts';
 import { INBOX_CELLS, INBOX_MODE, STORE_CONNECTIONS, STORE_MODE, type InboxCell } from './http-cases.ts';
 import { skippedWithoutStores, withStoreServers } from './http-stores.ts';
@@ -28,11 +32,12 @@ const TITLE = '15. Inbox: accepting into a queue (HTTP)';
 
 /** The inbox cells and the synchronous cells beside them. */
 type Cell = InboxCell | 'redis-sync' | 'postgres-sync';
-type Engine = 'bullmq' | 'pg-boss';
+type Engine = 'bullmq' | 'pg-boss' | 'sqs';
 
 const ENGINES: Record<Engine, { ours: Cell; hand: Cell; sync: Cell; database: 'redis' | 'postgres'; add: string; inbox: string; store: string }> = {
   bullmq: { ours: 'bullmq', hand: 'bullmq-inline', sync: 'redis-sync', database: 'redis', add: '`queue.add`', inbox: '`bullmqInbox`', store: 'Redis store, ioredis' },
   'pg-boss': { ours: 'pg-boss', hand: 'pg-boss-inline', sync: 'postgres-sync', database: 'postgres', add: '`boss.send`', inbox: '`pgBossInbox`', store: 'Postgres store, `pg` Pool' },
+  sqs: { ours: 'sqs', hand: 'sqs-inline', sync: 'redis-sync', database: 'redis', add: '`SendMessage`', inbox: '`sqsInbox`', store: 'Redis store, ioredis; local SQS' },
 };
 
 const LABELS: Record<Cell, string> = {
@@ -42,6 +47,8 @@ const LABELS: Record<Cell, string> = {
   'pg-boss': 'our adapter accepting (202), `pgBossInbox`',
   'pg-boss-inline': 'hand-written: verify + the same store commands + `boss.send` (202)',
   'postgres-sync': 'our adapter, synchronous mode (204, trivial handler)',
+  sqs: 'our adapter accepting (202), `sqsInbox`',
+  'sqs-inline': 'hand-written: verify + the same store commands + `SendMessage` (202)',
 };
 
 /** The arguments of http-server.ts for a cell. */
@@ -66,6 +73,30 @@ interface Figures {
 
 const emptyFigures = (): Figures => ({ rps: [], cpu: [], dbCpu: [], p50: [], p99: [] });
 
+/** fauxqs runs on Node 22.5 and later. */
+function fauxqsRuns(): boolean {
+  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
+  return major > 22 || (major === 22 && minor >= 5);
+}
+
+/** fauxqs in a child process on 127.0.0.1 (test/support/sqs-server-child.ts); stopped by its pid. */
+async function startLocalSqs(): Promise<{ url: string; stop(): Promise<void> }> {
+  const child = fork(join(import.meta.dirname, '../test/support/sqs-server-child.ts'), [], { execArgv: ['--import', 'tsx'], env: { ...process.env, FAUXQS_PORT: '0' }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.on('message', (message: { port?: number }) => message.port !== undefined && resolve(message.port));
+    child.once('exit', (code) => reject(new Error(`fauxqs exited before it listened (${code})`)));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    stop: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
 /** pg-boss 12 runs on Node 22.12 and later. */
 function pgBossRuns(): boolean {
   const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
@@ -76,8 +107,11 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   const skipped = skippedWithoutStores('inbox', TITLE, 'the inbox section');
   if (skipped !== undefined) return skipped;
   // The package supports Node 22 and later; a smoke run on an older Node measures BullMQ only.
-  const engines: Engine[] = pgBossRuns() ? ['bullmq', 'pg-boss'] : ['bullmq'];
-  const cells: Cell[] = engines.flatMap((engine) => [ENGINES[engine].ours, ENGINES[engine].hand, ENGINES[engine].sync]);
+  const engines: Engine[] = [...(pgBossRuns() ? (['bullmq', 'pg-boss'] as const) : (['bullmq'] as const)), ...(fauxqsRuns() ? (['sqs'] as const) : [])];
+  const cells: Cell[] = [...new Set(engines.flatMap((engine) => [ENGINES[engine].ours, ENGINES[engine].hand, ENGINES[engine].sync]))];
+  // SQS is fauxqs, in a process of its own so that its CPU is not counted as the server's.
+  const sqs = engines.includes('sqs') ? await startLocalSqs() : undefined;
+  if (sqs !== undefined) process.env.BENCH_SQS_URL = sqs.url;
   // As sections 4 and 10: two-second runs after a one-second warm-up; four repetitions (five
   // there) and three per curve point keep the section within its budget.
   const seconds = config.quick ? 1 : 2;
@@ -98,7 +132,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
       // An empty queue before every run: the backlog bound never refuses, and the jobs counted
       // after the run are this run's.
       if (isInbox(cell)) await servers.get(cell)!.child.ask('reset', { type: 'reset' }, 60_000, `emptying the queue of ${cell}`);
-      const database = cell === 'bullmq' || cell === 'bullmq-inline' || cell === 'redis-sync' ? 'redis' : 'postgres';
+      const database = cell === 'pg-boss' || cell === 'pg-boss-inline' || cell === 'postgres-sync' ? 'postgres' : 'redis';
       return measure(cell, duration, connections, { database, status: isInbox(cell) ? 202 : 204 });
     };
     const record = async (cell: Cell, connections: number) => {
@@ -126,6 +160,9 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
       }
     }
     return signedOnTheFly();
+  }).finally(async () => {
+    delete process.env.BENCH_SQS_URL;
+    await sqs?.stop();
   });
 
   const median = (values: readonly number[]) => summarize(values).median;
@@ -144,7 +181,8 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   const targets: TargetResult[] = [];
   for (const engine of engines) {
     const e = ENGINES[engine];
-    for (const cell of [e.ours, e.hand, e.sync]) {
+    // The synchronous Redis row is BullMQ's too: shown once.
+    for (const cell of engine === 'sqs' ? [e.ours, e.hand] : [e.ours, e.hand, e.sync]) {
       const f = at(cell);
       const r = summarize(f.rps);
       rows.push([
@@ -205,7 +243,9 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
       'prepares them), the claim before the add and the completion after it as the receiver runs them, and the engine\'s ' +
       'add of the same job (format 1, the body in base64) with the inbox\'s options and job id (BullMQ: the hex SHA-256 of ' +
       'the key, 12 attempts, exponential backoff with jitter, `removeOnComplete`, failed jobs kept 14 days; pg-boss: the ' +
-      'UUID from the same hash, to a queue created with the inbox\'s retry policy and dead-letter queue). What ours does ' +
+      'UUID from the same hash, to a queue created with the inbox\'s retry policy and dead-letter queue; SQS: the job in ' +
+      'the inbox\'s envelope, one `SendMessage` on the same `SQSClient`, to fauxqs, a local SQS in a process of its own, ' +
+      'whose CPU is not counted; the inbox is given `maxMessageBytes`, as the queue\'s size is known). What ours does ' +
       'beyond it: the ' +
       'backlog read (one count a second, against `maxBacklog`), the bound on the engine\'s acknowledgement, and the ' +
       'claim\'s renewal timer. BullMQ\'s queue and the Redis store share one ioredis client (`enableAutoPipelining: true`); ' +
@@ -221,6 +261,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
       `ours ÷ hand-written, by connections: ${curveRows.join('; ')}.`,
     '',
     curveTable(curve),
+    ...(engines.includes('sqs') ? [] : ['', `_SQS rows skipped: fauxqs needs Node 22.5 or later, and this is Node ${process.versions.node}._`]),
     ...(engines.includes('pg-boss') ? [] : ['', `_pg-boss rows skipped: pg-boss 12 needs Node 22.12 or later, and this is Node ${process.versions.node}._`]),
     ...(signedOnTheFly > 0 ? ['', `${signedOnTheFly} requests outran the pre-signed pool and were signed by the load generator on the fly.`] : []),
   ].join('\n');

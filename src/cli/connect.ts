@@ -90,13 +90,14 @@ const NETWORK: Record<string, string> = {
   ECONNRESET: 'the server closed the connection',
 };
 
-/** What a server is, for messages: `Redis` or `PostgreSQL`. */
-export type ServerKind = 'Redis' | 'PostgreSQL';
+/** What a server is, for messages: `Redis`, `PostgreSQL` or `SQS`. */
+export type ServerKind = 'Redis' | 'PostgreSQL' | 'SQS';
 
 /** How to make sure the URL reaches the right server, by kind. */
 const CHECK: Record<ServerKind, string> = {
   Redis: `check that Redis is running there and the URL's host and port (rediss:// for TLS)`,
   PostgreSQL: `check that PostgreSQL is running there and the URL's host and port (and sslmode, when it needs TLS)`,
+  SQS: `check the queue URL, the region (--region or AWS_REGION), the credentials the AWS SDK finds (AWS_PROFILE, AWS_ACCESS_KEY_ID…) and, for a local SQS, --endpoint`,
 };
 
 /** The code a driver's error carries (`ECONNREFUSED`, PostgreSQL's SQLSTATE), or the leading word of a Redis reply error. */

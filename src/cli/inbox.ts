@@ -1,8 +1,9 @@
 /**
  * `webhook-receiver inbox list|retry|purge`: an inbox's dead letters from a connection URL, for an
  * operator at a shell. `redis://` and `rediss://` mean BullMQ, `postgres://` and `postgresql://`
- * mean pg-boss; each engine is loaded only when used (both are optional peers). The URL may hold a
- * password, so it is read from `INBOX_URL` by default and never printed.
+ * mean pg-boss, `https://` (and `http://`, for a local SQS) a queue URL of SQS; each engine is
+ * loaded only when used (all are optional peers). The URL may hold a password, so it is read from
+ * `INBOX_URL` by default and never printed.
  */
 
 import { escapeControlCharacters } from '../encoding.ts';
@@ -15,7 +16,9 @@ export const INBOX_HELP = `Usage: webhook-receiver inbox <list|retry|purge> [opt
 
 Lists an inbox's dead letters, puts one back on its queue (attempts counted anew), or deletes one.
 The engine follows from the URL: redis:// or rediss:// for BullMQ, postgres:// or postgresql://
-for pg-boss.
+for pg-boss, an SQS queue URL (https://sqs.<region>.amazonaws.com/<account>/<queue>) for SQS,
+whose dead letters are on the queue its redrive policy names. SQS takes its credentials from
+the AWS SDK's usual places (AWS_PROFILE, AWS_ACCESS_KEY_ID…), never from an option.
 
 Commands:
   list                print the dead letters, oldest first: id, namespace, attempts, first
@@ -26,7 +29,7 @@ Commands:
 Options:
   --url URL           the engine's connection URL. Default: INBOX_URL (prefer it: command-line
                       arguments end up in shell history and process lists)
-  --queue NAME        the queue's name (default webhooks)
+  --queue NAME        the queue's name, for BullMQ and pg-boss (default webhooks)
   --id ID             the webhook id, for retry and purge
   --namespace NS      the idempotency namespace (default default)
   --unsigned          the dead letter of an unsigned delivery
@@ -34,6 +37,8 @@ Options:
   --json              list as one JSON object per line (the body in base64)
   --prefix P          BullMQ's key prefix (default bull)
   --schema S          pg-boss's schema (default pgboss)
+  --region R          SQS's region (default: AWS_REGION, or the queue URL's)
+  --endpoint URL      SQS's endpoint, for a local SQS (default: the region's)
   --timeout S         seconds to wait for the engine to connect, and then for the command to
                       complete (default 10 each); then it gives up, naming the URL without its
                       password and what to check
@@ -127,6 +132,26 @@ async function openPgBoss(url: string, queueName: string, schema: string | undef
   };
 }
 
+async function openSqs(queueUrl: string, region: string | undefined, endpoint: string | undefined, timeoutMs: number): Promise<Opened> {
+  const [{ SQSClient }, { sqsInbox }] = await Promise.all([import('@aws-sdk/client-sqs'), import('../inbox/sqs/index.ts')]);
+  // The region named by an AWS queue URL's host (sqs.<region>.amazonaws.com), unless told.
+  const fromUrl = /^https?:\/\/sqs[.-]([a-z0-9-]+)\.amazonaws\.com/i.exec(queueUrl)?.[1];
+  const client = new SQSClient({
+    region: region ?? process.env.AWS_REGION ?? fromUrl ?? 'us-east-1',
+    ...(endpoint === undefined ? {} : { endpoint }),
+    maxAttempts: 1,
+  });
+  // Only reads, retries and purges dead letters: the queue's settings stay the app's.
+  const inbox = sqsInbox({ client, queueUrl, timeoutMs, logger: { warn: () => {}, error: () => {} } });
+  return {
+    inbox,
+    close: async () => {
+      await within(inbox.close(), CLOSE_MS).catch(() => {});
+      client.destroy();
+    },
+  };
+}
+
 function line(letter: DeadLetter): string {
   const time = (date: Date | undefined) => date?.toISOString() ?? '-';
   return [
@@ -157,23 +182,34 @@ export async function inboxCommand(args: string[]): Promise<number> {
     json: { type: 'boolean' },
     prefix: { type: 'string' },
     schema: { type: 'string' },
+    region: { type: 'string' },
+    endpoint: { type: 'string' },
     timeout: { type: 'string' },
   });
   if (values.help) return printHelp(INBOX_HELP);
   const url = values.url ?? process.env.INBOX_URL ?? '';
   if (url === '') throw new UsageError('no URL: pass --url, or set INBOX_URL');
   const scheme = /^([a-z]+):\/\//i.exec(url)?.[1]?.toLowerCase();
-  const engine = scheme === 'redis' || scheme === 'rediss' ? 'bullmq' : scheme === 'postgres' || scheme === 'postgresql' ? 'pg-boss' : undefined;
+  const engine =
+    scheme === 'redis' || scheme === 'rediss' ? 'bullmq' : scheme === 'postgres' || scheme === 'postgresql' ? 'pg-boss' : scheme === 'https' || scheme === 'http' ? 'sqs' : undefined;
   // The URL itself is never repeated: it may carry a password.
-  if (engine === undefined) throw new UsageError('the URL must start with redis://, rediss:// (BullMQ), postgres:// or postgresql:// (pg-boss)');
+  if (engine === undefined) throw new UsageError('the URL must start with redis://, rediss:// (BullMQ), postgres:// or postgresql:// (pg-boss), or be an SQS queue URL (https://)');
+  if (engine === 'sqs' && !/^https?:\/\/[^/\s]+\/\S+$/.test(url)) throw new UsageError('an SQS queue URL names the queue: https://sqs.<region>.amazonaws.com/<account>/<queue>');
+  const endpoint = values.endpoint;
+  if (endpoint !== undefined && !/^https?:\/\/\S+$/.test(endpoint)) throw new UsageError('--endpoint must be an http:// or https:// URL');
   const limit = wholeNumber(values.limit, '--limit', 1, 100_000);
   const id = values.id;
   if (subcommand !== 'list' && (id === undefined || id === '')) throw new UsageError(`${subcommand} needs --id`);
   const timeoutSeconds = wholeNumber(values.timeout, '--timeout', 1, 600) ?? 10;
   const timeoutMs = timeoutSeconds * 1000;
-  const queueName = values.queue ?? 'webhooks';
-  const kind: ServerKind = engine === 'bullmq' ? 'Redis' : 'PostgreSQL';
-  const opened = engine === 'bullmq' ? await openBullmq(url, queueName, values.prefix, timeoutMs) : await openPgBoss(url, queueName, values.schema, timeoutMs);
+  const queueName = engine === 'sqs' ? url.slice(url.lastIndexOf('/') + 1) : (values.queue ?? 'webhooks');
+  const kind: ServerKind = engine === 'bullmq' ? 'Redis' : engine === 'pg-boss' ? 'PostgreSQL' : 'SQS';
+  const opened =
+    engine === 'bullmq'
+      ? await openBullmq(url, queueName, values.prefix, timeoutMs)
+      : engine === 'pg-boss'
+        ? await openPgBoss(url, queueName, values.schema, timeoutMs)
+        : await openSqs(url, values.region, endpoint, timeoutMs);
   /** The engine's answer within the bound; a failure names the URL without its password. */
   const ask = async <T>(work: () => Promise<T>, step: string): Promise<T> => {
     let answer;

@@ -3,6 +3,7 @@
 import type { Queue } from 'bullmq';
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
 import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
+import { sqsInbox, type SqsClientLike } from '../../src/inbox/sqs/index.ts';
 import type { Inbox } from '../../src/inbox/types.ts';
 
 /** Which ids fail, by their number (`msg_chaos_<n>`). */
@@ -29,4 +30,13 @@ export function chaosBullmqInbox(queue: Queue): Inbox {
  */
 export function chaosPgBossInbox(boss: PgBossLike, queue: string): Inbox {
   return pgBossInbox({ boss, queue, maxAttempts: 5, backoff: { delayMs: 0 }, timeoutMs: 1000, pollingIntervalSeconds: 0.5, queueOptions: { expireInSeconds: 3 } });
+}
+
+/**
+ * A killed worker's messages come back when their visibility ends (the claim's lock, 5 s here) and
+ * count the receive as an attempt; a fifth attempt covers two failures and two kills. The redrive
+ * policy (8 receives) stays above it.
+ */
+export function chaosSqsInbox(client: SqsClientLike, queueUrl: string): Inbox {
+  return sqsInbox({ client, queueUrl, maxAttempts: 5, backoff: { delayMs: 0 }, timeoutMs: 1000, visibilityTimeoutSeconds: 5, waitTimeSeconds: 1, logger: silent });
 }

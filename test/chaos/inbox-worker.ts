@@ -1,7 +1,8 @@
 /**
  * One inbox worker of the inbox chaos test, run as a child process (`node --import tsx`) so that it
  * can be killed for real: `inbox.work` on a BullMQ queue with its claims in a `redisStore` on the
- * same Redis, or on a pg-boss queue with its claims in a `postgresStore` on the same database. Its handler is the side effect the test counts: one JSON line per event appended to this
+ * same Redis, on a pg-boss queue with its claims in a `postgresStore` on the same database, or on an
+ * SQS queue (fauxqs, its URL in `CHAOS_QUEUE`) with its claims in a `redisStore` (`CHAOS_STORE_URL`). Its handler is the side effect the test counts: one JSON line per event appended to this
  * worker's log with a synchronous append (in the kernel once the call returns, so a SIGKILL right
  * after cannot lose it): `start`, then `done` or `fail`. A tenth of the ids fail their first two
  * attempts; a fiftieth (the poison ids) always throw `PermanentError`, unless listed in the healed
@@ -19,7 +20,7 @@ import type { Inbox } from '../../src/inbox/types.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
-import { chaosBullmqInbox, chaosPgBossInbox, kindOf } from './inbox-kinds.ts';
+import { chaosBullmqInbox, chaosPgBossInbox, chaosSqsInbox, kindOf } from './inbox-kinds.ts';
 
 const env = (name: string): string => {
   const value = process.env[name];
@@ -37,6 +38,13 @@ const log = (event: Record<string, unknown>) => appendFileSync(logFile, `${JSON.
 
 /** The engine's inbox and the workers' store, as the test's process builds the same inbox. */
 async function open(): Promise<{ inbox: Inbox; store: IdempotencyStore }> {
+  if (engine === 'sqs') {
+    const { SQSClient } = await import('@aws-sdk/client-sqs');
+    const client = new SQSClient({ endpoint: url, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' }, maxAttempts: 1 });
+    const storeClient = new Redis(env('CHAOS_STORE_URL'), { maxRetriesPerRequest: 1, enableOfflineQueue: false });
+    storeClient.on('error', () => {});
+    return { inbox: chaosSqsInbox(client, queueName), store: redisStore({ client: storeClient, timeoutMs: 1000 }) };
+  }
   if (engine === 'bullmq') {
     const connection = new Redis(url, { maxRetriesPerRequest: null });
     connection.on('error', () => {});

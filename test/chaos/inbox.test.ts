@@ -1,7 +1,8 @@
 /**
- * Chaos for the inbox, on BullMQ and on pg-boss: 500 deliveries accepted into the
+ * Chaos for the inbox, on BullMQ, pg-boss and SQS: 500 deliveries accepted into the
  * engine's own server (a private redis-server with AOF on, `appendfsync always`; a private
- * PostgreSQL) and processed by two worker processes, under the failures that happen:
+ * PostgreSQL; fauxqs in process, keeping its state in a folder, with the workers' claims on a
+ * private redis-server) and processed by two worker processes, under the failures that happen:
  * - a tenth of the ids fail their first two attempts; a fiftieth (poison) always throw
  *   `PermanentError`;
  * - a worker is SIGKILLed while a handler runs, twice (each time started again);
@@ -29,7 +30,8 @@ import { postgresStore } from '../../src/stores/postgres.ts';
 import { acceptedJob } from '../inbox/conformance.ts';
 import { findPostgresBin, startPostgresServer } from '../support/postgres-server.ts';
 import { canStartRedis, startRedisServer } from '../support/redis.ts';
-import { chaosBullmqInbox, chaosPgBossInbox, kindOf } from './inbox-kinds.ts';
+import { sqsClient } from '../support/sqs.ts';
+import { chaosBullmqInbox, chaosPgBossInbox, chaosSqsInbox, kindOf } from './inbox-kinds.ts';
 
 const MESSAGES = 500;
 const RUN_BUDGET_MS = 120_000;
@@ -49,7 +51,10 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 interface Engine {
   url: string;
   inbox: Inbox;
-  restart(): Promise<void>;
+  /** What the workers need besides the URL: the queue (as they name it), the claims' store. */
+  workerEnv?: Record<string, string>;
+  /** Restarts the engine's server mid-run; absent where the run does without (see the SQS engine). */
+  restart?: () => Promise<void>;
   close(): Promise<void>;
 }
 
@@ -98,12 +103,70 @@ async function pgBossEngine(queueName: string): Promise<Engine> {
   };
 }
 
+/** fauxqs in a child process, so that this busy process (500 accepts) does not slow the queue down. */
+async function startSqsChild(port: number): Promise<{ child: ChildProcess; port: number }> {
+  const child = fork(join(import.meta.dirname, '../support/sqs-server-child.ts'), [], {
+    execArgv: ['--import', 'tsx'],
+    env: { ...process.env, FAUXQS_PORT: String(port) },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const listening = await new Promise<number>((resolve, reject) => {
+    child.on('message', (message: { port?: number }) => message.port !== undefined && resolve(message.port));
+    child.once('exit', (code) => reject(new Error(`fauxqs exited before it listened (${code})`)));
+  });
+  return { child, port: listening };
+}
+
+async function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+async function sqsEngine(): Promise<Engine> {
+  const server = await startSqsChild(0);
+  const port = server.port;
+  const created = await new Promise<{ queueUrl: string; queueArn: string }>((resolve) => {
+    const names: { queueUrl: string; queueArn: string }[] = [];
+    const onMessage = (message: { created?: { queueUrl: string; queueArn: string } }) => {
+      if (message.created === undefined) return;
+      names.push(message.created);
+      if (names.length === 1) server.child.send({ create: { name: 'chaos', attributes: { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: names[0]!.queueArn, maxReceiveCount: '8' }) } } });
+      else {
+        server.child.off('message', onMessage);
+        resolve(message.created);
+      }
+    };
+    server.child.on('message', onMessage);
+    server.child.send({ create: { name: 'chaos-dead', attributes: {} } });
+  });
+  const redis = await startRedisServer();
+  const client = sqsClient({ port });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    inbox: chaosSqsInbox(client, created.queueUrl),
+    workerEnv: { CHAOS_QUEUE: created.queueUrl, CHAOS_STORE_URL: redis.url },
+    // No restart: fauxqs keeps messages across one only with its data folder, where it answers
+    // ChangeMessageVisibility with a server error (a NOT NULL constraint of its SQLite table), so
+    // failed attempts could not be put back; this run has the kills only. The queue down and back
+    // is in sqs.test.ts.
+    close: async () => {
+      client.destroy();
+      await stopChild(server.child);
+      await redis.close();
+    },
+  };
+}
+
 const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
 const ENGINES = [
   { name: 'bullmq', available: () => canStartRedis('the inbox chaos test'), make: bullmqEngine },
   // pg-boss 12 needs Node 22.12 or later. Its run takes about a minute: a killed worker's jobs wait
   // for their expiry (3 s here) and pg-boss's supervisor before they are retried.
   { name: 'pg-boss', available: () => findPostgresBin() !== undefined && (major > 22 || (major === 22 && minor >= 12)), make: pgBossEngine },
+  // fauxqs needs Node 22.5 or later; the workers' claims live on a private redis-server.
+  { name: 'sqs', available: () => canStartRedis('the inbox chaos test') && (major > 22 || (major === 22 && minor >= 5)), make: sqsEngine },
 ] as const;
 
 for (const { name: engineName, available, make } of ENGINES) {
@@ -133,7 +196,7 @@ for (const { name: engineName, available, make } of ENGINES) {
       const spawnWorker = async (): Promise<ChildProcess> => {
         const child = fork(workerScript, [], {
           execArgv: ['--import', 'tsx'],
-          env: { ...process.env, CHAOS_ENGINE: engineName, CHAOS_URL: engine!.url, CHAOS_QUEUE: queueName, CHAOS_LOG: join(dir!, `worker-${spawned++}.log`), CHAOS_HEALED: healed },
+          env: { ...process.env, CHAOS_ENGINE: engineName, CHAOS_URL: engine!.url, CHAOS_QUEUE: queueName, CHAOS_LOG: join(dir!, `worker-${spawned++}.log`), CHAOS_HEALED: healed, ...engine!.workerEnv },
           stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
         });
         workers.add(child);
@@ -201,11 +264,13 @@ for (const { name: engineName, available, make } of ENGINES) {
         await killOneMidJob(60);
         stage('first kill done');
         await startsReach(150);
-        stage('restarting');
-        const restartAt = Date.now();
-        await engine!.restart();
-        restartMs = Date.now() - restartAt;
-        stage('restarted');
+        if (engine!.restart !== undefined) {
+          stage('restarting');
+          const restartAt = Date.now();
+          await engine!.restart();
+          restartMs = Date.now() - restartAt;
+          stage('restarted');
+        }
         await killOneMidJob(starts + 60);
       })();
       // Spread over about three seconds, so the kills and the restart land mid-run.
@@ -271,7 +336,7 @@ for (const { name: engineName, available, make } of ENGINES) {
       console.log(
         `inbox chaos (${engineName}): ${MESSAGES} ids, ${successes.size} processed, ${deadIds.size} dead-lettered (${poison.length} poison), ` +
           `${flaky.length} flaky, ${lines.filter((l) => l.event === 'start').length} handler starts, ${kills.length} worker kills, ` +
-          `server restarted in ${restartMs} ms, ${refused} refused accepts meanwhile, ${excused.length} excused second runs, 0 doubled, 0 lost; ` +
+          `${engine.restart === undefined ? 'no server restart' : `server restarted in ${restartMs} ms`}, ${refused} refused accepts meanwhile, ${excused.length} excused second runs, 0 doubled, 0 lost; ` +
           `settled in ${settledMs} ms, ${Date.now() - started} ms with the retry`,
       );
     });

@@ -1,6 +1,6 @@
 /**
- * `webhook-receiver inbox list|retry|purge` as a person runs it, against a real Redis (BullMQ) and
- * a real PostgreSQL (pg-boss, on Node 22.12 or later): dead letters listed, one retried and
+ * `webhook-receiver inbox list|retry|purge` as a person runs it, against a real Redis (BullMQ),
+ * a real PostgreSQL (pg-boss, on Node 22.12 or later) and fauxqs (SQS, on Node 22.5 or later): dead letters listed, one retried and
  * processed, one purged; misuse is exit code 2 and never repeats the URL (it may hold a password).
  */
 
@@ -12,9 +12,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
 import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
+import { sqsInbox } from '../../src/inbox/sqs/index.ts';
 import { acceptedJob, Outcomes } from '../inbox/conformance.ts';
 import { sharedPostgresUrl } from '../support/postgres.ts';
 import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';
+import { freshQueues, sqsClient, startSqs } from '../support/sqs.ts';
 import { run } from './support.ts';
 
 describe('webhook-receiver inbox: misuse', () => {
@@ -209,6 +211,55 @@ describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
       const pool = new pg.Pool({ connectionString: sharedPostgresUrl! });
       await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await pool.end();
+    }
+  });
+});
+
+const sqsRuns = major > 22 || (major === 22 && minor >= 5);
+
+describe.skipIf(!sqsRuns)('webhook-receiver inbox on SQS', () => {
+  it('takes a queue URL: lists the dead letters on the queue its redrive policy names, retries one (processed), purges another', { timeout: 90_000 }, async () => {
+    const server = await startSqs();
+    const client = sqsClient(server);
+    const { queueUrl } = freshQueues(server, { maxReceiveCount: 5 });
+    const inbox = sqsInbox({ client, queueUrl, maxAttempts: 2, backoff: { delayMs: 0 }, waitTimeSeconds: 1, logger: { warn: () => {}, error: () => {} } });
+    const outcomes = new Outcomes();
+    let healed = false;
+    const worker = await inbox.work(
+      () => {
+        if (!healed) throw new PermanentError('no such customer');
+      },
+      { onOutcome: outcomes.record, logger: { warn: () => {}, error: () => {} } },
+    );
+    try {
+      const suffix = randomBytes(4).toString('hex');
+      const first = await acceptedJob('{"a":1}', { id: `msg_cli_sqs_${suffix}_1` });
+      const second = await acceptedJob('{"a":2}', { id: `msg_cli_sqs_${suffix}_2` });
+      await inbox.enqueue(first);
+      await inbox.enqueue(second);
+      await outcomes.until(() => outcomes.events.filter((event) => event.outcome === 'dead_lettered').length === 2);
+      // The credentials come from the SDK's environment, as an operator's would.
+      const env = { INBOX_URL: queueUrl, AWS_ACCESS_KEY_ID: 'test', AWS_SECRET_ACCESS_KEY: 'test', AWS_REGION: 'us-east-1' };
+      const endpoint = ['--endpoint', `http://127.0.0.1:${server.port}`];
+      const listed = await run(['inbox', 'list', ...endpoint], { env });
+      expect(listed.code).toBe(0);
+      const lines = listed.stdout.trim().split('\n').sort();
+      expect(lines).toHaveLength(2);
+      expect(lines[0]).toMatch(new RegExp(`^${first.id}  default  1 attempts  \\d{4}-[^ ]+Z  \\d{4}-[^ ]+Z  PermanentError: no such customer$`));
+      expect(listed.stderr).toContain('2 dead letters in sqs queue');
+      healed = true;
+      expect(await run(['inbox', 'retry', '--id', first.id, ...endpoint], { env })).toMatchObject({ code: 0, stdout: `retried ${first.id}\n` });
+      await outcomes.until(() => outcomes.of(first.id).includes('processed'));
+      expect(await run(['inbox', 'purge', '--id', second.id, ...endpoint], { env })).toMatchObject({ code: 0, stdout: `purged ${second.id}\n` });
+      expect(await inbox.deadLetters()).toEqual([]);
+      const missing = await run(['inbox', 'purge', '--id', second.id, ...endpoint], { env });
+      expect(missing).toMatchObject({ code: 1, stderr: `no dead letter of ${JSON.stringify(second.id)} in namespace default\n` });
+      // Misuse: an endpoint that is not a URL.
+      expect(await run(['inbox', 'list', '--endpoint', 'localhost:4566'], { env })).toMatchObject({ code: 2 });
+    } finally {
+      await worker.close({ timeoutMs: 1000 });
+      client.destroy();
+      await server.stop();
     }
   });
 });

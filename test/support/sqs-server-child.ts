@@ -1,0 +1,17 @@
+/**
+ * fauxqs in a process of its own (`node --import tsx`), for a test whose own process is busy: on
+ * `FAUXQS_PORT` (0: a free one) of 127.0.0.1, its state in memory. Reports `{ port }`
+ * over IPC once it listens; creates the queues it is sent (`{ create: { name, attributes } }`,
+ * answered with what `createQueue` returns); stops on SIGTERM.
+ */
+
+import { startFauxqs } from 'fauxqs';
+
+const server = await startFauxqs({ port: Number(process.env.FAUXQS_PORT ?? 0), host: '127.0.0.1', logger: false });
+process.on('message', (message: { create?: { name: string; attributes: Record<string, string> } }) => {
+  if (message.create !== undefined) process.send?.({ created: server.createQueue(message.create.name, { attributes: message.create.attributes }) });
+});
+process.once('SIGTERM', () => {
+  void server.stop().then(() => process.exit(0));
+});
+process.send?.({ port: server.port });
