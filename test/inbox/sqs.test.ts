@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { ChangeMessageVisibilityCommand, DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
-import { InboxGate } from '../../src/inbox/accept.ts';
+import { InboxGate } from '../../src/receiver/accept.ts';
 import { sqsInbox, type SqsInbox, type SqsInboxOptions } from '../../src/inbox/sqs/index.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import { countIn, freshQueues, lambdaRecord, randomSuffix, receiveAsLambda, sqsClient, startSqs, type FauxqsServer } from '../support/sqs.ts';

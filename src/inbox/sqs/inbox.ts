@@ -9,7 +9,7 @@
 
 import { checkLogger, type WebhookLogger } from '../../logger.ts';
 import type { IdempotencyStore } from '../../stores/types.ts';
-import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS } from '../../receiver/types.ts';
+import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS } from '../../claims.ts';
 import { commonSettings, deadLetterLimit, selectedKey, type CommonInboxOptions } from '../job.ts';
 import { WorkerStores } from '../lifecycle.ts';
 import type { DeadLetter, Inbox, InboxHandler, InboxJob, InboxWorker, JobSelector, WorkOptions } from '../types.ts';
