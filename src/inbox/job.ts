@@ -64,8 +64,11 @@ export function jobOf(
   fields: { namespace: string; contentType: string | null; tenant?: string | null; order?: EntityOrder | undefined; acceptedAt: number },
 ): InboxJob {
   const order = fields.order;
+  // A pulled event needs format 2's fields; every other job stays in format 1, which the workers
+  // of earlier releases read.
+  const pulled = webhook.scheme === 'relay';
   const job: Mutable<InboxJob> = {
-    v: INBOX_JOB_FORMAT,
+    v: pulled ? 2 : 1,
     id: webhook.id,
     timestamp: Math.floor(webhook.timestamp.getTime() / 1000),
     body: base64Encode(webhook.body),
@@ -80,6 +83,10 @@ export function jobOf(
     entity: order === undefined ? null : order.entity.slice(entityKey(fields.namespace, '').length),
     acceptedAt: fields.acceptedAt,
   };
+  if (pulled) {
+    job.verificationState = webhook.verificationState ?? null;
+    job.relayEventId = webhook.relayEventId ?? null;
+  }
   // Only on an ordered job: an unordered one stays as jobs were before ordering.
   if (order !== undefined) {
     job.version = order.version;
@@ -111,7 +118,7 @@ const nullableString = (value: unknown): value is string | null => value === nul
 export function readJob(data: unknown): InboxJob {
   if (typeof data !== 'object' || data === null) throw new PermanentError('the job has no data object: it was not written by webhook-receiver');
   const job = data as Partial<Record<keyof InboxJob, unknown>>;
-  if (job.v !== INBOX_JOB_FORMAT) {
+  if (job.v !== 1 && job.v !== INBOX_JOB_FORMAT) {
     throw new PermanentError(
       typeof job.v === 'number' && job.v > INBOX_JOB_FORMAT
         ? `the job is in format ${job.v}, newer than this worker reads (${INBOX_JOB_FORMAT}): upgrade webhook-receiver in the worker, then retry the dead letter`
@@ -126,7 +133,7 @@ export function readJob(data: unknown): InboxJob {
     typeof job.body === 'string' &&
     nullableString(job.contentType) &&
     typeof job.signed === 'boolean' &&
-    (job.scheme === null || job.scheme === 'v1' || job.scheme === 'v1a') &&
+    (job.scheme === null || job.scheme === 'v1' || job.scheme === 'v1a' || (job.v === 2 && job.scheme === 'relay')) &&
     (job.keyIndex === null || (typeof job.keyIndex === 'number' && Number.isInteger(job.keyIndex))) &&
     nullableString(job.keyId) &&
     typeof job.namespace === 'string' &&
@@ -139,8 +146,14 @@ export function readJob(data: unknown): InboxJob {
     // An ordered job (an entity) carries its encoded version and whether it is exclusive.
     (job.entity === null
       ? (job.version === undefined || job.version === null) && (job.exclusive === undefined || job.exclusive === null)
-      : typeof job.version === 'string' && ENCODED_VERSION.test(job.version) && typeof job.exclusive === 'boolean');
-  if (!valid) throw new PermanentError('the job data does not have the fields of format 1: it was not written by webhook-receiver, or was changed');
+      : typeof job.version === 'string' && ENCODED_VERSION.test(job.version) && typeof job.exclusive === 'boolean') &&
+    // Format 2's fields: a pulled event's, on a pulled event's job only.
+    (job.scheme === 'relay'
+      ? (job.verificationState === 'verified' || job.verificationState === 'authenticated' || job.verificationState === 'unattempted') &&
+        typeof job.relayEventId === 'string' &&
+        job.signed === (job.verificationState !== 'unattempted')
+      : (job.verificationState === undefined || job.verificationState === null) && (job.relayEventId === undefined || job.relayEventId === null));
+  if (!valid) throw new PermanentError(`the job data does not have the fields of format ${String(job.v)}: it was not written by webhook-receiver, or was changed`);
   if (base64Decode(job.body as string) === undefined) throw new PermanentError('the job body is not base64');
   return data as InboxJob;
 }
@@ -156,6 +169,8 @@ export function webhookOf(job: InboxJob): VerifiedWebhook {
     keyIndex: job.keyIndex ?? undefined,
     keyId: job.keyId ?? undefined,
     tenant: job.tenant ?? undefined,
+    verificationState: job.verificationState ?? undefined,
+    relayEventId: job.relayEventId ?? undefined,
   });
 }
 

@@ -18,16 +18,20 @@ import type { ClaimHandle, IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook } from '../verify.ts';
 
 /**
- * The version of the job format this release writes (`job.v`). A worker refuses a job of a format
- * it does not know (it dead-letters it, saying so) rather than guessing at its fields.
+ * The newest version of the job format this release writes (`job.v`). Format 2 adds what a job of
+ * an event pulled from the relay carries (`scheme: 'relay'`, `verificationState`, `relayEventId`);
+ * a delivery received over HTTP is still written in format 1, so the workers of a release that
+ * reads only format 1 keep running its jobs during a rolling upgrade. A worker reads every format
+ * up to its own, and refuses a newer one (it dead-letters it, saying so) rather than guessing at
+ * its fields.
  *
  * @example
  * ```ts
  * import { INBOX_JOB_FORMAT } from 'webhook-receiver';
- * console.log(`jobs are written in format ${INBOX_JOB_FORMAT}`);
+ * console.log(`jobs are written in formats up to ${INBOX_JOB_FORMAT}`);
  * ```
  */
-export const INBOX_JOB_FORMAT = 1;
+export const INBOX_JOB_FORMAT = 2;
 
 /**
  * A job's data: what a worker needs to rebuild the verified webhook, and never a secret (the
@@ -44,8 +48,8 @@ export const INBOX_JOB_FORMAT = 1;
  * ```
  */
 export interface InboxJob {
-  /** The format version, {@link INBOX_JOB_FORMAT}. */
-  readonly v: 1;
+  /** The format version: 1, or 2 for a pulled event ({@link INBOX_JOB_FORMAT}). */
+  readonly v: 1 | 2;
   /** `webhook-id`. */
   readonly id: string;
   /** `webhook-timestamp`, in Unix seconds (for an unsigned request without one, when it was received). */
@@ -56,7 +60,8 @@ export interface InboxJob {
   readonly contentType: string | null;
   /** `false` only for an unsigned delivery let in by `unsigned: 'accept'`. */
   readonly signed: boolean;
-  readonly scheme: 'v1' | 'v1a' | null;
+  /** `'relay'` (format 2 only) for an event pulled from the relay's API. */
+  readonly scheme: 'v1' | 'v1a' | 'relay' | null;
   readonly keyIndex: number | null;
   readonly keyId: string | null;
   /** The idempotency namespace the delivery was accepted in. */
@@ -77,6 +82,10 @@ export interface InboxJob {
   readonly exclusive?: boolean | null;
   /** When the receiver accepted it, in epoch milliseconds. */
   readonly acceptedAt: number;
+  /** Format 2, a pulled event: how the relay judged its signature at capture. Absent otherwise. */
+  readonly verificationState?: 'verified' | 'authenticated' | 'unattempted' | null;
+  /** Format 2, a pulled event: the relay's event id. Absent otherwise. */
+  readonly relayEventId?: string | null;
 }
 
 /**
