@@ -322,7 +322,7 @@ export function triggerSource(options: TriggerSourceOptions): TriggerSource {
       outcome = result.outcome;
     } catch (error) {
       if (error instanceof PermanentError || (isWebhookError(error) && error.status < 500)) {
-        tell({ eventId: event.id, webhookId, outcome: 'skipped', verificationState: state, reason: errorText(error) });
+        tell({ eventId: event.id, webhookId, outcome: 'skipped', verificationState: state, reason: isWebhookError(error) ? `${error.code}: ${error.message}` : errorText(error) });
         report(error, { stage: 'event', eventId: event.id });
         return;
       }
@@ -364,9 +364,15 @@ export function triggerSource(options: TriggerSourceOptions): TriggerSource {
     if (busy !== undefined) return Promise.reject(new TypeError('triggerSource: a poll is already running (one run() or pollOnce() at a time)'));
     if (closing.signal.aborted) return Promise.reject(new TypeError('triggerSource: closed'));
     const running = work();
-    busy = running.finally(() => {
-      busy = undefined;
-    });
+    // Only to know when it ends: its failure is the caller's, through `running`.
+    busy = running.then(
+      () => {
+        busy = undefined;
+      },
+      () => {
+        busy = undefined;
+      },
+    );
     return running;
   }
 
