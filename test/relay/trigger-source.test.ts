@@ -50,8 +50,8 @@ function listeners() {
   const events: PulledEventReport[] = [];
   const errors: { error: unknown; context: TriggerErrorContext }[] = [];
   return {
-    events,
-    errors,
+    reported: events,
+    failures: errors,
     onEvent: (report: PulledEventReport) => {
       events.push(report);
       record(JSON.stringify(report));
@@ -75,7 +75,7 @@ describe('triggerSource with a handler', () => {
     const outcomes: OutcomeEvent[] = [];
     const receiver = createReceiver({ secrets: SECRET, onOutcome: (outcome) => outcomes.push(outcome) });
     const cursor = memoryCursor();
-    const { events, onEvent, onError } = listeners();
+    const { reported: events, onEvent, onError } = listeners();
     const source = triggerSource({ relay: client(), triggerId, cursor, receiver, handler: (webhook) => void seen.push(webhook), onEvent, onError });
 
     const result = await source.pollOnce();
@@ -113,7 +113,7 @@ describe('triggerSource with a handler', () => {
     const refusing = triggerSource({ relay: client(), triggerId, cursor: memoryCursor(), receiver: createReceiver({ secrets: SECRET }), handler: (webhook) => void seen.push(webhook), ...strict });
     await refusing.pollOnce();
     expect(seen).toEqual([]);
-    expect(strict.events).toEqual([
+    expect(strict.reported).toEqual([
       expect.objectContaining({ eventId: unattempted.id, outcome: 'skipped', verificationState: 'unattempted', reason: expect.stringMatching(/MISSING_SIGNATURE/) }),
       expect.objectContaining({ eventId: failed.id, outcome: 'skipped', verificationState: 'failed' }),
     ]);
@@ -129,7 +129,7 @@ describe('triggerSource with a handler', () => {
     });
     await accepting.pollOnce();
     expect(seen.map((webhook) => [webhook.relayEventId, webhook.signed, webhook.verificationState])).toEqual([[unattempted.id, false, 'unattempted']]);
-    expect(lenient.events.map((report) => report.outcome)).toEqual(['processed', 'skipped']);
+    expect(lenient.reported.map((report) => report.outcome)).toEqual(['processed', 'skipped']);
   });
 
   it('claims unattempted events in the unsigned key space, the one the unsigned budget bounds', async () => {
@@ -153,7 +153,7 @@ describe('triggerSource with a handler', () => {
     const hashB = emulator.addEvent({ body: '{"same":true}', dedupKey: 'sha256:abc', dedupStrategy: 'content_hash' });
     const triggerId = emulator.addTrigger();
     const seen: string[] = [];
-    const { events, onEvent, onError } = listeners();
+    const { reported: events, onEvent, onError } = listeners();
     const source = triggerSource({ relay: client(), triggerId, cursor: memoryCursor(), receiver: createReceiver({ secrets: SECRET }), handler: (webhook) => void seen.push(`${webhook.id}/${webhook.relayEventId}`), onEvent, onError });
     await source.pollOnce();
     // The content hash joins nothing by default: two identical bodies may be two events.
@@ -215,7 +215,7 @@ describe('triggerSource with a handler', () => {
     expect(runs).toEqual(ids.slice(0, 2));
 
     // The next process starts from the same cursor and the same store.
-    const { events, onEvent, onError } = listeners();
+    const { reported: events, onEvent, onError } = listeners();
     const next = triggerSource({ relay: client(), triggerId, cursor, receiver: createReceiver({ secrets: SECRET, idempotency: { store } }), handler: (webhook) => void runs.push(webhook.id), onEvent, onError });
     await next.pollOnce();
     expect(runs).toEqual(ids);
@@ -230,7 +230,7 @@ describe('triggerSource with a handler', () => {
     const triggerId = emulator.addTrigger();
     const cursor = memoryCursor();
     const runs: string[] = [];
-    const { events, errors, onEvent, onError } = listeners();
+    const { reported: events, failures: errors, onEvent, onError } = listeners();
     const source = triggerSource({
       relay: client(),
       triggerId,
@@ -329,7 +329,7 @@ describe('the loop: backoff and close()', () => {
     const { waits, sleep } = recordingSleep(async (done) => {
       if (done.length === 5) void source!.close();
     });
-    const { errors, onError, onEvent } = listeners();
+    const { failures: errors, onError, onEvent } = listeners();
     // No retry budget in the client: every failure reaches the loop at once.
     source = triggerSource({ relay, triggerId, cursor: memoryCursor(), receiver: createReceiver({ secrets: SECRET }), handler: () => {}, errors: { minMs: 1_000, maxMs: 3_000 }, random: () => 0.5, sleep, onError, onEvent });
     await source.run();
