@@ -18,7 +18,9 @@
  * ```
  */
 export interface CursorStore {
+  /** The cursor saved last, or `undefined`/`null` before the first save. */
   load(): Promise<string | null | undefined>;
+  /** Keeps `cursor` (an opaque string from the relay) in place of the one before. */
   save(cursor: string): Promise<void>;
 }
 
@@ -35,8 +37,11 @@ export interface CursorStore {
  * ```
  */
 export interface CursorKeyValue {
+  /** The value under `key`: a string, or `null`/`undefined` when there is none. */
   get(key: string): Promise<unknown>;
+  /** Writes `value` under `key` (a Redis client's `set`). */
   set?(key: string, value: string): Promise<unknown>;
+  /** Writes `value` under `key` (Workers KV's and Durable Object storage's `put`), when there is no `set`. */
   put?(key: string, value: string): Promise<unknown>;
 }
 
