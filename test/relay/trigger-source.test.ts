@@ -192,6 +192,18 @@ describe('triggerSource with a handler', () => {
     expect(fetched).toEqual([`/v1/events/${cut.id}/payload`, `/v1/events/${raw.id}/payload`]);
   });
 
+  it('keeps a UTF-8 body that begins with a byte order mark byte for byte, inline', async () => {
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf, ...new TextEncoder().encode('{"bom":true}')]);
+    const event = emulator.addEvent({ body: bom });
+    const triggerId = emulator.addTrigger();
+    const bodies: Uint8Array[] = [];
+    const source = triggerSource({ relay: client(), triggerId, cursor: memoryCursor(), receiver: createReceiver({ secrets: SECRET }), handler: (webhook) => void bodies.push(webhook.body), ...listeners() });
+    await source.pollOnce();
+    expect(payloadFetches()).toBe(0);
+    expect(bodies.map((body) => Buffer.from(body).toString('hex'))).toEqual([Buffer.from(bom).toString('hex')]);
+    expect(event.payloadBytes).toBe(bom.byteLength);
+  });
+
   it('saves the cursor only after the whole batch: a crash mid-batch replays it, and the claims run each event once', async () => {
     const ids = Array.from({ length: 5 }, (_, n) => emulator.addEvent({ body: JSON.stringify({ n }) }).id);
     const triggerId = emulator.addTrigger();
