@@ -160,7 +160,7 @@ async function fromRelayById(eventId: string, method: string | undefined, relayU
   return source.rejected !== undefined && !includeRejected ? { skipped: source.rejected.reason, where } : { source, where };
 }
 
-export interface Answer {
+interface Answer {
   status: number;
   contentType: string | undefined;
   body: Uint8Array;

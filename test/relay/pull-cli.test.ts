@@ -151,6 +151,10 @@ describe('relay pull', () => {
     expect(told.code).toBe(0);
     expect(received).toHaveLength(1);
 
+    const help = await cli(['relay', 'pull', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: webhook-receiver relay pull --trigger UUID --to URL/);
+
     const noSecret = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--once'], { WEBHOOK_SECRET: '' });
     expect(noSecret.code).toBe(2);
     const keyOption = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--api-key', KEY]);
