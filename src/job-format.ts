@@ -11,16 +11,20 @@ import type { EntityOrder } from './stores/types.ts';
 import { rebuiltWebhook, type VerifiedWebhook } from './verify.ts';
 
 /**
- * The version of the job format this release writes (`job.v`). A worker refuses a job of a format
- * it does not know (it dead-letters it, saying so) rather than guessing at its fields.
+ * The newest version of the job format this release writes (`job.v`). Format 2 adds what a job of
+ * an event pulled from the relay carries (`scheme: 'relay'`, `verificationState`, `relayEventId`);
+ * a delivery received over HTTP is still written in format 1, so the workers of a release that
+ * reads only format 1 keep running its jobs during a rolling upgrade. A worker reads every format
+ * up to its own, and refuses a newer one (it dead-letters it, saying so) rather than guessing at
+ * its fields.
  *
  * @example
  * ```ts
  * import { INBOX_JOB_FORMAT } from 'webhook-receiver';
- * console.log(`jobs are written in format ${INBOX_JOB_FORMAT}`);
+ * console.log(`jobs are written in formats up to ${INBOX_JOB_FORMAT}`);
  * ```
  */
-export const INBOX_JOB_FORMAT = 1;
+export const INBOX_JOB_FORMAT = 2;
 
 /**
  * A job's data: what a worker needs to rebuild the verified webhook, and never a secret (the
@@ -37,8 +41,8 @@ export const INBOX_JOB_FORMAT = 1;
  * ```
  */
 export interface InboxJob {
-  /** The format version, {@link INBOX_JOB_FORMAT}. */
-  readonly v: 1;
+  /** The format version: 1, or 2 for a pulled event ({@link INBOX_JOB_FORMAT}). */
+  readonly v: 1 | 2;
   /** `webhook-id`. */
   readonly id: string;
   /** `webhook-timestamp`, in Unix seconds (for an unsigned request without one, when it was received). */
@@ -49,7 +53,8 @@ export interface InboxJob {
   readonly contentType: string | null;
   /** `false` only for an unsigned delivery let in by `unsigned: 'accept'`. */
   readonly signed: boolean;
-  readonly scheme: 'v1' | 'v1a' | null;
+  /** `'relay'` (format 2 only) for an event pulled from the relay's API. */
+  readonly scheme: 'v1' | 'v1a' | 'relay' | null;
   readonly keyIndex: number | null;
   readonly keyId: string | null;
   /** The idempotency namespace the delivery was accepted in. */
@@ -70,6 +75,10 @@ export interface InboxJob {
   readonly exclusive?: boolean | null;
   /** When the receiver accepted it, in epoch milliseconds. */
   readonly acceptedAt: number;
+  /** Format 2, a pulled event: how the relay judged its signature at capture. Absent otherwise. */
+  readonly verificationState?: 'verified' | 'authenticated' | 'unattempted' | null;
+  /** Format 2, a pulled event: the relay's event id. Absent otherwise. */
+  readonly relayEventId?: string | null;
 }
 
 /** The job of a verified webhook accepted now. */
@@ -78,8 +87,11 @@ export function jobOf(
   fields: { namespace: string; contentType: string | null; tenant?: string | null; order?: EntityOrder | undefined; acceptedAt: number },
 ): InboxJob {
   const order = fields.order;
+  // A pulled event needs format 2's fields; every other job stays in format 1, which the workers
+  // of earlier releases read.
+  const pulled = webhook.scheme === 'relay';
   const job: Mutable<InboxJob> = {
-    v: INBOX_JOB_FORMAT,
+    v: pulled ? 2 : 1,
     id: webhook.id,
     timestamp: Math.floor(webhook.timestamp.getTime() / 1000),
     body: base64Encode(webhook.body),
@@ -94,6 +106,10 @@ export function jobOf(
     entity: order === undefined ? null : order.entity.slice(entityKey(fields.namespace, '').length),
     acceptedAt: fields.acceptedAt,
   };
+  if (pulled) {
+    job.verificationState = webhook.verificationState ?? null;
+    job.relayEventId = webhook.relayEventId ?? null;
+  }
   // Only on an ordered job: an unordered one stays as jobs were before ordering.
   if (order !== undefined) {
     job.version = order.version;
@@ -125,7 +141,7 @@ const nullableString = (value: unknown): value is string | null => value === nul
 export function readJob(data: unknown): InboxJob {
   if (typeof data !== 'object' || data === null) throw new PermanentError('the job has no data object: it was not written by webhook-receiver');
   const job = data as Partial<Record<keyof InboxJob, unknown>>;
-  if (job.v !== INBOX_JOB_FORMAT) {
+  if (job.v !== 1 && job.v !== INBOX_JOB_FORMAT) {
     throw new PermanentError(
       typeof job.v === 'number' && job.v > INBOX_JOB_FORMAT
         ? `the job is in format ${job.v}, newer than this worker reads (${INBOX_JOB_FORMAT}): upgrade webhook-receiver in the worker, then retry the dead letter`
@@ -140,7 +156,7 @@ export function readJob(data: unknown): InboxJob {
     typeof job.body === 'string' &&
     nullableString(job.contentType) &&
     typeof job.signed === 'boolean' &&
-    (job.scheme === null || job.scheme === 'v1' || job.scheme === 'v1a') &&
+    (job.scheme === null || job.scheme === 'v1' || job.scheme === 'v1a' || (job.v === 2 && job.scheme === 'relay')) &&
     (job.keyIndex === null || (typeof job.keyIndex === 'number' && Number.isInteger(job.keyIndex))) &&
     nullableString(job.keyId) &&
     typeof job.namespace === 'string' &&
@@ -153,8 +169,14 @@ export function readJob(data: unknown): InboxJob {
     // An ordered job (an entity) carries its encoded version and whether it is exclusive.
     (job.entity === null
       ? (job.version === undefined || job.version === null) && (job.exclusive === undefined || job.exclusive === null)
-      : typeof job.version === 'string' && ENCODED_VERSION.test(job.version) && typeof job.exclusive === 'boolean');
-  if (!valid) throw new PermanentError('the job data does not have the fields of format 1: it was not written by webhook-receiver, or was changed');
+      : typeof job.version === 'string' && ENCODED_VERSION.test(job.version) && typeof job.exclusive === 'boolean') &&
+    // Format 2's fields: a pulled event's, on a pulled event's job only.
+    (job.scheme === 'relay'
+      ? (job.verificationState === 'verified' || job.verificationState === 'authenticated' || job.verificationState === 'unattempted') &&
+        typeof job.relayEventId === 'string' &&
+        job.signed === (job.verificationState !== 'unattempted')
+      : (job.verificationState === undefined || job.verificationState === null) && (job.relayEventId === undefined || job.relayEventId === null));
+  if (!valid) throw new PermanentError(`the job data does not have the fields of format ${String(job.v)}: it was not written by webhook-receiver, or was changed`);
   if (base64Decode(job.body as string) === undefined) throw new PermanentError('the job body is not base64');
   return data as InboxJob;
 }
@@ -170,5 +192,7 @@ export function jobWebhook(job: InboxJob): VerifiedWebhook {
     keyIndex: job.keyIndex ?? undefined,
     keyId: job.keyId ?? undefined,
     tenant: job.tenant ?? undefined,
+    verificationState: job.verificationState ?? undefined,
+    relayEventId: job.relayEventId ?? undefined,
   });
 }

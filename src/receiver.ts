@@ -54,6 +54,8 @@ import {
 export * from './receiver/types.ts';
 
 const DEFAULT_CLOSE_TIMEOUT_MS = 5000;
+/** The input of a pulled event's claim: there is no request, and the telemetry reads no id from it. */
+const PULLED: WebhookInput = { headers: {}, body: new Uint8Array(0) };
 const noop = (): Promise<void> => DONE;
 const nothingPending = (): undefined => undefined;
 const subjectOf = (webhook: VerifiedWebhook): Subject => ({ webhookId: webhook.id, tenant: webhook.tenant });
@@ -67,6 +69,27 @@ const observers = new WeakMap<Receiver, Observer>();
  */
 export function observerOf(receiver: Receiver): Observer | undefined {
   return observers.get(receiver);
+}
+
+/**
+ * The way into a receiver for events pulled from the relay's API (`triggerSource`): they were
+ * authenticated by the API key, not by a signature, so they skip verification and enter at the
+ * claim, the same claims, ordering, inbox and telemetry as a delivery received over HTTP. Internal.
+ */
+export interface PulledEntry {
+  /** True when the receiver takes unsigned events (`unsigned: 'accept'`). */
+  readonly acceptsUnsigned: boolean;
+  /** True when the receiver has an inbox: pulled events are accepted into it, not handled. */
+  readonly hasInbox: boolean;
+  handle(webhook: VerifiedWebhook, handler: (webhook: VerifiedWebhook, context: WebhookContext) => unknown): Promise<ReceiveResult<unknown>>;
+  accept(webhook: VerifiedWebhook, contentType: string | null): Promise<AcceptResult>;
+}
+
+const pulledEntries = new WeakMap<Receiver, PulledEntry>();
+
+/** The pulled-event entry of a receiver built by {@link createReceiver}. Internal. */
+export function pulledEntryOf(receiver: Receiver): PulledEntry | undefined {
+  return pulledEntries.get(receiver);
 }
 
 /**
@@ -104,6 +127,7 @@ class ReceiverImpl implements Receiver {
   readonly #onError: (error: unknown, context: ReceiverErrorContext) => void;
   readonly #observer: Observer;
   readonly #now: () => number;
+  readonly #acceptsUnsigned: boolean;
   /** Contexts of handlers running without a claim, for `close`. */
   readonly #unclaimed = new Set<HandlerContext>();
   #closed = false;
@@ -165,6 +189,13 @@ class ReceiverImpl implements Receiver {
     if (this.#ordering !== undefined) checkOrderingStore(store);
     const report: Report = (error, stage, subject, willRetry) => this.#report(error, stage, subject, willRetry);
     this.#claims = new ClaimKeeper({ sync: this.#sync, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, renews, report });
+    this.#acceptsUnsigned = options.unsigned === 'accept';
+    pulledEntries.set(this, {
+      acceptsUnsigned: this.#acceptsUnsigned,
+      hasInbox: this.#gate !== undefined,
+      handle: (webhook, handler) => this.#handle(this.#traced(PULLED, undefined, undefined, webhook), handler, undefined),
+      accept: (webhook, contentType) => this.#accept(PULLED, contentType, webhook),
+    });
   }
 
   claim(input: WebhookInput | Request, options?: ClaimOptions): Promise<Claim> {
@@ -175,11 +206,11 @@ class ReceiverImpl implements Receiver {
     return this.#traced(input, deadline, undefined);
   }
 
-  /** {@link claim}, observed; `accepting` as in {@link #claim}. */
-  #traced(input: WebhookInput | Request, deadline: number | undefined, accepting: Accepting | undefined): Promise<Claim> {
+  /** {@link claim}, observed; `accepting` and `pulled` as in {@link #claim}. */
+  #traced(input: WebhookInput | Request, deadline: number | undefined, accepting: Accepting | undefined, pulled?: VerifiedWebhook): Promise<Claim> {
     const trace = this.#observer.start();
-    if (trace === undefined) return this.#claim(input, undefined, deadline, accepting);
-    return this.#claim(input, trace, deadline, accepting).then(
+    if (trace === undefined) return this.#claim(input, undefined, deadline, accepting, pulled);
+    return this.#claim(input, trace, deadline, accepting, pulled).then(
       (claim) => {
         attachTrace(claim, trace);
         if (claim.outcome === 'acquired') this.#observer.acquired(trace);
@@ -197,9 +228,14 @@ class ReceiverImpl implements Receiver {
    * Verifies and claims. `accepting` (an inbox's accept): the claim is unordered (an accepted job
    * is never stale: its staleness is judged when a worker processes it, where a newer version may
    * still be queued), and the delivery's entity and version go to `accepting.order` for the job.
+   * `pulled`: an event pulled from the relay, taken as it is instead of verifying `input`; an
+   * unsigned one (`unattempted`) is refused as an unsigned request is, unless unsigned is accepted.
    */
-  async #claim(input: WebhookInput | Request, trace: Trace | undefined, deadline: number | undefined, accepting?: Accepting): Promise<Claim> {
-    const webhook = isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input);
+  async #claim(input: WebhookInput | Request, trace: Trace | undefined, deadline: number | undefined, accepting?: Accepting, pulled?: VerifiedWebhook): Promise<Claim> {
+    if (pulled !== undefined && !pulled.signed && !this.#acceptsUnsigned) {
+      throw new WebhookError('MISSING_SIGNATURE', "the relay did not check this event's signature when it captured it (unattempted), and this receiver does not accept unsigned events (unsigned: 'accept')");
+    }
+    const webhook = pulled ?? (isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input));
     if (trace !== undefined) this.#observer.verified(trace, webhook, this.#now());
     const store = this.#store;
     if (store === undefined) {
@@ -299,7 +335,11 @@ class ReceiverImpl implements Receiver {
       throw new TypeError('this receiver was built with an inbox: receiver.accept(request) enqueues the delivery, and inbox.work(handler) runs the handler');
     }
     if (typeof handler !== 'function') throw new TypeError('handle needs a handler function');
-    const claim = await this.claim(input);
+    return this.#handle(this.claim(input), handler, options);
+  }
+
+  async #handle<T>(claiming: Promise<Claim>, handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>, options: HandleOptions | undefined): Promise<ReceiveResult<T>> {
+    const claim = await claiming;
     const { webhook } = claim;
     if (claim.outcome === 'duplicate') return { outcome: 'duplicate', webhook };
     if (claim.outcome === 'stale') return { outcome: 'stale', webhook };
@@ -325,10 +365,16 @@ class ReceiverImpl implements Receiver {
     if (gate === undefined) {
       throw new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler');
     }
+    return this.#accept(input, contentTypeOf(input), undefined);
+  }
+
+  async #accept(input: WebhookInput | Request, contentType: string | null, pulled: VerifiedWebhook | undefined): Promise<AcceptResult> {
+    const gate = this.#gate;
+    if (gate === undefined) throw new TypeError('this receiver has no inbox');
     // The accepting claim is unordered (never stale): the worker judges the job's entity and version.
     const accepting: Accepting = { namespace: 'default', order: undefined };
-    const claim = (await this.#traced(input, undefined, accepting)) as ClaimedDelivery;
-    return acceptClaimed(gate, claim, contentTypeOf(input), accepting.namespace, accepting.order);
+    const claim = (await this.#traced(input, undefined, accepting, pulled)) as ClaimedDelivery;
+    return acceptClaimed(gate, claim, contentType, accepting.namespace, accepting.order);
   }
 
   async ping(): Promise<void> {

@@ -17,6 +17,7 @@ import { GENERATE_SECRET_HELP, generateSecretCommand } from './generate-secret.t
 import { INBOX_HELP, inboxCommand } from './inbox.ts';
 import { LISTEN_HELP, listenCommand } from './listen.ts';
 import { RELAY_HELP, relayCommand } from './relay.ts';
+import { pullCommand } from './relay-pull.ts';
 import { REPLAY_HELP, replayCommand } from './replay.ts';
 import { UsageError, io, printHelp } from './options.ts';
 import { SIGN_HELP, signCommand } from './sign.ts';
@@ -34,7 +35,7 @@ Commands:
   listen              run a local receiver that prints every delivery and its verification
   check               test a live endpoint against the standard: forged, stale, replayed deliveries
   replay              send captured deliveries (listen --record, the relay's documents) to your endpoint, re-signed
-  relay               the relay's API: list deliveries, rotate a destination's signing secret
+  relay               the relay's API: list deliveries, rotate a destination's signing secret, pull events
   inbox               list, retry or purge an inbox's dead letters (BullMQ or pg-boss, from a URL)
 
 Run 'webhook-receiver <command> --help' for a command's options, 'webhook-receiver --version' for the version.
@@ -48,7 +49,7 @@ const RUN: Record<Command, { help: string; run: (args: string[]) => Promise<numb
   listen: { help: LISTEN_HELP, run: listenCommand },
   check: { help: CHECK_HELP, run: checkCommand },
   replay: { help: REPLAY_HELP, run: replayCommand },
-  relay: { help: RELAY_HELP, run: relayCommand },
+  relay: { help: RELAY_HELP, run: (args) => (args[0] === 'pull' ? pullCommand(args.slice(1)) : relayCommand(args)) },
   inbox: { help: INBOX_HELP, run: inboxCommand },
 };
 

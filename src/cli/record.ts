@@ -57,7 +57,8 @@ export function capturedDelivery(delivery: Delivery, receivedAt: Date): Captured
       ? {
           ok: true,
           id: verification.webhook.id,
-          scheme: verification.webhook.scheme ?? null,
+          // Received over HTTP and verified: a signature's scheme, never a pulled event's 'relay'.
+          scheme: (verification.webhook.scheme as 'v1' | 'v1a' | undefined) ?? null,
           keyIndex: verification.webhook.keyIndex ?? null,
           keyId: verification.webhook.keyId ?? null,
         }

@@ -21,6 +21,7 @@ export const RELAY_CONNECTION_HELP = `  --relay-url URL     the relay's base URL
 
 export const RELAY_HELP = `Usage: webhook-receiver relay deliveries [--destination UUID] [--status S]... [--since TIME]
        webhook-receiver relay rotate --destination UUID --out FILE [--force] [--print]
+       webhook-receiver relay pull --trigger UUID --to URL [--secret S]... [--cursor FILE] [--once]
 
 deliveries   Lists the relay's outbound deliveries in the relay's order: status, attempt, the
              destination's status code, the error and the next retry, and how to replay each.
@@ -37,6 +38,10 @@ rotate       Rotates a destination's signing secret and writes the new one to a 
              The file holds one JSON object: { "destinationId", "keyId", "signingSecret" }.
              The relay shows a secret once: if the file cannot be written after the rotation,
              the secret is printed on stderr rather than lost.
+
+pull         Pulls a trigger's events and sends each to your local endpoint, signed with your
+             secret: the relay's events on this machine, without a public URL or a tunnel.
+             'webhook-receiver relay pull --help' tells more.
 
 ${RELAY_CONNECTION_HELP}
   --help              show this help
@@ -93,7 +98,7 @@ export function relayFailureText(error: RelayError, seconds: number): string {
   return escapeControlCharacters(`relay error ${error.code}: ${text}${hint}`);
 }
 
-function uuidOption(value: string | undefined, option: string): string | undefined {
+export function uuidOption(value: string | undefined, option: string): string | undefined {
   if (value === undefined) return undefined;
   // Never repeated: a value in the wrong place may be a secret.
   if (!isRelayId(value)) throw new UsageError(`${option} takes a UUID (the relay's ids are UUIDs)`);
@@ -251,7 +256,7 @@ async function rotateCommand(args: string[]): Promise<number> {
   return 0;
 }
 
-/** `webhook-receiver relay <deliveries|rotate>`. */
+/** `webhook-receiver relay <deliveries|rotate>` (`pull` is `relay-pull.ts`'s, which builds on this module). */
 export async function relayCommand(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
   if (sub === undefined || sub === '--help' || sub === '-h') {
@@ -264,7 +269,7 @@ export async function relayCommand(args: string[]): Promise<number> {
   if (sub === 'deliveries') return deliveriesCommand(rest);
   if (sub === 'rotate') return rotateCommand(rest);
   // Not repeated: a secret may have been typed here.
-  throw new UsageError('unknown relay command: deliveries or rotate');
+  throw new UsageError('unknown relay command: deliveries, rotate or pull');
 }
 
 /**
@@ -280,6 +285,21 @@ export async function relayEventDocuments(
   const id = uuidOption(eventId, '--event-id')!;
   const { relay, signal, seconds } = relayConnection({ 'relay-url': values['relay-url'] });
   try {
+    return await eventDocuments(relay, id, method, signal);
+  } catch (error) {
+    if (error instanceof RelayError) throw new Error(relayFailureText(error, seconds));
+    throw error;
+  }
+}
+
+/** {@link relayEventDocuments} with a client already made: `replay --event-id` and `relay pull` share it. */
+export async function eventDocuments(
+  relay: RelayClient,
+  id: string,
+  method: string | undefined,
+  signal: AbortSignal,
+): Promise<{ event: { id: string; method: string; headers: [string, string][]; contentType: string | null; payloadBytes: number }; payload: { contentType: string | null; bytes: number; bodyBase64: string }; dropped: string[] }> {
+  {
     const event = await relay.event(id, { signal });
     const payload = await relay.payload(id, { signal });
     if (event.method === null && method === undefined) {
@@ -301,8 +321,5 @@ export async function relayEventDocuments(
       payload: { contentType: payload.contentType, bytes: payload.body.byteLength, bodyBase64: base64Encode(payload.body) },
       dropped,
     };
-  } catch (error) {
-    if (error instanceof RelayError) throw new Error(relayFailureText(error, seconds));
-    throw error;
   }
 }

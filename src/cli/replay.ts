@@ -168,7 +168,7 @@ interface Answer {
 }
 
 /** Sends one replay through `node:http`: the headers as a raw array, so order and repeats stay. */
-function send(target: URL, replay: SignedReplay, timeoutMs: number): Promise<Answer> {
+export function send(target: URL, replay: SignedReplay, timeoutMs: number): Promise<Answer> {
   const raw: string[] = ['host', target.host];
   for (const [name, value] of replay.headers) raw.push(name, value);
   raw.push('content-length', String(replay.body.byteLength));
@@ -202,7 +202,7 @@ function send(target: URL, replay: SignedReplay, timeoutMs: number): Promise<Ans
 }
 
 /** The answer in a few words: a duplicate, the error envelope's code and message, or nothing more. */
-function answerText(answer: Answer): string {
+export function answerText(answer: Answer): string {
   const text = new TextDecoder().decode(answer.body.subarray(0, ANSWER_BODY_MAX_BYTES));
   let envelope: unknown;
   try {

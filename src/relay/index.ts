@@ -26,3 +26,8 @@ export {
   type TriggerEvent,
   type VerificationState,
 } from './types.ts';
+export { triggerSource } from './trigger-source.ts';
+export type { TriggerSource, TriggerSourceOptions, PollResult, PulledEventReport, TriggerErrorContext } from './trigger-types.ts';
+export { keyValueCursor, type CursorStore, type CursorKeyValue } from './cursor.ts';
+export { fileCursor } from './file-cursor.ts';
+export type { PullBackoffOptions } from './pull-backoff.ts';

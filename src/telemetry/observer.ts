@@ -198,7 +198,8 @@ export class Observer {
     // An unsigned request without a timestamp was given the time it arrived: no skew to tell.
     // Signed, as a size and a direction: the SDK drops negative histogram values (histograms
     // measure non-negative amounts), and a sender whose clock runs ahead must still show.
-    if (webhook.signed) {
+    // A pulled event's timestamp is when the relay captured it: its age, not a clock's skew.
+    if (webhook.signed && webhook.scheme !== 'relay') {
       const skew = (webhook.timestamp.getTime() - nowMs) / 1000;
       instruments.clockSkew.record(Math.abs(skew), { [A.skewDirection]: skew > 0 ? 'future' : 'past' });
     }

@@ -104,8 +104,22 @@ export interface VerifiedWebhook {
   parse<S extends StandardSchemaV1>(schema: S): Promise<StandardSchemaV1.InferOutput<S>>;
   /** False only when `unsigned: 'accept'` let an unsigned request in. */
   readonly signed: boolean;
-  /** Which kind of signature matched. */
-  readonly scheme: 'v1' | 'v1a' | undefined;
+  /**
+   * Which kind of signature matched; `'relay'` for an event pulled from the relay's API (see
+   * `triggerSource`), which no signature covers: the API key over TLS authenticated it.
+   */
+  readonly scheme: 'v1' | 'v1a' | 'relay' | undefined;
+  /**
+   * For a pulled event (`scheme: 'relay'`): how the relay judged the event's inbound signature
+   * when it captured it. `verified` and `authenticated` count as signed, `unattempted` as unsigned
+   * (`failed` events are never handed out). `undefined` for a delivery received over HTTP.
+   */
+  readonly verificationState?: 'verified' | 'authenticated' | 'unattempted' | undefined;
+  /**
+   * For a pulled event: the relay's event id (its `id` may be the event's `dedupKey` instead, the
+   * sender's own id). `undefined` for a delivery received over HTTP.
+   */
+  readonly relayEventId?: string | undefined;
   /** Index in `secrets` of the key that matched. */
   readonly keyIndex: number | undefined;
   /** That key's `keyId`, when it was given one. */

@@ -13,16 +13,24 @@ const asIs = (payload: unknown): unknown => payload;
 /** A verified (or accepted unsigned) webhook. Internal: the verifier builds it. */
 export class Webhook implements VerifiedWebhook {
   #text: string | undefined;
+  // Own properties only on a pulled event: a delivery received over HTTP looks as it always did.
+  declare readonly verificationState?: 'verified' | 'authenticated' | 'unattempted';
+  declare readonly relayEventId?: string;
   constructor(
     readonly id: string,
     readonly timestamp: Date,
     readonly body: Uint8Array,
     readonly signed: boolean,
-    readonly scheme: 'v1' | 'v1a' | undefined,
+    readonly scheme: 'v1' | 'v1a' | 'relay' | undefined,
     readonly keyIndex: number | undefined,
     readonly keyId: string | undefined,
     readonly tenant: string | undefined,
-  ) {}
+    verificationState?: 'verified' | 'authenticated' | 'unattempted',
+    relayEventId?: string,
+  ) {
+    if (verificationState !== undefined) (this as { verificationState?: string }).verificationState = verificationState;
+    if (relayEventId !== undefined) (this as { relayEventId?: string }).relayEventId = relayEventId;
+  }
   text(): string {
     return (this.#text ??= utf8Decoder.decode(this.body));
   }
@@ -47,10 +55,12 @@ export function rebuiltWebhook(fields: {
   timestamp: Date;
   body: Uint8Array;
   signed: boolean;
-  scheme: 'v1' | 'v1a' | undefined;
+  scheme: 'v1' | 'v1a' | 'relay' | undefined;
   keyIndex: number | undefined;
   keyId: string | undefined;
   tenant: string | undefined;
+  verificationState?: 'verified' | 'authenticated' | 'unattempted' | undefined;
+  relayEventId?: string | undefined;
 }): VerifiedWebhook {
-  return new Webhook(fields.id, fields.timestamp, fields.body, fields.signed, fields.scheme, fields.keyIndex, fields.keyId, fields.tenant);
+  return new Webhook(fields.id, fields.timestamp, fields.body, fields.signed, fields.scheme, fields.keyIndex, fields.keyId, fields.tenant, fields.verificationState, fields.relayEventId);
 }

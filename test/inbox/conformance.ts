@@ -10,7 +10,7 @@
 import { describe, expect, it } from 'vitest';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
 import { jobOf } from '../../src/job-format.ts';
-import type { Inbox, InboxHandler, InboxJob, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
+import { INBOX_JOB_FORMAT, type Inbox, type InboxHandler, type InboxJob, type JobOutcomeEvent, type WorkOptions } from '../../src/inbox/types.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
@@ -339,7 +339,7 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
     });
 
     it('dead-letters a job in a format this worker does not read, saying so, without running the handler', async () => {
-      const job = { ...(await acceptedJob('{}', { id: freshId('format') })), v: 2 } as unknown as InboxJob;
+      const job = { ...(await acceptedJob('{}', { id: freshId('format') })), v: INBOX_JOB_FORMAT + 1 } as unknown as InboxJob;
       let runs = 0;
       const errors: unknown[] = [];
       await withWorker(
@@ -350,7 +350,7 @@ export function describeInbox(engine: string, harness: InboxHarness): void {
           await inbox.enqueue(job);
           await outcomes.until(() => outcomes.events.length > 0);
           expect(outcomes.events.map((event) => event.outcome)).toEqual(['dead_lettered']);
-          expect(String(outcomes.events[0]!.error)).toContain('format 2, newer than this worker reads (1)');
+          expect(String(outcomes.events[0]!.error)).toContain(`format ${INBOX_JOB_FORMAT + 1}, newer than this worker reads (${INBOX_JOB_FORMAT})`);
         },
         { work: { onError: (error) => errors.push(error) } },
       );

@@ -13,7 +13,7 @@ import { Queue } from 'bullmq';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
-import type { Inbox, InboxHandler, InboxJob, WorkOptions } from '../../src/inbox/types.ts';
+import { INBOX_JOB_FORMAT, type Inbox, type InboxHandler, type InboxJob, type WorkOptions } from '../../src/inbox/types.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
 import { acceptedJob, Outcomes } from '../inbox/conformance.ts';
 import { total, useOtelSdk } from '../support/otel.ts';
@@ -168,7 +168,7 @@ describe.skipIf(sharedRedisUrl === null)('an inbox worker through the real OpenT
   });
 
   it('logs a job it cannot read once: to onError when given, else as an error, never also as a failed job', async () => {
-    const unreadable = { ...(await acceptedJob('{}', { id: freshId('format') })), v: 2 } as unknown as InboxJob;
+    const unreadable = { ...(await acceptedJob('{}', { id: freshId('format') })), v: INBOX_JOB_FORMAT + 1 } as unknown as InboxJob;
     for (const withOnError of [true, false]) {
       const outcomes = new Outcomes();
       const logs = new Recorded();

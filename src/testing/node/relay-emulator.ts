@@ -369,7 +369,8 @@ export async function relayEmulator(options: RelayEmulatorOptions = {}): Promise
         let end = truncated ? cap : body.byteLength;
         if (utf8 && truncated) while (end > 0 && (body[end]! & 0xc0) === 0x80) end--;
         const kept = body.subarray(0, end);
-        const text = utf8 ? new TextDecoder().decode(kept) : base64Encode(kept);
+        // ignoreBOM keeps a leading byte order mark in the text: the inline body is the captured bytes.
+        const text = utf8 ? new TextDecoder('utf-8', { ignoreBOM: true }).decode(kept) : base64Encode(kept);
         return { ...base, body: text, bodyEncoding: utf8 ? 'utf8' : 'base64', bodyTruncated: truncated, contentType: event.contentType };
       });
       const position = start + batch.length;

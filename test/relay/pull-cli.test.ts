@@ -1,0 +1,187 @@
+/**
+ * `webhook-receiver relay pull` through the real command, against the emulator and a real local
+ * HTTP endpoint that verifies what it is sent; and `relay rotate` when the secret cannot be
+ * written after the rotation. No output of any run may hold the API key.
+ */
+
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { relayEmulator, type RelayEmulator } from '../../src/testing/index.ts';
+import { verifyWebhook } from '../../src/verify.ts';
+import { SECRET } from '../testing/support.ts';
+import { run, type Result } from '../cli/support.ts';
+import { KEY, expectNoKeyShown, record, tinyServer } from './support.ts';
+
+let emulator: RelayEmulator;
+let dir: string;
+
+/** What the endpoint received: each request's headers and body, and how it answered. */
+interface Received {
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+  verified: boolean;
+}
+
+let received: Received[];
+let answer: (index: number) => number;
+let endpoint: Awaited<ReturnType<typeof tinyServer>>;
+
+beforeAll(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'relay-pull-'));
+  endpoint = await tinyServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const headers = req.headers;
+      void verifyWebhook({ headers, body }, { secrets: SECRET, unsigned: 'accept' }).then(
+        (webhook) => webhook.signed,
+        () => false,
+      ).then((verified) => {
+        const index = received.push({ headers, body, verified }) - 1;
+        res.writeHead(answer(index), { 'content-type': 'application/json' });
+        res.end('{}');
+      });
+    });
+  });
+});
+
+beforeEach(async () => {
+  emulator = await relayEmulator({ apiKeys: [{ key: KEY }] });
+  received = [];
+  answer = () => 204;
+});
+
+afterEach(async () => {
+  await emulator.close();
+});
+
+afterAll(async () => {
+  await endpoint.close();
+  await rm(dir, { recursive: true, force: true });
+  expectNoKeyShown();
+});
+
+async function cli(args: string[], env: Record<string, string> = {}): Promise<Result> {
+  const result = await run(args, { env: { RELAY_URL: emulator.url, RELAY_API_KEY: KEY, WEBHOOK_SECRET: SECRET, ...env }, timeoutMs: 120_000 });
+  record(result.stdout);
+  record(result.stderr);
+  expect(result.stdout + result.stderr).not.toContain(KEY);
+  return result;
+}
+
+describe('relay pull', () => {
+  it('--once sends each event signed with the local secret, unattempted unsigned, failed never, and resumes from --cursor', { timeout: 180_000 }, async () => {
+    const signed = emulator.addEvent({
+      body: '{"type":"invoice.paid"}',
+      headers: [
+        ['content-type', 'application/json'],
+        ['authorization', 'Bearer sender-token-xyz'],
+        ['webhook-id', 'msg_sender_1'],
+        ['webhook-signature', 'v1,b2xkIHNpZ25hdHVyZQ=='],
+        ['x-custom', 'kept'],
+      ],
+    });
+    const unattempted = emulator.addEvent({ body: '{"type":"unsigned"}', verificationState: 'unattempted' });
+    const failed = emulator.addEvent({ body: '{"type":"forged"}', verificationState: 'failed' });
+    const triggerId = emulator.addTrigger();
+    const cursorFile = join(dir, 'once.cursor');
+
+    const first = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile, '--once']);
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    expect(received).toHaveLength(2);
+    const [one, two] = received as [Received, Received];
+    expect(one.verified).toBe(true);
+    expect(one.headers['webhook-id']).toBe('msg_sender_1');
+    expect(one.headers.authorization).toBeUndefined();
+    expect(String(one.headers['webhook-signature'])).not.toContain('b2xkIHNpZ25hdHVyZQ==');
+    expect(one.headers['x-custom']).toBe('kept');
+    expect(one.body.toString()).toBe('{"type":"invoice.paid"}');
+    expect(two.headers['webhook-signature']).toBeUndefined();
+    expect(two.headers['webhook-id']).toBe(unattempted.id);
+    expect(two.body.toString()).toBe('{"type":"unsigned"}');
+    // One line per event, the skipped one said so.
+    const lines = first.stdout.split('\n').filter((line) => line.startsWith('#'));
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toMatch(new RegExp(`^#1 \\S+ event ${signed.id} \\(verified\\) POST webhook-id "msg_sender_1", signed, 23 bytes: 204 in \\d+ ms$`));
+    expect(lines[1]).toMatch(/\(unattempted\) POST .* unsigned, .*: 204/);
+    expect(lines[2]).toContain(`event ${failed.id} (failed): skipped`);
+    expect(first.stdout).toMatch(/caught up: 2 events sent and answered 2xx/);
+    expect(existsSync(cursorFile)).toBe(true);
+
+    // Again from the cursor: nothing new, nothing sent.
+    const again = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile, '--once']);
+    expect(again.code).toBe(0);
+    expect(received).toHaveLength(2);
+    expect(again.stdout).toMatch(/caught up: 0 events/);
+  });
+
+  it('never moves the cursor past an event the endpoint did not answer 2xx; the next pull sends the batch again, same ids', { timeout: 180_000 }, async () => {
+    const a = emulator.addEvent({ body: '{"n":1}' });
+    const b = emulator.addEvent({ body: '{"n":2}' });
+    const triggerId = emulator.addTrigger();
+    const cursorFile = join(dir, 'failing.cursor');
+    answer = (index) => (index === 1 ? 500 : 204);
+    const failing = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile, '--once']);
+    expect(failing.code).toBe(1);
+    expect(failing.stderr).toMatch(new RegExp(`stopped: event ${b.id} was answered 500`));
+    expect(existsSync(cursorFile)).toBe(false);
+    expect(received.map((request) => request.headers['webhook-id'])).toEqual([a.id, b.id]);
+
+    answer = () => 204;
+    const healed = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile, '--once']);
+    expect(healed.code).toBe(0);
+    // The first event again, with the same webhook-id: the endpoint's claims answer it as a duplicate.
+    expect(received.map((request) => request.headers['webhook-id'])).toEqual([a.id, b.id, a.id, b.id]);
+    expect(readFileSync(cursorFile, 'utf8').trim()).not.toBe('');
+  });
+
+  it('refuses an event whose method was not recorded unless --method says which, and misuse before anything is pulled', { timeout: 180_000 }, async () => {
+    emulator.addEvent({ body: '{"old":true}', method: null });
+    const triggerId = emulator.addTrigger();
+    const refused = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--once']);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/--method/);
+    expect(received).toEqual([]);
+    const told = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--once', '--method', 'PUT']);
+    expect(told.code).toBe(0);
+    expect(received).toHaveLength(1);
+
+    const help = await cli(['relay', 'pull', '--help']);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toMatch(/^Usage: webhook-receiver relay pull --trigger UUID --to URL/);
+
+    const noSecret = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--once'], { WEBHOOK_SECRET: '' });
+    expect(noSecret.code).toBe(2);
+    const keyOption = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--api-key', KEY]);
+    expect(keyOption.code).toBe(2);
+    const remote = await cli(['relay', 'pull', '--trigger', triggerId, '--to', 'https://example.com/webhooks', '--once']);
+    expect(remote.code).toBe(2);
+    expect(remote.stderr).toMatch(/--yes/);
+    expect(received).toHaveLength(1);
+  });
+});
+
+describe('relay rotate', () => {
+  it('prints the secret once, on stderr with the warning, when the file cannot be placed after the rotation', { timeout: 120_000 }, async () => {
+    const { destination } = emulator.addDestination({ url: 'https://app.example.com/hooks' });
+    // --force writes beside the target and renames over it: a folder in the way makes the rename fail.
+    const occupied = join(dir, 'occupied');
+    mkdirSync(occupied);
+    writeFileSync(join(occupied, 'keep'), 'x');
+    const result = await cli(['relay', 'rotate', '--destination', destination.id, '--out', occupied, '--force']);
+    expect(result.code).toBe(1);
+    const [newest] = emulator.signingSecrets(destination.id);
+    const secret = newest!.secret;
+    expect(result.stderr).toMatch(/WARNING: the rotation happened but the secret could not be written/);
+    expect(result.stderr.split(secret).length - 1).toBe(1);
+    expect(result.stdout).not.toContain(secret);
+    // Nowhere else: no half-placed copy left beside the target.
+    expect(readdirSync(dir).filter((name) => name.endsWith('.tmp'))).toEqual([]);
+    expect(readdirSync(occupied)).toEqual(['keep']);
+  });
+});
