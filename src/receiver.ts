@@ -101,6 +101,13 @@ interface Accepting {
   order: EntityOrder | undefined;
 }
 
+/** The verifier of a receiver built with `pullOnly: true`: every pushed request is a wiring mistake. */
+const refusePush = (): Promise<never> =>
+  Promise.reject(
+    new TypeError('this receiver was built with pullOnly: true for events pulled from the relay; a pushed request needs a receiver built with secrets or keys'),
+  );
+const pushRefused: Verifier = { verify: refusePush, verifyRequest: refusePush };
+
 class ReceiverImpl implements Receiver {
   readonly verifier: Verifier;
   readonly inbox: InboxIntake | undefined;
@@ -134,8 +141,14 @@ class ReceiverImpl implements Receiver {
 
   constructor(options: ReceiverOptions) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createReceiver needs an options object with secrets or keys');
-    const { keys } = options;
-    if (keys !== undefined) {
+    const { keys, pullOnly } = options;
+    if (pullOnly !== undefined && typeof pullOnly !== 'boolean') throw new TypeError('pullOnly must be a boolean');
+    if (pullOnly === true) {
+      if (options.secrets !== undefined || keys !== undefined) {
+        throw new TypeError('a receiver with pullOnly: true takes events pulled from the relay only and has no secrets or keys: leave them out, or leave pullOnly out to receive pushed requests');
+      }
+      this.verifier = pushRefused;
+    } else if (keys !== undefined) {
       if (options.secrets !== undefined) {
         throw new TypeError('pass either secrets (one set of keys) or keys (keys per tenant, from tenantKeys()), not both');
       }

@@ -166,6 +166,14 @@ export interface ReceiverOptions extends Omit<VerifierOptions, 'secrets'> {
    * namespace of its own.
    */
   keys?: TenantKeys;
+  /**
+   * `true` for a receiver that takes only events pulled from the relay (`triggerSource` in
+   * `webhook-receiver/relay`): it needs neither `secrets` nor `keys` (giving either is a
+   * `TypeError`), since a pulled event is authenticated by the relay's API key, not by a signature.
+   * A pushed request handed to it (`handle`, `accept`, `verifier`) is refused with a `TypeError`
+   * that names this option. Default `false`.
+   */
+  pullOnly?: boolean;
   /** On by default, with an in-memory store. `false` turns deduplication off. */
   idempotency?: IdempotencyOptions | false;
   /**

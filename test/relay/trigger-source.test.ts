@@ -406,3 +406,27 @@ describe('the loop: backoff and close()', () => {
     expect(cursor.saved).toHaveLength(1);
   });
 });
+
+describe('a receiver for pulled events only', () => {
+  it('pulls with no secret at all, and refuses a pushed request naming pullOnly', async () => {
+    emulator.addEvent({ body: '{"type":"invoice.paid"}', verificationState: 'verified' });
+    const triggerId = emulator.addTrigger();
+    const receiver = createReceiver({ pullOnly: true });
+    const seen: string[] = [];
+    const source = triggerSource({ relay: client(), triggerId, cursor: memoryCursor(), receiver, handler: (webhook) => void seen.push(webhook.json<{ type: string }>().type) });
+    expect(await source.pollOnce()).toMatchObject({ events: 1, caughtUp: true });
+    expect(seen).toEqual(['invoice.paid']);
+    await source.close();
+
+    const pushed = new Request('http://127.0.0.1/webhooks', { method: 'POST', body: '{}', headers: { 'webhook-id': 'msg_1', 'webhook-timestamp': '1', 'webhook-signature': 'v1,AAAA' } });
+    await expect(receiver.handle(pushed, () => undefined)).rejects.toThrow(/pullOnly: true/);
+    await expect(receiver.verifier.verifyRequest(pushed)).rejects.toBeInstanceOf(TypeError);
+  });
+
+  it('is a TypeError with secrets or keys beside it, or when it is not a boolean', () => {
+    expect(() => createReceiver({ pullOnly: true, secrets: SECRET })).toThrow(/pullOnly: true .* no secrets or keys/);
+    // @ts-expect-error -- a string is not a boolean
+    expect(() => createReceiver({ pullOnly: 'yes' })).toThrow(/pullOnly must be a boolean/);
+    expect(() => createReceiver({})).toThrow(TypeError);
+  });
+});
