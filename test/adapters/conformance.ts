@@ -5,7 +5,6 @@
  * specific to its framework.
  */
 
-import { readFileSync } from 'node:fs';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentError, type WebhookErrorCode } from '../../src/errors.ts';
@@ -698,15 +697,4 @@ export function gatedStore(inner: IdempotencyStore): IdempotencyStore & { claimi
 /** The body as Fetch's `BodyInit` accepts it. */
 export function bodyInit(body: string | Uint8Array): string | Uint8Array<ArrayBuffer> {
   return typeof body === 'string' ? body : new Uint8Array(body);
-}
-
-/**
- * The adapter's code (comments aside: examples may mention `process.env`) imports no Node module
- * and touches no Node global, so it can run on Workers, Deno and Bun. The runtime smoke tests run
- * it there; this catches a slip at once.
- */
-export function expectNoNodeApi(file: string): void {
-  const source = readFileSync(new URL(`../../adapters/${file}`, import.meta.url), 'utf8');
-  const code = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
-  expect(code).not.toMatch(/from '(node:)?(fs|http|https|stream|buffer|crypto|net|events|util)'|from 'node:|require\(|\bBuffer\b|\bprocess\b|\bglobal\b/);
 }
