@@ -55,7 +55,7 @@ export function subpathOf(entry: EntryPoint): string {
 }
 
 /** The module specifier an app imports: `webhook-receiver` or `webhook-receiver/<name>`. */
-export function specifierOf(entry: EntryPoint): string {
+function specifierOf(entry: EntryPoint): string {
   return entry.name === 'index' ? 'webhook-receiver' : `webhook-receiver/${entry.name}`;
 }
 

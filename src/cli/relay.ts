@@ -14,7 +14,7 @@ import { DELIVERY_STATUSES, type DeliveryStatus } from '../relay/types.ts';
 import { isRelayId } from '../relay/ids.ts';
 import { UsageError, io, parse, printHelp, wholeNumber } from './options.ts';
 
-export const RELAY_CONNECTION_HELP = `  --relay-url URL     the relay's base URL (https, or http on this machine). Default: RELAY_URL
+const RELAY_CONNECTION_HELP = `  --relay-url URL     the relay's base URL (https, or http on this machine). Default: RELAY_URL
                       The API key is read from RELAY_API_KEY only (never an option: arguments
                       end up in shell history and process lists)
   --timeout S         give up after S seconds in all (default 30)`;
@@ -62,7 +62,7 @@ export function refuseKeyOption(args: readonly string[]): void {
 }
 
 /** A client of the relay from `--relay-url`/`RELAY_URL` and `RELAY_API_KEY`, and the command's deadline. */
-export function relayConnection(values: { 'relay-url'?: string | undefined; timeout?: string | undefined }): { relay: RelayClient; signal: AbortSignal; seconds: number } {
+function relayConnection(values: { 'relay-url'?: string | undefined; timeout?: string | undefined }): { relay: RelayClient; signal: AbortSignal; seconds: number } {
   const baseUrl = values['relay-url'] ?? process.env.RELAY_URL ?? '';
   if (baseUrl === '') throw new UsageError("no relay: pass --relay-url or set RELAY_URL (the relay's base URL)");
   const apiKey = process.env[KEY_VARIABLE] ?? '';
@@ -80,7 +80,7 @@ export function relayConnection(values: { 'relay-url'?: string | undefined; time
 }
 
 /** A relay failure as one line for a person, with what to do about the ones a person can fix. */
-export function relayFailureText(error: RelayError, seconds: number): string {
+function relayFailureText(error: RelayError, seconds: number): string {
   const text = error.code === 'ABORTED' ? error.message.replace('aborted by the caller', `gave up after ${seconds} s (--timeout)`) : error.message;
   const hint =
     error.code === 'UNAUTHORIZED'

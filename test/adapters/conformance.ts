@@ -143,18 +143,18 @@ export async function signed(
   return { id: message.id, headers: { ...message.headers, ...JSON_TYPE }, body };
 }
 
-export function without(request: Outgoing, ...names: string[]): Outgoing {
+function without(request: Outgoing, ...names: string[]): Outgoing {
   const headers = { ...request.headers };
   for (const name of names) delete headers[name];
   return { ...request, headers };
 }
 
-export function withHeaders(request: Outgoing, headers: Record<string, string>): Outgoing {
+function withHeaders(request: Outgoing, headers: Record<string, string>): Outgoing {
   return { ...request, headers: { ...request.headers, ...headers } };
 }
 
 /** A store whose backend is down: every call rejects. */
-export function unreachableStore(): IdempotencyStore {
+function unreachableStore(): IdempotencyStore {
   const down = (): Promise<never> => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6379'));
   return { claim: down, complete: down, release: down };
 }
@@ -162,7 +162,7 @@ export function unreachableStore(): IdempotencyStore {
 // ---------------------------------------------------------------------------------------------
 // Assertions
 
-export function parse(reply: Reply): unknown {
+function parse(reply: Reply): unknown {
   return JSON.parse(reply.body) as unknown;
 }
 
@@ -198,7 +198,7 @@ export function expectProcessed(reply: Reply, id: string, keyId: string | null =
 }
 
 /** The base64 payload of a `whsec_`/`whpk_`/`whsk_` secret, which must never show up anywhere. */
-export function secretMaterial(secret: string): string[] {
+function secretMaterial(secret: string): string[] {
   return [secret, secret.slice(secret.indexOf('_') + 1)];
 }
 
@@ -667,7 +667,7 @@ export function adapterConformance(label: string, make: MakeEndpoint, notYet: No
 
 let bomb: Buffer | undefined;
 /** 10 MB of gzip that inflates to 10 GiB: 160 members of 64 MiB of zeros (multi-member gzip is one stream). */
-export function gzipBomb(): Buffer {
+function gzipBomb(): Buffer {
   bomb ??= Buffer.concat(Array.from({ length: 160 }, ((member) => () => member)(gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 }))));
   return bomb;
 }

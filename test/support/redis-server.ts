@@ -10,7 +10,7 @@ import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
-export const REDIS_HOST = '127.0.0.1';
+const REDIS_HOST = '127.0.0.1';
 
 /** True when the `CI` variable says so (`CI=false` and `CI=0` do not). */
 export function isCI(): boolean {
@@ -59,7 +59,7 @@ export function freePort(): Promise<number> {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Sends `PING` over a raw socket: true on `+PONG` within `timeoutMs`. */
-export function ping(port: number, timeoutMs = 500): Promise<boolean> {
+function ping(port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: REDIS_HOST, port });
     let reply = '';
