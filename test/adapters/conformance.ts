@@ -494,11 +494,10 @@ export function adapterConformance(label: string, make: MakeEndpoint, notYet: No
       it('applies maxBodyBytes to the decompressed size, and stops a gzip bomb at the limit', async () => {
         const { secret, recorder, endpoint } = await setup({ maxBodyBytes: 16 * 1024 * 1024 });
         // 10 MB of gzip (160 members of 64 MiB of zeros each) that would inflate to 10 GiB.
-        const started = performance.now();
+        // Inflating it all would take minutes and 10 GiB, far past the test's timeout; stopping at
+        // the limit takes well under a second. The answer is the proof, not a clock.
         const reply = await endpoint.send(await compressed(secret, () => gzipBomb(), 'gzip'));
         expect(expectEnvelope(reply, 413, 'PAYLOAD_TOO_LARGE')).toMatch(/decompresses to more than the limit of 16777216 bytes/);
-        // Inflating it all would take minutes and 10 GiB; stopping at the limit takes well under a second.
-        expect(performance.now() - started).toBeLessThan(15_000);
         const small = await setup({ maxBodyBytes: 1024 });
         const plain = await signed(small.secret, { type: 'a', padding: 'x'.repeat(4096) });
         const request = { headers: { ...plain.headers, 'content-encoding': 'gzip' }, body: new Uint8Array(gzipSync(plain.body)) };
