@@ -1,32 +1,10 @@
 import { defineConfig } from 'tsdown';
-
-const entry = {
-  index: 'src/index.ts',
-  redis: 'src/stores/redis.ts',
-  cloudflare: 'src/cloudflare.ts',
-  postgres: 'src/stores/postgres.ts',
-  dynamodb: 'src/stores/dynamodb.ts',
-  bullmq: 'src/inbox/bullmq.ts',
-  'pg-boss': 'src/inbox/pg-boss.ts',
-  sqs: 'src/inbox/sqs/index.ts',
-  relay: 'src/relay/index.ts',
-  testing: 'src/testing/index.ts',
-  vitest: 'src/testing/vitest.ts',
-  cli: 'src/cli/index.ts',
-  express: 'adapters/express.ts',
-  fastify: 'adapters/fastify.ts',
-  hono: 'adapters/hono.ts',
-  fetch: 'adapters/fetch.ts',
-  lambda: 'adapters/lambda.ts',
-  koa: 'adapters/koa.ts',
-  nestjs: 'adapters/nestjs.ts',
-};
+import { buildEntries } from './entry-points.ts';
 
 export default defineConfig({
-  entry,
-  // vitest is ESM-only: `require('webhook-receiver/vitest')` gets a module that says so (and what
-  // to use instead), with the same types as the ES module.
-  format: { esm: {}, cjs: { entry: { ...entry, vitest: 'src/testing/vitest-require.ts' } } },
+  // One list of entry points (entry-points.ts); a CommonJS build may come from a source of its own.
+  entry: buildEntries('esm'),
+  format: { esm: {}, cjs: { entry: buildEntries('cjs') } },
   platform: 'neutral',
   target: 'es2022',
   dts: true,

@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import base from './vitest.config.ts';
+import { shared } from './vitest.config.ts';
 
 /**
  * The smoke subset that `npm test` runs on Node 22 and 24 (test/lines/run.ts, issue 18): the
@@ -39,7 +39,8 @@ export const LINE_SMOKE = [
 ];
 
 export default defineConfig({
-  ...base,
-  // Same resolution, timeouts, workers and shared redis-server as the full suite; fewer files.
-  test: { ...base.test, include: LINE_SMOKE },
+  ...shared,
+  // Same resolution, timeouts, workers and shared servers as the full suite; fewer files, in one
+  // project (the tiers do not matter here).
+  test: { ...shared.test, include: LINE_SMOKE, maxWorkers: 2, globalSetup: ['test/support/redis-setup.ts', 'test/support/postgres-setup.ts'] },
 });

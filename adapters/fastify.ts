@@ -163,6 +163,8 @@ const webhooksPlugin: FastifyPluginAsync<AdapterOptions> = async function webhoo
       if (accepting) return done(null, raw);
       const type = mediaType(request.headers['content-type']);
       if (isJson(type)) {
+        // Fastify's default JSON parser answers through the callback; its return type merely
+        // allows a promise, and there is none.
         void parseJson(request, raw!.toString('utf8'), (parseError, value: unknown) => {
           if (parseError) state.parseError = parseError;
           done(null, parseError ? undefined : value);

@@ -56,6 +56,8 @@ export function settleWhenSent(res: ServerResponse, claim: Settles): void {
   res.on('close', settleOnClose);
 }
 
+// The settleClaim calls below are not awaited: the response has gone, and a claim's complete()
+// and release() never reject (store failures go to onError).
 function settleOnFinish(this: ClaimedResponse): void {
   const claim = this[CLAIM];
   if (claim === undefined) return;

@@ -26,9 +26,9 @@ import { join } from 'node:path';
 import { bytesText, table, timeText } from './report.ts';
 
 /** How an axis's values read: seconds are shown as time, bytes as sizes, counts as numbers. */
-export type Unit = 'seconds' | 'bytes' | 'count' | 'ratio';
+type Unit = 'seconds' | 'bytes' | 'count' | 'ratio';
 
-export interface Axis {
+interface Axis {
   title: string;
   /** A log scale, for ranges over more than a decade or two. */
   log?: boolean;
@@ -54,7 +54,7 @@ export interface Curve {
 }
 
 /** One bar of a grouped bar chart: `group` is the category on the x axis, `series` the colour. */
-export interface Bar {
+interface Bar {
   group: string;
   series: string;
   y: number;
@@ -75,7 +75,7 @@ export interface BarChart {
 export type Chart = Curve | BarChart;
 
 /** A value as the tables print it. */
-export function unitText(value: number, unit: Unit | undefined): string {
+function unitText(value: number, unit: Unit | undefined): string {
   if (unit === 'seconds') return timeText(value);
   if (unit === 'bytes') return bytesText(value);
   if (unit === 'ratio') return value.toFixed(2);
@@ -119,7 +119,7 @@ function scale(axis: Axis): Spec {
 }
 
 /** The Vega-Lite spec of a chart (exported for the tests and for anyone who wants the JSON). */
-export function chartSpec(chart: Chart): Spec {
+function chartSpec(chart: Chart): Spec {
   const base = { $schema: 'https://vega.github.io/schema/vega-lite/v6.json', title: chart.title, width: WIDTH, height: HEIGHT, background: 'white' };
   if (chart.kind === 'line') {
     return {
@@ -150,7 +150,7 @@ export function chartSpec(chart: Chart): Spec {
 }
 
 /** Renders a chart to SVG text, in Node, without a browser. */
-export async function renderSvg(chart: Chart): Promise<string> {
+async function renderSvg(chart: Chart): Promise<string> {
   const [vega, vegaLite] = await Promise.all([import('vega'), import('vega-lite')]);
   const compiled = vegaLite.compile(chartSpec(chart) as unknown as Parameters<typeof vegaLite.compile>[0]);
   const view = new vega.View(vega.parse(compiled.spec), { renderer: 'none' });

@@ -12,9 +12,6 @@ import type { IncomingHttpHeaders } from 'node:http';
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
 
-/** Payload sizes of section 1. */
-export const SIZES = [64, KiB, 16 * KiB, 256 * KiB, MiB] as const;
-
 export function sizeLabel(bytes: number): string {
   if (bytes >= MiB) return `${bytes / MiB} MiB`;
   if (bytes >= KiB) return `${bytes / KiB} KiB`;
@@ -66,7 +63,7 @@ export function nowSeconds(): number {
  * Request headers as Node's `req.headers` holds them for a relayed webhook: lower-case names in
  * arrival order, the three `webhook-*` among the usual others. Every candidate reads this object.
  */
-export function nodeHeaders(id: string, timestamp: number, signature: string, body: Uint8Array): IncomingHttpHeaders {
+function nodeHeaders(id: string, timestamp: number, signature: string, body: Uint8Array): IncomingHttpHeaders {
   return {
     host: '127.0.0.1:3000',
     'user-agent': 'relay/1.0',

@@ -135,10 +135,10 @@ export function skippedWithoutStores(id: SectionId, title: string, what: string)
 }
 
 /** The databases a server's store runs on, as `StoreServers.measure` reads their CPU time. */
-export type Database = 'redis' | 'postgres';
+type Database = 'redis' | 'postgres';
 
 /** One checked run (http.ts), with the database's CPU time per processed request beside it. */
-export type StoreRun = CheckedRun & { dbCpu: number | undefined };
+type StoreRun = CheckedRun & { dbCpu: number | undefined };
 
 /** What the sections with servers on shared stores (10 and 15) measure against. */
 export interface StoreServers<K extends string> {

@@ -37,15 +37,15 @@ import { peerVersions, ratioText, ROOT, table, timeSummary, timeText, type Bench
 import { microTiming, oneAtATime, ratios, series, summarize, timeInterleaved, times, type Candidate, type Timings, type TimingOptions } from './stats.ts';
 
 export const OURS = 'ours, node:crypto';
-export const OURS_JSON = 'ours, node:crypto, + json()';
-export const OURS_WEB = 'ours, WebCrypto';
-export const FLOOR = 'bare HMAC (floor)';
-export const HAND = 'hand-written check';
-export const STANDARD = 'standardwebhooks';
-export const SVIX = 'svix 2';
-export const OCTOKIT = '@octokit/webhooks-methods';
-export const STRIPE = 'Stripe constructEvent';
-export const STRIPE_ASYNC = 'Stripe constructEventAsync';
+const OURS_JSON = 'ours, node:crypto, + json()';
+const OURS_WEB = 'ours, WebCrypto';
+const FLOOR = 'bare HMAC (floor)';
+const HAND = 'hand-written check';
+const STANDARD = 'standardwebhooks';
+const SVIX = 'svix 2';
+const OCTOKIT = '@octokit/webhooks-methods';
+const STRIPE = 'Stripe constructEvent';
+const STRIPE_ASYNC = 'Stripe constructEventAsync';
 
 /** The libraries compared with ours. */
 export const PEERS = [STANDARD, SVIX, OCTOKIT, STRIPE, STRIPE_ASYNC] as const;
@@ -156,7 +156,7 @@ async function candidatesOf(pkg: Pick<BuiltPackage, 'index' | 'verify' | 'crypto
 }
 
 /** Timing of a case: microTiming, with fewer rounds for 1 MiB (each call of a peer takes milliseconds). */
-export function caseTiming(peerCase: PeerCase, quick: boolean): TimingOptions {
+function caseTiming(peerCase: PeerCase, quick: boolean): TimingOptions {
   const micro = microTiming(quick);
   return peerCase.size >= MiB ? { ...micro, rounds: quick ? 2 : 7, batchMs: 10 } : micro;
 }
@@ -316,7 +316,7 @@ async function otherLines(config: BenchConfig): Promise<string | undefined> {
 }
 
 /** The other supported lines the peer rows are repeated on. */
-export const OTHER_LINES = NODE_LINES.filter((line) => line !== FULL_SUITE_LINE);
+const OTHER_LINES = NODE_LINES.filter((line) => line !== FULL_SUITE_LINE);
 
 function lineRows(binary: string, config: BenchConfig): Promise<LineRows> {
   return new Promise((resolve, reject) => {

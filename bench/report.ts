@@ -143,7 +143,7 @@ export function table(header: readonly string[], rows: readonly (readonly string
   return [line(header), line(header.map(() => '---')), ...rows.map(line)].join('\n');
 }
 
-export function mark(pass: boolean): string {
+function mark(pass: boolean): string {
   return pass ? 'pass' : '**MISS**';
 }
 
@@ -151,7 +151,7 @@ export function mark(pass: boolean): string {
 // Where the numbers were taken
 
 /** The version of an installed package, from its package.json (`not installed` when absent). */
-export function packageVersion(name: string): string {
+function packageVersion(name: string): string {
   try {
     const json = JSON.parse(readFileSync(join(ROOT, 'node_modules', name, 'package.json'), 'utf8')) as { version?: string };
     return json.version ?? '?';
@@ -181,7 +181,7 @@ export function peerVersions(): string {
   ].join(', ');
 }
 
-export function environmentText(): string {
+function environmentText(): string {
   const cpu = cpus();
   const own = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { name: string; version: string };
   const packages = PACKAGES.map((name) => `${name} ${packageVersion(name)}`).join(', ');

@@ -55,7 +55,7 @@ const COMPLETE_RETRY_MAX_MS = 2000;
 export const DONE: Promise<void> = Promise.resolve();
 
 /** A store answer outside the contract: fail closed. */
-export function badReply(operation: string, reply: unknown): StoreError {
+function badReply(operation: string, reply: unknown): StoreError {
   const shown = reply === null ? 'null' : typeof reply === 'object' ? JSON.stringify(Object.keys(reply as object)) : typeof reply;
   return new StoreError('custom', 'bad_reply', `the idempotency store answered ${operation} outside its contract (${shown}); the delivery was refused rather than run unprotected`);
 }
@@ -199,6 +199,7 @@ export class ClaimKeeper {
       } else if (held.lockEnds <= time) {
         this.#lost(held, new Error(`the claim's lock ran out before it could be renewed (lockSeconds ${this.#lockMs / 1000})`));
       } else if (held.renewAt <= time && !held.renewing) {
+        // #renew never rejects: a failure is reported and tried again at the next beat.
         void this.#renew(held, time);
       }
     }
@@ -306,6 +307,7 @@ export class ClaimKeeper {
     const pending = this.#retryCompletion(held);
     held.pending = pending;
     this.#inFlight.add(pending);
+    // #retryCompletion never rejects (it reports its failures), so neither does this bookkeeping.
     void pending.finally(() => this.#inFlight.delete(pending));
   }
 

@@ -141,7 +141,7 @@ export interface AdapterOptions extends ReceiverOptions {
 }
 
 /** The `onRejected` an adapter uses: the user's, made safe to call, or the default log line. */
-export function rejectionReporter(
+function rejectionReporter(
   options: AdapterOptions,
 ): (error: WebhookError, context: RejectionContext, logger?: WebhookLogger) => void {
   const hook = options.onRejected;
@@ -271,6 +271,7 @@ export class AdapterFlow {
     if (early !== undefined) return early;
     if (!clientLeft) return undefined;
     noteAnswer(claim, 499);
+    // Not awaited: nobody is left to answer. release() never rejects (store failures go to onError).
     void claim.release();
     return CLIENT_GONE;
   }

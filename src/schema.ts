@@ -96,7 +96,7 @@ export interface PayloadIssues {
 const payloadErrors = new WeakMap<object, WebhookError>();
 
 /** Remembers an `INVALID_PAYLOAD` error raised for `webhook` (anything else is ignored). */
-export function notePayloadError(webhook: object, error: unknown): void {
+function notePayloadError(webhook: object, error: unknown): void {
   if (error instanceof WebhookError && error.code === 'INVALID_PAYLOAD') payloadErrors.set(webhook, error);
 }
 
@@ -135,7 +135,7 @@ function pathText(path: StandardSchemaV1.Issue['path']): string {
 }
 
 /** The `INVALID_PAYLOAD` error for a failed validation: where, not what (the messages may quote the payload). */
-export function invalidPayload(issues: ReadonlyArray<StandardSchemaV1.Issue>): WebhookError {
+function invalidPayload(issues: ReadonlyArray<StandardSchemaV1.Issue>): WebhookError {
   const paths = [...new Set(issues.map((issue) => pathText(issue.path)))];
   const listed = paths.slice(0, LISTED_ISSUES).join(', ') + (paths.length > LISTED_ISSUES ? `, and ${paths.length - LISTED_ISSUES} more` : '');
   const count = issues.length === 1 ? '1 issue' : `${issues.length} issues`;
@@ -144,7 +144,7 @@ export function invalidPayload(issues: ReadonlyArray<StandardSchemaV1.Issue>): W
 }
 
 /** The body parsed as JSON: a body that is not JSON is an invalid payload (`INVALID_PAYLOAD`, the `SyntaxError` as its cause). */
-export function parseJsonPayload(text: string): unknown {
+function parseJsonPayload(text: string): unknown {
   try {
     return JSON.parse(text);
   } catch (error) {

@@ -29,21 +29,21 @@ import { base64DecodeLenient } from './encoding.ts';
 export type SecretInput = string | Uint8Array | { key: string | Uint8Array; keyId?: string };
 
 /** The smallest HMAC key accepted. Standard Webhooks secrets are 24 to 64 random bytes. */
-export const MIN_HMAC_KEY_BYTES = 16;
+const MIN_HMAC_KEY_BYTES = 16;
 
-export interface HmacKeyMaterial {
+interface HmacKeyMaterial {
   kind: 'hmac';
   raw: Uint8Array;
   index: number;
   keyId: string | undefined;
 }
-export interface Ed25519PublicKeyMaterial {
+interface Ed25519PublicKeyMaterial {
   kind: 'ed25519-public';
   raw: Uint8Array;
   index: number;
   keyId: string | undefined;
 }
-export interface Ed25519SecretKeyMaterial {
+interface Ed25519SecretKeyMaterial {
   kind: 'ed25519-secret';
   seed: Uint8Array;
   publicKey: Uint8Array;
@@ -163,11 +163,6 @@ export function eachSecret(input: SecretInput): SecretInput[] {
   const key = typeof input === 'object' && input !== null && !(input instanceof Uint8Array) ? input.key : input;
   if (typeof key !== 'string' || !key.includes(',') || /^v1a?,/.test(key)) return [input];
   return key.split(SECRET_LIST_SEPARATOR).map((part) => (typeof input === 'string' ? part : { ...(input as object), key: part } as SecretInput));
-}
-
-/** Decodes one secret for verifying (`role: 'verify'`) or signing (`role: 'sign'`). */
-export function decodeSecret(input: SecretInput, index: number, role: Role, listName = 'secrets'): KeyMaterial {
-  return decodeSecrets(input, index, role, listName)[0]!;
 }
 
 function decodeOne(key: string, index: number, keyId: string | undefined, where: string, role: Role): KeyMaterial {

@@ -2,7 +2,7 @@ import { Controller, HttpCode, Inject, Post, UseInterceptors } from '@nestjs/com
 import { Webhook, WebhookCtx, WebhookInterceptor, type VerifiedWebhook, type WebhookContext } from 'webhook-receiver/nestjs';
 
 /** The events this app expects; the body is opaque bytes until the signature checked out. */
-export interface WebhookEvent {
+interface WebhookEvent {
   type: string;
   data?: unknown;
 }

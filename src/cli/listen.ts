@@ -70,9 +70,9 @@ function indent(text: string): string {
 }
 
 /** Bodies over this are not diagnosed by `listen`: each candidate bug costs a hash of the body. */
-export const LISTEN_DIAGNOSIS_MAX_BODY_BYTES = 64 * 1024;
+const LISTEN_DIAGNOSIS_MAX_BODY_BYTES = 64 * 1024;
 /** How long `listen` spends diagnosing one failed delivery, at most. */
-export const LISTEN_DIAGNOSIS_MS = 1000;
+const LISTEN_DIAGNOSIS_MS = 1000;
 
 /** The delivery's block, with the diagnosis of a failed verification when it is affordable. */
 async function diagnosed(delivery: IncomingDelivery, lines: string[], secrets: readonly SecretInput[]): Promise<string> {
@@ -188,6 +188,7 @@ export async function listenCommand(args: string[]): Promise<number> {
     const stop = () => {
       process.off('SIGINT', stop);
       process.off('SIGTERM', stop);
+      // The test receiver's close() never rejects.
       void server.close().then(resolve);
     };
     process.on('SIGINT', stop);

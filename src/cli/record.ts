@@ -41,7 +41,7 @@ export interface Recording {
  * const line = JSON.stringify(capturedDelivery(delivery, new Date()));
  * ```
  */
-export function capturedDelivery(delivery: Delivery, receivedAt: Date): CapturedDelivery {
+function capturedDelivery(delivery: Delivery, receivedAt: Date): CapturedDelivery {
   const contentType = delivery.headers.find(([name]) => name.toLowerCase() === 'content-type')?.[1] ?? null;
   const { verification } = delivery;
   return {

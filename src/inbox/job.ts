@@ -13,13 +13,13 @@ import { toHex, utf8Encoder } from '../lib/encoding.ts';
 import type { DeadLetter, JobSelector } from './types.ts';
 
 /** Handler attempts before a job is dead-lettered, by default. */
-export const DEFAULT_MAX_ATTEMPTS = 12;
+const DEFAULT_MAX_ATTEMPTS = 12;
 /** The first retry's delay by default; each later one doubles it (with jitter). */
-export const DEFAULT_BACKOFF_DELAY_MS = 2000;
+const DEFAULT_BACKOFF_DELAY_MS = 2000;
 /** Jobs waiting past which new deliveries are refused, by default. */
-export const DEFAULT_MAX_BACKLOG = 100_000;
+const DEFAULT_MAX_BACKLOG = 100_000;
 /** How long the receiver waits for an engine's acknowledgement by default. */
-export const DEFAULT_ENQUEUE_TIMEOUT_MS = 2000;
+const DEFAULT_ENQUEUE_TIMEOUT_MS = 2000;
 
 /** The options every engine's factory takes besides its engine. */
 export interface CommonInboxOptions {
@@ -68,7 +68,7 @@ export function selectedKey(webhookId: string, selector: JobSelector | undefined
  * The hex SHA-256 of a job's accepting key: its BullMQ job id (BullMQ ids may not contain `:` nor
  * be integers, and a hash keeps them one length whatever the webhook id is).
  */
-export async function jobHash(key: string): Promise<Uint8Array> {
+async function jobHash(key: string): Promise<Uint8Array> {
   return sha256(utf8Encoder.encode(key));
 }
 

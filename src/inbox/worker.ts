@@ -181,6 +181,7 @@ export class JobRunner {
   run(delivery: JobDelivery): Promise<Verdict> {
     const run = this.#run(delivery);
     this.#runs.add(run);
+    // #run never rejects, so neither does this bookkeeping promise.
     void run.finally(() => this.#runs.delete(run));
     return run;
   }
@@ -346,13 +347,16 @@ export class JobRunner {
     const first = await Promise.race([Promise.all([stopped, Promise.allSettled([...this.#runs])]).then(() => 'done' as const), timedOut]);
     clearTimeout(timer);
     if (first === 'done') {
-      this.#claims.close(new Error('the inbox worker was closed'));
+      // Every run awaited its own completion retries before it settled: none is left to wait for.
+      void this.#claims.close(new Error('the inbox worker was closed'));
       return;
     }
     const running = [...this.#running];
     for (const held of running) this.#released.add(held);
     // Aborts every running handler's signal and stops renewing; then the claims are released.
-    this.#claims.close(new Error('the inbox worker was closed before the handler finished; its claim was released for the redelivery'));
+    // The completion retries still running belong to runs that await them; closed, they give up
+    // at their next attempt.
+    void this.#claims.close(new Error('the inbox worker was closed before the handler finished; its claim was released for the redelivery'));
     await Promise.all(running.map((held) => this.#claims.settle('release', held)));
     await engine.force();
   }

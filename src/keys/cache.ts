@@ -65,7 +65,7 @@ const INVALID_TENANT_KEYS_MESSAGE = "the receiving server's keys for this endpoi
  * The `KEYS_UNAVAILABLE` refusal (503), carrying its own `Retry-After`: the pause before a failed
  * tenant's keys are loaded again. Internal.
  */
-export function keysUnavailable(message: string, cause?: unknown, hint?: string): WebhookError {
+function keysUnavailable(message: string, cause?: unknown, hint?: string): WebhookError {
   return rejection('KEYS_UNAVAILABLE', message, { cause, hint, retryAfterSeconds: TENANT_KEYS_DEFAULTS.retryAfterSeconds });
 }
 

@@ -20,7 +20,7 @@ export interface TransportOptions {
   retryBudgetMs: number;
 }
 
-export interface CallInit {
+interface CallInit {
   method: 'GET' | 'POST';
   /** The path under the base URL, ids already checked. */
   path: string;
@@ -34,7 +34,7 @@ export interface CallInit {
   unknownOutcomeNote?: string;
 }
 
-export interface CallResult {
+interface CallResult {
   body: unknown;
   requestId: string | undefined;
 }
@@ -46,7 +46,7 @@ const BACKOFF_MAX_MS = 5_000;
 const TEXT_SHOWN = 300;
 
 /** Seconds from a `Retry-After` header (delta-seconds or an HTTP date), or `undefined`. */
-export function retryAfterSeconds(header: string | null, now: number): number | undefined {
+function retryAfterSeconds(header: string | null, now: number): number | undefined {
   if (header === null) return undefined;
   const text = header.trim();
   if (/^\d+$/.test(text)) return Number(text);

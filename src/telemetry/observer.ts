@@ -26,8 +26,8 @@ const A = NAMES.attributes;
 
 // Span kinds and status codes are fixed by the OpenTelemetry specification; the API's enums
 // are not imported (the package never imports the API).
-export const SPAN_KIND_INTERNAL = 0;
-export const SPAN_KIND_SERVER = 1;
+const SPAN_KIND_INTERNAL = 0;
+const SPAN_KIND_SERVER = 1;
 export const SPAN_KIND_CONSUMER = 4;
 export const STATUS_ERROR = 2;
 

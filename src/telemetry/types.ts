@@ -64,7 +64,7 @@ export const TELEMETRY_NAMES = {
   },
 } as const;
 
-export type AttributeValue = string | number | boolean;
+type AttributeValue = string | number | boolean;
 export type Attributes = Record<string, AttributeValue>;
 
 /** The parts of `@opentelemetry/api` the receiver uses, by shape. */
@@ -74,7 +74,7 @@ export interface OtelSpan {
   isRecording(): boolean;
   end(): void;
 }
-export interface OtelContextApi {
+interface OtelContextApi {
   active(): unknown;
   with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(context: never, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F>;
 }

@@ -86,7 +86,7 @@ export function bodyText(body: Uint8Array): string | undefined {
 }
 
 /** Lower-case hex of the body's SHA-256 (WebCrypto: every runtime has it). */
-export async function sha256Hex(body: Uint8Array): Promise<string> {
+async function sha256Hex(body: Uint8Array): Promise<string> {
   return toHex(new Uint8Array(await globalThis.crypto.subtle.digest('SHA-256', body as Uint8Array<ArrayBuffer>)));
 }
 

@@ -16,7 +16,7 @@ export interface ParsedSignatures {
   malformed: number;
 }
 
-export function shown(value: string): string {
+function shown(value: string): string {
   return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}…` : value);
 }
 

@@ -5,7 +5,6 @@
  * specific to its framework.
  */
 
-import { readFileSync } from 'node:fs';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PermanentError, type WebhookErrorCode } from '../../src/errors.ts';
@@ -144,18 +143,18 @@ export async function signed(
   return { id: message.id, headers: { ...message.headers, ...JSON_TYPE }, body };
 }
 
-export function without(request: Outgoing, ...names: string[]): Outgoing {
+function without(request: Outgoing, ...names: string[]): Outgoing {
   const headers = { ...request.headers };
   for (const name of names) delete headers[name];
   return { ...request, headers };
 }
 
-export function withHeaders(request: Outgoing, headers: Record<string, string>): Outgoing {
+function withHeaders(request: Outgoing, headers: Record<string, string>): Outgoing {
   return { ...request, headers: { ...request.headers, ...headers } };
 }
 
 /** A store whose backend is down: every call rejects. */
-export function unreachableStore(): IdempotencyStore {
+function unreachableStore(): IdempotencyStore {
   const down = (): Promise<never> => Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6379'));
   return { claim: down, complete: down, release: down };
 }
@@ -163,7 +162,7 @@ export function unreachableStore(): IdempotencyStore {
 // ---------------------------------------------------------------------------------------------
 // Assertions
 
-export function parse(reply: Reply): unknown {
+function parse(reply: Reply): unknown {
   return JSON.parse(reply.body) as unknown;
 }
 
@@ -199,7 +198,7 @@ export function expectProcessed(reply: Reply, id: string, keyId: string | null =
 }
 
 /** The base64 payload of a `whsec_`/`whpk_`/`whsk_` secret, which must never show up anywhere. */
-export function secretMaterial(secret: string): string[] {
+function secretMaterial(secret: string): string[] {
   return [secret, secret.slice(secret.indexOf('_') + 1)];
 }
 
@@ -495,11 +494,10 @@ export function adapterConformance(label: string, make: MakeEndpoint, notYet: No
       it('applies maxBodyBytes to the decompressed size, and stops a gzip bomb at the limit', async () => {
         const { secret, recorder, endpoint } = await setup({ maxBodyBytes: 16 * 1024 * 1024 });
         // 10 MB of gzip (160 members of 64 MiB of zeros each) that would inflate to 10 GiB.
-        const started = performance.now();
+        // Inflating it all would take minutes and 10 GiB, far past the test's timeout; stopping at
+        // the limit takes well under a second. The answer is the proof, not a clock.
         const reply = await endpoint.send(await compressed(secret, () => gzipBomb(), 'gzip'));
         expect(expectEnvelope(reply, 413, 'PAYLOAD_TOO_LARGE')).toMatch(/decompresses to more than the limit of 16777216 bytes/);
-        // Inflating it all would take minutes and 10 GiB; stopping at the limit takes well under a second.
-        expect(performance.now() - started).toBeLessThan(15_000);
         const small = await setup({ maxBodyBytes: 1024 });
         const plain = await signed(small.secret, { type: 'a', padding: 'x'.repeat(4096) });
         const request = { headers: { ...plain.headers, 'content-encoding': 'gzip' }, body: new Uint8Array(gzipSync(plain.body)) };
@@ -668,7 +666,7 @@ export function adapterConformance(label: string, make: MakeEndpoint, notYet: No
 
 let bomb: Buffer | undefined;
 /** 10 MB of gzip that inflates to 10 GiB: 160 members of 64 MiB of zeros (multi-member gzip is one stream). */
-export function gzipBomb(): Buffer {
+function gzipBomb(): Buffer {
   bomb ??= Buffer.concat(Array.from({ length: 160 }, ((member) => () => member)(gzipSync(Buffer.alloc(64 * 1024 * 1024), { level: 9 }))));
   return bomb;
 }
@@ -698,15 +696,4 @@ export function gatedStore(inner: IdempotencyStore): IdempotencyStore & { claimi
 /** The body as Fetch's `BodyInit` accepts it. */
 export function bodyInit(body: string | Uint8Array): string | Uint8Array<ArrayBuffer> {
   return typeof body === 'string' ? body : new Uint8Array(body);
-}
-
-/**
- * The adapter's code (comments aside: examples may mention `process.env`) imports no Node module
- * and touches no Node global, so it can run on Workers, Deno and Bun. The runtime smoke tests run
- * it there; this catches a slip at once.
- */
-export function expectNoNodeApi(file: string): void {
-  const source = readFileSync(new URL(`../../adapters/${file}`, import.meta.url), 'utf8');
-  const code = source.replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
-  expect(code).not.toMatch(/from '(node:)?(fs|http|https|stream|buffer|crypto|net|events|util)'|from 'node:|require\(|\bBuffer\b|\bprocess\b|\bglobal\b/);
 }

@@ -8,7 +8,6 @@ import {
   bodyInit,
   expectDuplicate,
   expectEnvelope,
-  expectNoNodeApi,
   expectProcessed,
   JSON_TYPE,
   Recorder,
@@ -244,10 +243,5 @@ describe('Fetch: construction and portability', () => {
       new TypeError('webhookHandler needs a handler function: webhookHandler(options, (webhook, request, context) => …)'),
     );
     expect(webhookHandler({ secrets: generateSecret() }, () => undefined).name).toBe('webhookHandler');
-  });
-
-  it('uses no Node API (it runs on Workers, Deno, Bun and Vercel Edge)', () => {
-    expectNoNodeApi('fetch.ts');
-    expectNoNodeApi('web.ts');
   });
 });

@@ -12,7 +12,6 @@ import {
   bodyInit,
   expectDuplicate,
   expectEnvelope,
-  expectNoNodeApi,
   JSON_TYPE,
   Recorder,
   signed,
@@ -236,10 +235,5 @@ describe('Hono: construction and portability', () => {
     expect(() => webhooks({ secrets: 'not a secret' })).toThrow(TypeError);
     expect(() => webhooks({ secrets: generateSecret(), unsigned: 'maybe' as never })).toThrow(TypeError);
     expect(webhooks({ secrets: generateSecret() }).name).toBe('webhooks');
-  });
-
-  it('uses no Node API (it runs on Bun, Deno and workerd)', () => {
-    expectNoNodeApi('hono.ts');
-    expectNoNodeApi('web.ts');
   });
 });

@@ -72,6 +72,7 @@ function buildApp(KoaApp: KoaClass, options: AdapterOptions, recorder: Recorder,
 }
 
 async function serve(app: Koa): Promise<Served> {
+  // eslint-disable-next-line @typescript-eslint/no-misused-promises -- Koa's callback settles every error itself (ctx.onerror): its promise never rejects.
   const server = createServer(app.callback());
   const listening = await listen(server);
   const endpoint: Endpoint = {

@@ -106,9 +106,9 @@ describe('webhookHandler with dynamoStore', () => {
     const runs: string[] = [];
     const { handler } = container(runs, { client });
     const signed = await signWebhook({ secret, body: BODY, id: 'msg_dyn_down' });
-    const started = Date.now();
+    // Bounded by the client's two attempts against a closed port (refused at once), not by a clock:
+    // a hang fails at the test's timeout.
     const answer = await handler(event(signed.headers, BODY), context);
-    expect(Date.now() - started).toBeLessThan(2000 + 500);
     expect(answer.statusCode).toBe(503);
     expect(JSON.parse(answer.body)).toMatchObject({ error: 'STORE_UNAVAILABLE' });
     expect(Number(answer.headers?.['retry-after'] ?? answer.headers?.['Retry-After'])).toBeGreaterThan(0);

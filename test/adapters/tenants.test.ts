@@ -146,6 +146,7 @@ const adapters: [string, Make][] = [
         record(ctx.state.webhook);
         ctx.status = 204;
       });
+      // eslint-disable-next-line @typescript-eslint/no-misused-promises -- Koa's callback settles every error itself (ctx.onerror): its promise never rejects.
       return http(createServer(new Koa().use(router.routes()).callback()));
     },
   ],

@@ -9,8 +9,8 @@ import { OTHER_SECRET, SECRET, expectNoSecrets } from '../testing/support.ts';
 
 export const root = resolve(import.meta.dirname, '../..');
 /** The environment without WEBHOOK_SECRET, so only what a test passes is configured. */
-export const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'WEBHOOK_SECRET'));
-export const CLI = [process.execPath, '--import', 'tsx', join(root, 'src/cli/index.ts')] as const;
+const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'WEBHOOK_SECRET'));
+const CLI = [process.execPath, '--import', 'tsx', join(root, 'src/cli/index.ts')] as const;
 
 export interface Result {
   code: number | null;

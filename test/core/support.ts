@@ -135,7 +135,7 @@ export function thrown<E extends Error>(fn: () => unknown, type: new (...args: n
 // Signing by hand, for inputs signWebhook cannot express (timestamp text such as '01614265330').
 
 /** The base64 payload of a `whsec_` secret (or bare base64) as key bytes. */
-export function keyBytes(secret: string): Buffer {
+function keyBytes(secret: string): Buffer {
   return Buffer.from(secret.startsWith('whsec_') ? secret.slice(6) : secret, 'base64');
 }
 

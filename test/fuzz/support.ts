@@ -23,7 +23,7 @@ const seed = process.env.FUZZ_SEED === undefined ? undefined : Number(process.en
 export const NIGHTLY = total !== undefined;
 
 /** A property that takes too long for one case fails: a hang is a bug, not a slow test. */
-export const CASE_TIMEOUT_MS = 5_000;
+const CASE_TIMEOUT_MS = 5_000;
 
 /**
  * Cases for one property: `weight` of `FUZZ_RUNS`, or `ci` cases in the normal test run. The
@@ -39,7 +39,7 @@ export function timeoutFor(runs: number, msPerCase: number): number {
 }
 
 /** fast-check parameters: the case count, the per-case time bound, and `FUZZ_SEED` to replay. */
-export function parameters<T>(numRuns: number, examples?: T[]): fc.Parameters<T> {
+function parameters<T>(numRuns: number, examples?: T[]): fc.Parameters<T> {
   return {
     numRuns,
     ...(examples === undefined ? {} : { examples }),
@@ -70,7 +70,7 @@ export async function check<Ts extends [unknown, ...unknown[]]>(
 // ---------------------------------------------------------------------------------------------
 // Outcomes.
 
-export const ERROR_CODES = Object.keys(WEBHOOK_ERROR_STATUS) as WebhookErrorCode[];
+const ERROR_CODES = Object.keys(WEBHOOK_ERROR_STATUS) as WebhookErrorCode[];
 
 /** How a verification ended: the value, or the error it rejected with. */
 export type Settled<T> = { ok: true; value: T } | { ok: false; error: unknown };

@@ -107,8 +107,15 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
 
     const early = await receiver.handle(await delivery('msg_crash'), () => 'too early');
     expect(early).toMatchObject({ outcome: 'in_progress', retryAfterSeconds: 1 });
-    await sleep(1100);
-    const retry = await receiver.handle(await delivery('msg_crash'), () => 'after the lock');
+    // Retried until the lock has run out (each attempt before that is in_progress and runs nothing).
+    const retry = await vi.waitFor(
+      async () => {
+        const answer = await receiver.handle(await delivery('msg_crash'), () => 'after the lock');
+        expect(answer.outcome).not.toBe('in_progress');
+        return answer;
+      },
+      { timeout: 15_000, interval: 50 },
+    );
     expect(retry).toMatchObject({ outcome: 'processed', value: 'after the lock' });
 
     // The "crashed" holder wakes up: its complete no longer owns the id. It is told, and nothing changes.
@@ -127,8 +134,15 @@ describe.each(KINDS)('receiver over $name', ({ kind, available, direct }) => {
   test("a stale owner's release cannot free the new owner's claim", async () => {
     const { receiver, log } = receiverOn({ lockSeconds: 1 });
     const stale = await receiver.claim(await delivery('msg_stale'));
-    await sleep(1100);
-    const owner = await receiver.claim(await delivery('msg_stale'));
+    // Claimed again as soon as the stale owner's lock has run out.
+    const owner = await vi.waitFor(
+      async () => {
+        const claim = await receiver.claim(await delivery('msg_stale'));
+        expect(claim.outcome).not.toBe('in_progress');
+        return claim;
+      },
+      { timeout: 15_000, interval: 50 },
+    );
     expect(owner.outcome).toBe('acquired');
     await stale.release();
     expect(log.entries).toMatchObject([{ stage: 'release', webhookId: 'msg_stale' }]);

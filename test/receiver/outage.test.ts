@@ -61,19 +61,19 @@ describe.skipIf(!canStartRedis('test/receiver/outage.test.ts')).each(CLIENT_KIND
     await server.stop();
 
     const handler = vi.fn(() => 'during');
-    const started = Date.now();
     const error = await strict.handle(await delivery('msg_during'), handler).then(
       () => undefined,
       (e: unknown) => e,
     );
-    expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + 400);
     expect(error).toBeInstanceOf(WebhookError);
     expect(error).toMatchObject({
       code: 'STORE_UNAVAILABLE',
       status: 503,
       message: 'the idempotency store is unreachable, so this delivery cannot be deduplicated safely; retry later',
     });
-    expect((error as WebhookError).cause).toBeInstanceOf(Error);
+    // Answered by the store's own bound (its timeout, or at once while the client reconnects), not
+    // by waiting for Redis: a clock would say the same thing, and fail on a loaded machine.
+    expect((error as WebhookError).cause).toMatchObject({ name: 'StoreError', reason: expect.stringMatching(/^(timeout|not_ready)$/) });
     expect(errorResponse(error as WebhookError)).toEqual({
       status: 503,
       headers: { 'content-type': 'application/json', 'retry-after': '5' },

@@ -18,7 +18,7 @@ import { signedRequest } from 'webhook-receiver/testing';
 // smoke-worker.ts sends the example worker the same requests.
 export { signedRequest };
 
-export interface RuntimeInfo {
+interface RuntimeInfo {
   name: 'bun' | 'deno' | 'workerd' | 'node' | 'unknown';
   /** `Bun.version`, `Deno.version.deno`, `process.versions.node`; workerd reports none. */
   version: string | undefined;
@@ -30,7 +30,7 @@ export interface RuntimeInfo {
 }
 
 /** Calls to `crypto.subtle` while the suite ran: the package's WebCrypto path at work. */
-export interface SubtleCalls {
+interface SubtleCalls {
   sign: number;
   verify: number;
 }

@@ -59,7 +59,7 @@ export interface RunMarker {
 const RUN_MARKER = /^<!-- run: (server|program|script|lifecycle)((?: [a-z]+=(?:"[^"]*"|[^\s"]+))*) -->$/;
 
 /** The marker on `line`, or `undefined`; a line that starts like one but does not parse throws. */
-export function parseRunMarker(line: string, where: string): RunMarker | undefined {
+function parseRunMarker(line: string, where: string): RunMarker | undefined {
   if (!line.startsWith('<!-- run:')) return undefined;
   const match = RUN_MARKER.exec(line);
   if (!match) throw new Error(`${where}: a run marker that does not parse: ${line}`);

@@ -80,7 +80,7 @@ function execText(command: string, args: string[], timeoutMs: number): Promise<{
 }
 
 /** The version a binary reports ('24.21.0'), or `undefined` when it does not run. */
-export async function reportedVersion(path: string): Promise<string | undefined> {
+async function reportedVersion(path: string): Promise<string | undefined> {
   if (!existsSync(path)) return undefined;
   const result = await execText(path, ['--version'], 30_000);
   const match = /^v(\d+\.\d+\.\d+)\s*$/.exec(result.stdout);

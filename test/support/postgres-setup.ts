@@ -5,12 +5,14 @@
  * - Otherwise, PostgreSQL's server programs installed: a throw-away cluster started here on a free
  *   loopback port, stopped at the end.
  * - Neither: the Postgres tests are skipped with a notice, except under CI, where that is a failure.
+ * - Only the unit tier running: nothing is started (it needs no server).
  *
  * Tests read the outcome with `inject('postgresUrl')` (see ./postgres.ts).
  */
 
 import type { TestProject } from 'vitest/node';
 import { findPostgresBin, isCI, startPostgresServer, type PostgresServer } from './postgres-server.ts';
+import { onlyUnitTier } from './tiers.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -22,6 +24,10 @@ declare module 'vitest' {
 let server: PostgresServer | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
+  if (onlyUnitTier(project)) {
+    project.provide('postgresUrl', null);
+    return;
+  }
   const url = process.env.DATABASE_URL;
   if (url !== undefined && url !== '') {
     project.provide('postgresUrl', url);

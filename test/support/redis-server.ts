@@ -10,7 +10,7 @@ import { createConnection, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 
-export const REDIS_HOST = '127.0.0.1';
+const REDIS_HOST = '127.0.0.1';
 
 /** True when the `CI` variable says so (`CI=false` and `CI=0` do not). */
 export function isCI(): boolean {
@@ -59,7 +59,7 @@ export function freePort(): Promise<number> {
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Sends `PING` over a raw socket: true on `+PONG` within `timeoutMs`. */
-export function ping(port: number, timeoutMs = 500): Promise<boolean> {
+function ping(port: number, timeoutMs = 500): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = createConnection({ host: REDIS_HOST, port });
     let reply = '';
@@ -95,6 +95,13 @@ export interface RedisServer {
   stop(signal?: 'SIGTERM' | 'SIGKILL'): Promise<void>;
   /** Starts it again on the same port (its data is gone: persistence is off). */
   start(): Promise<void>;
+  /**
+   * Freezes the process (SIGSTOP): connections stay open and commands wait, unanswered, until
+   * {@link RedisServer.thaw}. A test of a timeout then knows its answer came from the timeout.
+   */
+  freeze(): void;
+  /** Lets a frozen process run again (SIGCONT): the waiting commands run. */
+  thaw(): void;
   /** Stops it and removes its directory. */
   close(): Promise<void>;
 }
@@ -157,6 +164,15 @@ class RedisServerProcess implements RedisServer {
     this.#child = undefined;
     child.kill('SIGKILL');
     throw new Error(`redis-server did not start on ${this.host}:${this.port}: ${exited ? 'it exited' : 'no answer to PING'}\n${output.trim()}`);
+  }
+
+  freeze(): void {
+    if (!this.#child) throw new Error(`redis-server on port ${this.port} is not running`);
+    this.#child.kill('SIGSTOP');
+  }
+
+  thaw(): void {
+    this.#child?.kill('SIGCONT');
   }
 
   async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {

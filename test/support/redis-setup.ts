@@ -4,12 +4,14 @@
  * - `REDIS_URL` set: the tests use that server.
  * - Otherwise, `redis-server` on the PATH: started here on a free loopback port, stopped at the end.
  * - Neither: the Redis tests are skipped with a notice, except under CI, where that is a failure.
+ * - Only the unit tier running: nothing is started (it needs no server).
  *
  * Tests read the outcome with `inject('redisUrl')` (see ./redis.ts).
  */
 
 import type { TestProject } from 'vitest/node';
 import { findRedisServer, redisMissingUnderCI, startRedisServer, type RedisServer } from './redis-server.ts';
+import { onlyUnitTier } from './tiers.ts';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -21,6 +23,10 @@ declare module 'vitest' {
 let server: RedisServer | undefined;
 
 export async function setup(project: TestProject): Promise<void> {
+  if (onlyUnitTier(project)) {
+    project.provide('redisUrl', null);
+    return;
+  }
   const url = process.env.REDIS_URL;
   if (url !== undefined && url !== '') {
     project.provide('redisUrl', url);

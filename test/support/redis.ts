@@ -44,7 +44,7 @@ export async function connectIORedis(url: string, options: RedisOptions = {}): P
 }
 
 /** A connected node-redis client; an `error` listener is required, or a lost connection crashes the process. */
-export async function connectNodeRedis(url: string, options: RedisClientOptions = {}): Promise<NodeRedisClient> {
+async function connectNodeRedis(url: string, options: RedisClientOptions = {}): Promise<NodeRedisClient> {
   const client = createClient({ url, ...options });
   client.on('error', () => {});
   await client.connect();

@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 import { expect, it } from 'vitest';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -15,11 +16,11 @@ const root = resolve(import.meta.dirname, '../..');
  * Runs one small test file with a PATH that has node on it and nothing else, `env(bin)` on top of
  * this process's environment (`bin` is that PATH's only folder): its exit status and its output.
  */
-function runWithBarePath(env: (bin: string) => NodeJS.ProcessEnv): { status: number | null; output: string } {
+function runWithBarePath(env: (bin: string) => NodeJS.ProcessEnv, args: readonly string[] = []): { status: number | null; output: string } {
   const bin = mkdtempSync(join(tmpdir(), 'webhook-receiver-bare-path-'));
   try {
     symlinkSync(process.execPath, join(bin, 'node'));
-    const result = spawnSync(process.execPath, [join(root, 'node_modules/vitest/vitest.mjs'), 'run', 'test/core/secrets.test.ts'], {
+    const result = spawnSync(process.execPath, [join(root, 'node_modules/vitest/vitest.mjs'), 'run', ...args, 'test/core/secrets.test.ts'], {
       cwd: root,
       env: { ...process.env, CI: '1', PATH: bin, ...env(bin) },
       encoding: 'utf8',
@@ -47,4 +48,12 @@ it('fails on the first line with "PostgreSQL is missing" when CI is set and Post
   expect(output.split('\n')[0]).toMatch(/^PostgreSQL is missing: initdb and pg_ctl are not on the PATH \(nor in \/usr\/lib\/postgresql\/\*\/bin\) and DATABASE_URL is unset/);
   expect(output).not.toContain('RUN');
   expect(output).not.toContain('No test files found');
+});
+
+it('runs the unit tier with CI set and neither server anywhere: it needs none and starts none', { timeout: 120_000 }, () => {
+  const { status, output } = runWithBarePath((bin) => ({ REDIS_URL: undefined, DATABASE_URL: undefined, WEBHOOK_RECEIVER_POSTGRES_VERSIONS_DIR: bin }), ['--project', 'unit']);
+  expect(output).not.toContain('is missing');
+  expect(output).not.toContain('NOTICE');
+  expect(stripVTControlCharacters(output)).toMatch(/Test Files\s+1 passed/);
+  expect(status).toBe(0);
 });

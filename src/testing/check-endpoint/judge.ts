@@ -9,7 +9,7 @@ import type { Signer } from '../../sign.ts';
 import type { Answer, Outgoing, Send } from './send.ts';
 import type { CheckRow, CheckVerdict } from './table.ts';
 
-export type AnswerKind = 'processed' | 'duplicate' | 'in_progress' | 'refused' | 'redirect' | 'server_error' | 'none';
+type AnswerKind = 'processed' | 'duplicate' | 'in_progress' | 'refused' | 'redirect' | 'server_error' | 'none';
 
 function envelope(body: string): { error?: string; duplicate?: boolean } {
   try {
@@ -23,7 +23,7 @@ function envelope(body: string): { error?: string; duplicate?: boolean } {
 }
 
 /** What an answer means, including this package's duplicate convention (200 `{"duplicate":true}`, 409 `IN_PROGRESS`). */
-export function kindOf(answer: Answer): AnswerKind {
+function kindOf(answer: Answer): AnswerKind {
   const { status } = answer;
   if (status === null) return 'none';
   if (status >= 200 && status < 300) return envelope(answer.body).duplicate ? 'duplicate' : 'processed';

@@ -83,7 +83,7 @@ function fetchFailureText(error: unknown): string {
   return withoutUrls(text);
 }
 
-export function withoutUrls(text: string): string {
+function withoutUrls(text: string): string {
   return text.replace(/[A-Za-z][A-Za-z0-9+.-]*:\/\/\S*/g, '<url>');
 }
 

@@ -191,7 +191,7 @@ export function bounded<T>(call: () => Promise<T>, ms: number): Promise<Outcome<
   });
 }
 
-export function isClaimResult(value: unknown): value is ClaimResult {
+function isClaimResult(value: unknown): value is ClaimResult {
   if (typeof value !== 'object' || value === null) return false;
   const status = (value as { status?: unknown }).status;
   return status === 'acquired' || status === 'processing' || status === 'completed';

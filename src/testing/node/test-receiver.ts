@@ -106,7 +106,7 @@ export interface Answer {
 export type IncomingDelivery = Omit<Delivery, 'status'>;
 
 /** Where a delivery stands, numbered when its request arrived (before its body was read). */
-export interface Arrival {
+interface Arrival {
   /** 1 for the first request the server got, 2 for the second, and so on. */
   sequence: number;
   /** 1 for the first request carrying its `webhook-id`, 2 for the next; 1 without an id. */
