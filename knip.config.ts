@@ -13,6 +13,7 @@ const config: KnipConfig = {
     'test/**/*.worker.ts',
     'test/inbox/dying-worker.ts',
     'test/chaos/inbox-worker.ts',
+    'test/chaos/trigger-puller.ts',
     'test/runtimes/smoke-*.ts',
     'bench/*-child.ts',
     'bench/http-server.ts',
@@ -21,6 +22,7 @@ const config: KnipConfig = {
     'bench/telemetry.ts',
     // Each example is an app of its own; the Workers guide's block is compiled as written.
     'examples/*.ts',
+    'examples/aws-sqs/*.ts',
     'examples/nestjs/main.ts',
     'test/types/workers-readme.ts',
   ],

@@ -125,7 +125,7 @@ export interface Subject {
 }
 
 /** What the keeper was doing when the store failed: renewing a claim, or settling it. */
-export type KeeperStage = 'renew' | 'complete' | 'release';
+type KeeperStage = 'renew' | 'complete' | 'release';
 
 /** How the keeper reports a store failure: the receiver's or the worker's `onError`, guarded. */
 export type Report = (error: unknown, stage: KeeperStage, subject: Subject, willRetry: boolean) => void;

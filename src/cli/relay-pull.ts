@@ -21,7 +21,7 @@ import { SECRET_HELP, UsageError, asUsage, io, isLoopback, parse, printHelp, sec
 import { RELAY_CONNECTION_HELP, eventDocuments, refuseKeyOption, relayConnection, relayFailureText, uuidOption } from './relay.ts';
 import { answerText, send } from './replay.ts';
 
-export const PULL_HELP = `Usage: webhook-receiver relay pull --trigger UUID --to URL [--secret S]... [--cursor FILE] [--once]
+const PULL_HELP = `Usage: webhook-receiver relay pull --trigger UUID --to URL [--secret S]... [--cursor FILE] [--once]
                                  [--include-rejected] [--method M] [--limit N] [--yes]
 
 Pulls a trigger's events from the relay and sends each to your endpoint, signed with your secret

@@ -22,7 +22,7 @@ import type { VerifiedWebhook } from '../verify.ts';
 // The job format and the side of an inbox the receiver enqueues into sit below the inbox and the
 // receiver both; the inbox contract names them here too, where an engine looks for them.
 export { INBOX_JOB_FORMAT, type InboxJob } from '../job-format.ts';
-export type { EnqueueOptions, InboxIntake } from '../receiver/types.ts';
+export type { EnqueueOptions } from '../receiver/types.ts';
 
 /**
  * What a handler gets besides the webhook when a worker runs it: the synchronous mode's

@@ -56,7 +56,7 @@ export interface ReceivedMessage {
 }
 
 /** The error of a request that did not answer within its bound. */
-export class SqsTimeout extends Error {
+class SqsTimeout extends Error {
   constructor(operation: string, ms: number) {
     super(`SQS did not answer ${operation} within ${ms} ms`);
     this.name = 'SqsTimeout';

@@ -69,13 +69,13 @@ export function keyOf(job: unknown): { key: string; id: string } | undefined {
 }
 
 /** The bytes SQS counts for a body (message attributes are not used). */
-export const bytesOf = (body: string): number => utf8Encoder.encode(body).byteLength;
+const bytesOf = (body: string): number => utf8Encoder.encode(body).byteLength;
 
 /**
  * What a re-send may add to the accepted message (`firstAttemptAt`, larger counts): kept free at
  * accept, so that a job SQS took once can always be sent again.
  */
-export const RESEND_HEADROOM_BYTES = 96;
+const RESEND_HEADROOM_BYTES = 96;
 
 /** The message of an accepted job, or 413 `PAYLOAD_TOO_LARGE` naming the queue's limit. */
 export function acceptedBody(job: InboxJob, maxMessageBytes: number): string {
@@ -115,7 +115,7 @@ const FIFO_ID_LIMIT = 128;
  * then keeps one entity's jobs in order), otherwise the hash of its own key, so that unrelated
  * deliveries never wait behind each other. 64 hex digits, within SQS's 128 characters.
  */
-export async function groupIdOf(job: InboxJob): Promise<string> {
+async function groupIdOf(job: InboxJob): Promise<string> {
   const group = job.entity === null ? `job:${acceptKey(job.namespace, job.signed, job.id)}` : `entity:${job.namespace}:${job.entity}`;
   return (await hexJobId(group)).slice(0, FIFO_ID_LIMIT);
 }
@@ -125,7 +125,7 @@ export async function groupIdOf(job: InboxJob): Promise<string> {
  * deferral, a retry from the dead letters) is not dropped as a duplicate within SQS's five-minute
  * window while a second send of the same generation is.
  */
-export async function deduplicationIdOf(job: InboxJob, generation: number): Promise<string> {
+async function deduplicationIdOf(job: InboxJob, generation: number): Promise<string> {
   return `${await hexJobId(acceptKey(job.namespace, job.signed, job.id))}-${generation}`;
 }
 

@@ -62,7 +62,7 @@ export interface SettleContext {
 const wholeSeconds = (ms: number, max: number): number => Math.min(max, Math.max(0, Math.ceil(ms / 1000)));
 
 /** The visibility before retry `attempt + 1`: exponential, from the upper half (jitter), in whole seconds. */
-export function backoffSeconds(backoffDelayMs: number, attempt: number): number {
+function backoffSeconds(backoffDelayMs: number, attempt: number): number {
   const full = backoffDelayMs * 2 ** Math.min(attempt - 1, 30);
   return wholeSeconds(full / 2 + (Math.random() * full) / 2, MAX_VISIBILITY_SECONDS);
 }
