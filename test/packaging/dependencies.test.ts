@@ -51,10 +51,10 @@ const { runtime, typesOnly } = packageImports(root, ['src', 'adapters']);
 const BY_SHAPE: Record<string, string> = {
   express: 'adapters/express.ts',
   koa: 'adapters/koa.ts',
-  pg: 'src/stores/postgres.ts',
-  postgres: 'src/stores/postgres.ts',
-  redis: 'src/stores/redis.ts',
-  '@upstash/redis': 'src/stores/redis.ts',
+  pg: 'src/stores/postgres/client.ts',
+  postgres: 'src/stores/postgres/client.ts',
+  redis: 'src/stores/redis/client.ts',
+  '@upstash/redis': 'src/stores/redis/client.ts',
   '@opentelemetry/api': 'src/telemetry/types.ts',
 };
 
