@@ -7,12 +7,13 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { relayEmulator, type RelayEmulator } from '../../src/testing/index.ts';
 import { verifyWebhook } from '../../src/verify.ts';
 import { SECRET } from '../testing/support.ts';
-import { run, type Result } from '../cli/support.ts';
+import { root, run, type Result } from '../cli/support.ts';
 import { KEY, expectNoKeyShown, record, tinyServer } from './support.ts';
 
 let emulator: RelayEmulator;
@@ -74,6 +75,53 @@ async function cli(args: string[], env: Record<string, string> = {}): Promise<Re
 }
 
 describe('relay pull', () => {
+  it('without --once keeps pulling, sends an event added while it runs, and stops on Ctrl-C with its cursor saved', { timeout: 180_000 }, async () => {
+    emulator.addEvent({ body: '{"type":"first"}' });
+    const triggerId = emulator.addTrigger();
+    const cursorFile = join(dir, 'live.cursor');
+    const env = { ...process.env, RELAY_URL: emulator.url, RELAY_API_KEY: KEY, WEBHOOK_SECRET: SECRET };
+    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/index.ts'), 'relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile], { cwd: root, env });
+    const killer = setTimeout(() => child.kill('SIGKILL'), 150_000);
+    let stdout = '';
+    let stderr = '';
+    const waiters = new Set<() => void>();
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      stdout += chunk;
+      for (const waiter of waiters) waiter();
+    });
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+    const sentLines = (count: number) =>
+      new Promise<void>((resolve) => {
+        const check = () => {
+          if ((stdout.match(/: 204 /g) ?? []).length < count) return;
+          waiters.delete(check);
+          resolve();
+        };
+        waiters.add(check);
+        check();
+      });
+    try {
+      await sentLines(1);
+      expect(stdout).toContain('Ctrl-C to stop');
+      // An event captured while the loop runs reaches the endpoint without a restart.
+      emulator.addEvent({ body: '{"type":"second"}' });
+      await sentLines(2);
+      child.kill('SIGINT');
+      expect(await exit).toBe(0);
+    } finally {
+      clearTimeout(killer);
+      child.kill('SIGKILL');
+    }
+    record(stdout);
+    record(stderr);
+    expect(stdout + stderr).not.toContain(KEY);
+    expect(stdout).toMatch(/stopped: 2 events sent and answered 2xx/);
+    expect(received.map((request) => request.body.toString())).toEqual(['{"type":"first"}', '{"type":"second"}']);
+    expect(received.every((request) => request.verified)).toBe(true);
+    expect(existsSync(cursorFile)).toBe(true);
+  });
+
   it('--once sends each event signed with the local secret, unattempted unsigned, failed never, and resumes from --cursor', { timeout: 180_000 }, async () => {
     const signed = emulator.addEvent({
       body: '{"type":"invoice.paid"}',
