@@ -17,12 +17,16 @@ function postgresMissingUnderCI(): string | undefined {
  *
  * - `unit`: no servers and no child processes (an in-process HTTP listener on 127.0.0.1 is fine).
  *   Under a minute on two cores, with no redis-server or PostgreSQL installed: run it while working.
- * - `integration`: real servers (Redis, PostgreSQL, dynalite, workerd through Miniflare).
+ * - `integration`: real servers (Redis, PostgreSQL, dynalite, workerd through Miniflare, fauxqs), and
+ *   the adapters through their frameworks over HTTP.
  * - `e2e`: the packed package, the runtimes, child processes (the CLI, crash and chaos runs), the
  *   benchmark smoke run.
  */
 export const INTEGRATION = [
-  'test/adapters/lambda-dynamodb.test.ts',
+  // Every adapter through its real framework over real HTTP on 127.0.0.1, and the endpoint
+  // battery against such servers: no outside server, but most of the suite's CPU.
+  'test/adapters/**/*.test.ts',
+  'test/testing/check.test.ts',
   'test/examples/aws-sqs.test.ts',
   'test/examples/cloudflare-worker.test.ts',
   'test/examples/lambda.test.ts',
