@@ -128,6 +128,12 @@ export class StoreCalls {
     return stage === 'complete' ? this.store.complete(held.key, held.token, held.ttlMs) : this.store.release(held.key, held.token);
   }
 
+  /** Completes `held` through the store's own methods, always a promise: a retry, off the request's path. */
+  completeLater(held: Held): Promise<boolean> {
+    const order = held.order;
+    return order !== undefined ? this.ordering!.completeOrdered(held.key, held.token, held.ttlMs, order) : this.store.complete(held.key, held.token, held.ttlMs);
+  }
+
   /** Renews `held` for `lockMs` (only called when the store {@link renews}, or with ordering). */
   extend(held: Held, lockMs: number): boolean | Promise<boolean> {
     const order = held.order;
@@ -370,7 +376,7 @@ export class ClaimKeeper {
       try {
         // Timed like the first attempt: retries during an outage belong in the store's latency.
         const calls = this.#calls!;
-        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => calls.settle('complete', held));
+        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => calls.completeLater(held));
         if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held, false);
         // The store's contract makes a completion idempotent for its own token, so a first attempt
         // that timed out but landed late answers true here, not "taken over".
