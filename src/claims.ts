@@ -81,7 +81,9 @@ export function checkedClaim(result: unknown, ordered = false): OrderedClaimResu
 
 /** `true` when a store's answer is still on its way (a promise), `false` when it came at once. */
 export function isPending<T>(answer: T | PromiseLike<T>): answer is PromiseLike<T> {
-  return typeof (answer as { then?: unknown } | null)?.then === 'function';
+  // A boolean or a claim result from the memory store is settled by the first test or the last.
+  const kind = typeof answer;
+  return (kind === 'object' || kind === 'function') && answer !== null && typeof (answer as { then?: unknown }).then === 'function';
 }
 
 /**

@@ -16,9 +16,9 @@ export { fnv1a } from '../lib/hash.ts';
 export { newToken } from '../lib/token.ts';
 
 /**
- * The operations of a store that answers at once (the memory store), without the promises. The
- * receiver calls them directly, which saves a promise and a turn of the microtask queue on every
- * claim and every completion.
+ * The operations of a store that answers at once (the memory store), without the promises. Only
+ * `StoreCalls` (src/claims.ts) reads them, for the receiver, the workers and their keeper: calling
+ * them directly saves a promise and a turn of the microtask queue on every claim and settlement.
  */
 export interface SyncOperations {
   claim(key: string, lockMs: number): ClaimResult;

@@ -227,7 +227,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
   };
 
-  // The receiver calls `operations` directly; everyone else gets promises, and a bad argument
+  // The receiver and the workers call `operations` directly (through `StoreCalls`); everyone else gets promises, and a bad argument
   // rejects rather than throws, as with every other store.
   const store: MemoryStore = {
     name: 'memory',
