@@ -372,22 +372,6 @@ export function describeOrderedInbox<Made extends InboxUnderTest>(engine: string
       expect(ran).toEqual([]);
       expect(String(errors[0])).toContain("the worker's store has no ordering operations");
     });
-
-    it('a worker refuses a store whose ordering lacks an operation, naming it, before it takes a job', async () => {
-      await withWorker(
-        () => {},
-        async ({ inbox, store }) => {
-          // No type stops a store written in JavaScript: the worker's own check does.
-          const { extendOrdered: _dropped, ...some } = store.ordering!;
-          const partial = { ...store, ordering: some } as unknown as IdempotencyStore;
-          await expect(Promise.resolve().then(() => inbox.work(() => {}, { idempotency: { store: partial } }))).rejects.toThrow(
-            new TypeError(
-              'work idempotency.store ordering has no extendOrdered: the ordering operations (claimOrdered, completeOrdered, releaseOrdered, extendOrdered, forgetVersion) come all together',
-            ),
-          );
-        },
-      );
-    });
   });
 }
 

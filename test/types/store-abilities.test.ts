@@ -6,6 +6,7 @@
  */
 
 import { describe, expect, expectTypeOf, it } from 'vitest';
+import { JobRunner } from '../../src/inbox/worker.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret } from '../../src/sign.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
@@ -33,6 +34,12 @@ describe('IdempotencyStore.ordering', () => {
     // What the types refuse, the receiver refuses too when it comes from code no type checked.
     expect(() => createReceiver({ secrets, idempotency: { store: partial } })).toThrow(/ordering has no forgetVersion/);
     expect(() => createReceiver({ secrets, ordering, idempotency: { store: flat } })).toThrow(/has no ordering operations/);
+    // An inbox's worker checks the store it is given the same way, before it takes a job.
+    expect(() => new JobRunner(() => {}, { idempotency: { store: partial } }, 3, 'test', 60)).toThrow(
+      new TypeError(
+        'work idempotency.store ordering has no forgetVersion: the ordering operations (claimOrdered, completeOrdered, releaseOrdered, extendOrdered, forgetVersion) come all together',
+      ),
+    );
   });
 
   it('lets a store without ordering say so by leaving it out', () => {
