@@ -31,9 +31,9 @@ function candidates(label: string, store: IdempotencyStore, encodeVersion: (valu
     const n = counter;
     const id = key();
     const order: EntityOrder = { entity: `default:o:${label}_${n % ENTITIES}`, version: encodeVersion(n), exclusive: true };
-    const claimed = await store.claimOrdered!(id, LOCK_MS, TTL_MS, order);
+    const claimed = await store.ordering!.claimOrdered(id, LOCK_MS, TTL_MS, order);
     if (claimed.status !== 'acquired') throw new Error(`bench: ordered claim answered ${claimed.status}`);
-    await store.completeOrdered!(id, claimed.token, TTL_MS, order);
+    await store.ordering!.completeOrdered(id, claimed.token, TTL_MS, order);
   };
   return [
     { name: `${label} plain`, run: oneAtATime(plain) },

@@ -10,8 +10,8 @@
 import { HandlerContext } from './context.ts';
 import { errorText } from './errors.ts';
 import type { Observer, Trace } from './telemetry.ts';
-import { completingInStore, isCompletedByStore, storeCompletionOf, type SyncOperations } from './stores/internal.ts';
-import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
+import { completingInStore, isCompletedByStore, storeCompletionOf, syncOperations, type SyncOperations } from './stores/internal.ts';
+import { StoreError, type ClaimHandle, type ClaimResult, type EntityOrder, type IdempotencyStore, type OrderedClaimResult, type OrderingOperations } from './stores/types.ts';
 
 /**
  * 24 hours: how long a completed id is remembered by default.
@@ -79,6 +79,72 @@ export function checkedClaim(result: unknown, ordered = false): OrderedClaimResu
   throw badReply('claim', result);
 }
 
+/** `true` when a store's answer is still on its way (a promise), `false` when it came at once. */
+export function isPending<T>(answer: T | PromiseLike<T>): answer is PromiseLike<T> {
+  // A boolean or a claim result from the memory store is settled by the first test or the last.
+  const kind = typeof answer;
+  return (kind === 'object' || kind === 'function') && answer !== null && typeof (answer as { then?: unknown }).then === 'function';
+}
+
+/**
+ * How the receiver, an inbox's workers and their keeper call one store, resolved once when they
+ * are built: its ordering operations, whether it renews claims, and, for a store that answers at
+ * once (the memory store), its synchronous operations. Those answer without a promise, which
+ * saves a promise and a turn of the microtask queue on every claim and every settlement; the
+ * callers take an answer that is not {@link isPending} as it is, and await one that is.
+ */
+export class StoreCalls {
+  readonly store: IdempotencyStore;
+  /** The store's ordering operations, checked whole by the receiver or the worker. */
+  readonly ordering: OrderingOperations | undefined;
+  /** The store has `extend`: claims are renewed while their handler runs. */
+  readonly renews: boolean;
+  readonly #sync: SyncOperations | undefined;
+
+  constructor(store: IdempotencyStore) {
+    this.store = store;
+    this.ordering = store.ordering;
+    this.renews = typeof store.extend === 'function';
+    this.#sync = syncOperations(store);
+  }
+
+  /** `claim`: at once from the memory store, a promise from any other. */
+  claim(key: string, lockMs: number): ClaimResult | Promise<ClaimResult> {
+    const sync = this.#sync;
+    return sync !== undefined ? sync.claim(key, lockMs) : this.store.claim(key, lockMs);
+  }
+
+  /** `claimOrdered`, on a store whose `ordering` was checked. */
+  claimOrdered(key: string, lockMs: number, ttlMs: number, order: EntityOrder): Promise<OrderedClaimResult> {
+    return this.ordering!.claimOrdered(key, lockMs, ttlMs, order);
+  }
+
+  /** Completes or releases `held`; an ordered claim through the ordering operations (its entity's version and lock). */
+  settle(stage: 'complete' | 'release', held: Held): boolean | Promise<boolean> {
+    const order = held.order;
+    if (order !== undefined) {
+      return stage === 'complete' ? this.ordering!.completeOrdered(held.key, held.token, held.ttlMs, order) : this.ordering!.releaseOrdered(held.key, held.token, order);
+    }
+    const sync = this.#sync;
+    if (sync !== undefined) return stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token);
+    return stage === 'complete' ? this.store.complete(held.key, held.token, held.ttlMs) : this.store.release(held.key, held.token);
+  }
+
+  /** Completes `held` through the store's own methods, always a promise: a retry, off the request's path. */
+  completeLater(held: Held): Promise<boolean> {
+    const order = held.order;
+    return order !== undefined ? this.ordering!.completeOrdered(held.key, held.token, held.ttlMs, order) : this.store.complete(held.key, held.token, held.ttlMs);
+  }
+
+  /** Renews `held` for `lockMs` (only called when the store {@link renews}, or with ordering). */
+  extend(held: Held, lockMs: number): boolean | Promise<boolean> {
+    const order = held.order;
+    if (order !== undefined) return this.ordering!.extendOrdered(held.key, held.token, lockMs, order);
+    const sync = this.#sync;
+    return sync !== undefined ? sync.extend(held.key, held.token, lockMs) : this.store.extend!(held.key, held.token, lockMs);
+  }
+}
+
 /** An acquired claim while its handler runs: what the heartbeat renews and `close` aborts. */
 export class Held implements ClaimHandle {
   readonly context: HandlerContext;
@@ -132,7 +198,8 @@ export type Report = (error: unknown, stage: KeeperStage, subject: Subject, will
 
 /** The acquired claims of one receiver or one worker: their renewal, settlement and completion retries. */
 export class ClaimKeeper {
-  readonly #sync: SyncOperations | undefined;
+  /** The store's calls; `undefined` only for a receiver without idempotency, which holds no claims. */
+  readonly #calls: StoreCalls | undefined;
   readonly #observer: Observer;
   readonly #now: () => number;
   readonly #lockMs: number;
@@ -145,12 +212,12 @@ export class ClaimKeeper {
   #beat: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
 
-  constructor(options: { sync: SyncOperations | undefined; observer: Observer; now: () => number; lockMs: number; renews: boolean; report: Report }) {
-    this.#sync = options.sync;
+  constructor(options: { calls: StoreCalls | undefined; observer: Observer; now: () => number; lockMs: number; report: Report }) {
+    this.#calls = options.calls;
     this.#observer = options.observer;
     this.#now = options.now;
     this.#lockMs = options.lockMs;
-    this.#renews = options.renews;
+    this.#renews = options.calls?.renews ?? false;
     this.#report = options.report;
   }
 
@@ -217,14 +284,8 @@ export class ClaimKeeper {
     }
     held.renewing = true;
     try {
-      const sync = this.#sync;
-      const order = held.order;
-      const extend = () =>
-        order !== undefined
-          ? held.store.extendOrdered!(held.key, held.token, lockMs, order)
-          : sync !== undefined
-            ? sync.extend(held.key, held.token, lockMs)
-            : held.store.extend!(held.key, held.token, lockMs);
+      const calls = this.#calls!;
+      const extend = () => calls.extend(held, lockMs);
       const owned: unknown = held.trace === undefined ? await extend() : await this.#observer.store(held.trace, 'extend', extend);
       if (typeof owned !== 'boolean') throw badReply('extend', owned);
       if (held.over) return;
@@ -264,37 +325,38 @@ export class ClaimKeeper {
       if (trace !== undefined) this.#observer.settled(trace, true);
       return DONE;
     }
-    const sync = this.#sync;
-    // An ordered claim settles through the ordered operations (the entity's version and lock).
-    if (sync === undefined || held.order !== undefined) return this.#settleAsync(stage, held);
+    const calls = this.#calls!;
+    let answer: boolean | Promise<boolean>;
     try {
-      // A closure only when traced: the untraced memory-store path allocates nothing here.
-      const owned = trace === undefined ? settleSync(sync, stage, held) : this.#observer.store(trace, stage, () => settleSync(sync, stage, held));
-      if (!owned) this.#reportExpired(stage, held);
+      // A closure only when traced: untraced (the usual case), the store is called without one.
+      answer = trace === undefined ? calls.settle(stage, held) : this.#observer.store(trace, stage, () => calls.settle(stage, held));
     } catch (error) {
       this.#settleFailed(error, stage, held);
+      if (trace !== undefined) this.#observer.settled(trace, stage === 'complete');
+      return DONE;
     }
+    if (isPending(answer)) return this.#settleLater(answer, stage, held);
+    // Answered at once (the memory store): nothing to wait for, and no promise made.
+    this.#settledAs(answer, stage, held);
     // The outcome is the handler's, whatever the store did with it; the span covers the settlement.
     if (trace !== undefined) this.#observer.settled(trace, stage === 'complete');
     return DONE;
   }
 
-  async #settleAsync(stage: 'complete' | 'release', held: Held): Promise<void> {
+  async #settleLater(answer: PromiseLike<boolean>, stage: 'complete' | 'release', held: Held): Promise<void> {
     try {
-      const trace = held.trace;
-      // Untraced (the usual case): the store is called without a closure around it.
-      const owned: unknown =
-        trace === undefined ? await settleAsync(stage, held) : await this.#observer.store(trace, stage, () => settleAsync(stage, held));
-      if (typeof owned !== 'boolean') {
-        this.#report(badReply(stage, owned), stage, held, false);
-        return;
-      }
-      if (!owned) this.#reportExpired(stage, held);
+      this.#settledAs(await answer, stage, held);
     } catch (error) {
       this.#settleFailed(error, stage, held);
     } finally {
       if (held.trace !== undefined) this.#observer.settled(held.trace, stage === 'complete');
     }
+  }
+
+  /** What the store answered a settlement: `true` (done), `false` (the claim was no longer held), or outside the contract. */
+  #settledAs(owned: unknown, stage: 'complete' | 'release', held: Held): void {
+    if (typeof owned !== 'boolean') this.#report(badReply(stage, owned), stage, held, false);
+    else if (!owned) this.#reportExpired(stage, held);
   }
 
   #settleFailed(error: unknown, stage: 'complete' | 'release', held: Held): void {
@@ -317,7 +379,8 @@ export class ClaimKeeper {
       await sleep(delay);
       try {
         // Timed like the first attempt: retries during an outage belong in the store's latency.
-        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => settleAsync('complete', held));
+        const calls = this.#calls!;
+        const owned: unknown = await this.#observer.store(held.trace, 'complete', () => calls.completeLater(held));
         if (typeof owned !== 'boolean') this.#report(badReply('complete', owned), 'complete', held, false);
         // The store's contract makes a completion idempotent for its own token, so a first attempt
         // that timed out but landed late answers true here, not "taken over".
@@ -339,19 +402,6 @@ export class ClaimKeeper {
       : `the handler ran longer than lockSeconds, ${this.#lockMs / 1000} s, and the store cannot renew claims`;
     this.#report(new Error(`the claim expired before ${stage} (${why}) and may have been taken over`), stage, held, false);
   }
-}
-
-function settleAsync(stage: 'complete' | 'release', held: Held): Promise<boolean> {
-  const order = held.order;
-  // Ordering: the completion records the entity's version, and either frees its lock.
-  if (order !== undefined) {
-    return stage === 'complete' ? held.store.completeOrdered!(held.key, held.token, held.ttlMs, order) : held.store.releaseOrdered!(held.key, held.token, order);
-  }
-  return stage === 'complete' ? held.store.complete(held.key, held.token, held.ttlMs) : held.store.release(held.key, held.token);
-}
-
-function settleSync(sync: SyncOperations, stage: 'complete' | 'release', held: Held): boolean {
-  return stage === 'complete' ? sync.complete(held.key, held.token, held.ttlMs) : sync.release(held.key, held.token);
 }
 
 function sleep(ms: number): Promise<void> {

@@ -23,10 +23,9 @@ import { checkLogger } from './logger.ts';
 import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
-import { syncOperations, type SyncOperations } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
-import { ClaimKeeper, DONE, Held, checkedClaim, type Report, type Subject } from './claims.ts';
+import { ClaimKeeper, DONE, Held, StoreCalls, checkedClaim, isPending, type Report, type Subject } from './claims.ts';
 import { HandlerContext } from './context.ts';
 import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering-store.ts';
 import { contentTypeOf, isRequest } from './receiver/input.ts';
@@ -114,8 +113,8 @@ class ReceiverImpl implements Receiver {
   /** The inbox behind its guard (backlog, timeout), with one. */
   readonly #gate: InboxGate | undefined;
   readonly #store: IdempotencyStore | undefined;
-  /** The store's operations without their promises, when it has them (the memory store). */
-  readonly #sync: SyncOperations | undefined;
+  /** How the store is called (the memory store's answers without promises); `undefined` without idempotency. */
+  readonly #calls: StoreCalls | undefined;
   /** The acquired claims: renewal, settlement, completion retries. */
   readonly #claims: ClaimKeeper;
   readonly #ttlMs: number;
@@ -175,8 +174,8 @@ class ReceiverImpl implements Receiver {
     this.#store = store;
     this.#observer = new Observer(options, store);
     observers.set(this, this.#observer);
-    this.#sync = store === undefined ? undefined : syncOperations(store);
-    const renews = typeof store?.extend === 'function';
+    this.#calls = store === undefined ? undefined : new StoreCalls(store);
+    const renews = this.#calls?.renews ?? false;
     this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'idempotency.ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
     if (settings !== undefined) checkReplayWindow(this.#ttlMs / 1000, settings.ttlSeconds === undefined, options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS);
     this.#unsignedTtlMs =
@@ -201,7 +200,7 @@ class ReceiverImpl implements Receiver {
     this.#ordering = checkOrderingOptions(options.ordering);
     if (this.#ordering !== undefined) checkOrderingStore(store);
     const report: Report = (error, stage, subject, willRetry) => this.#report(error, stage, subject, willRetry);
-    this.#claims = new ClaimKeeper({ sync: this.#sync, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, renews, report });
+    this.#claims = new ClaimKeeper({ calls: this.#calls, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, report });
     this.#acceptsUnsigned = options.unsigned === 'accept';
     pulledEntries.set(this, {
       acceptsUnsigned: this.#acceptsUnsigned,
@@ -250,8 +249,8 @@ class ReceiverImpl implements Receiver {
     }
     const webhook = pulled ?? (isRequest(input) ? await this.verifier.verifyRequest(input) : await this.verifier.verify(input));
     if (trace !== undefined) this.#observer.verified(trace, webhook, this.#now());
-    const store = this.#store;
-    if (store === undefined) {
+    const calls = this.#calls;
+    if (calls === undefined) {
       // Deduplication off: the job still goes to the namespace a claim would use, so two tenants'
       // deliveries of one id stay two jobs.
       if (accepting !== undefined) accepting.namespace = this.#namespaceOf(webhook);
@@ -280,20 +279,16 @@ class ReceiverImpl implements Receiver {
     }
     let result: OrderedClaimResult;
     try {
-      const sync = this.#sync;
       if (order !== undefined) {
         const ttlMs = this.#ttlMs;
-        const claimOrdered = () => store.claimOrdered!(key, lockMs, ttlMs, order);
+        const claimOrdered = () => calls.claimOrdered(key, lockMs, ttlMs, order);
         result = checkedClaim(trace !== undefined ? await this.#observer.store(trace, 'claim', claimOrdered) : await claimOrdered(), true);
+      } else if (trace !== undefined) {
+        result = checkedClaim(await this.#observer.store(trace, 'claim', () => calls.claim(key, lockMs)));
       } else {
         // Untraced (the usual case), the memory store's answer is taken without a promise or a closure.
-        result = checkedClaim(
-          trace !== undefined
-            ? await this.#observer.store(trace, 'claim', () => (sync !== undefined ? sync.claim(key, lockMs) : store.claim(key, lockMs)))
-            : sync !== undefined
-              ? sync.claim(key, lockMs)
-              : await store.claim(key, lockMs),
-        );
+        const answer = calls.claim(key, lockMs);
+        result = checkedClaim(isPending(answer) ? await answer : answer);
       }
     } catch (error) {
       // The unsigned budget is full: a refusal, never an outage to run through.
@@ -325,7 +320,7 @@ class ReceiverImpl implements Receiver {
       throw rejection('ENTITY_BUSY', `another delivery of this event's entity is being processed; retry in ${retryAfterSeconds} s`, { retryAfterSeconds });
     }
 
-    const held = new Held(store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, webhook.tenant, this.#now(), deadline, order);
+    const held = new Held(calls.store, key, result.token, webhook.signed ? this.#ttlMs : this.#unsignedTtlMs, lockMs, webhook.id, webhook.tenant, this.#now(), deadline, order);
     held.trace = trace;
     this.#claims.hold(held);
     let settled: Promise<void> | undefined;

@@ -13,9 +13,9 @@
 import { errorText, PermanentError } from '../errors.ts';
 import { positiveSeconds } from '../lib/checks.ts';
 import { checkLogger, logFailure, logJobFailure, type JobFailureLogFields, type WebhookLogger } from '../logger.ts';
-import { checkedClaim, ClaimKeeper, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS, Held } from '../claims.ts';
+import { checkedClaim, ClaimKeeper, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS, Held, StoreCalls } from '../claims.ts';
 import { jobWebhook, orderOf, readJob, type InboxJob } from '../job-format.ts';
-import { syncOperations } from '../stores/internal.ts';
+import { orderingProblem } from '../stores/internal.ts';
 import { memoryStore } from '../stores/memory.ts';
 import type { IdempotencyStore, OrderedClaimResult } from '../stores/types.ts';
 import { Observer } from '../telemetry.ts';
@@ -95,9 +95,10 @@ export async function processedIn(store: IdempotencyStore, job: InboxJob, ttlMs:
     if (result.status === 'acquired') await store.release(key, result.token);
     return result.status === 'completed';
   }
-  if (typeof store.claimOrdered !== 'function' || typeof store.releaseOrdered !== 'function') return false;
-  const result = await store.claimOrdered(key, PROBE_LOCK_MS, ttlMs, order);
-  if (result.status === 'acquired') await store.releaseOrdered(key, result.token, order);
+  const ordering = store.ordering;
+  if (ordering === undefined) return false;
+  const result = await ordering.claimOrdered(key, PROBE_LOCK_MS, ttlMs, order);
+  if (result.status === 'acquired') await ordering.releaseOrdered(key, result.token, order);
   return result.status === 'completed';
 }
 
@@ -109,7 +110,8 @@ export class JobRunner {
   /** How long a processed job's id is remembered, in milliseconds. */
   readonly ttlMs: number;
   readonly #handler: InboxHandler;
-  readonly #store: IdempotencyStore;
+  /** How the store is called: the keeper's calls too. */
+  readonly #calls: StoreCalls;
   /** The claim protocol the receiver uses too: renewal while the handler runs, settlement, completion retries. */
   readonly #claims: ClaimKeeper;
   readonly #lockMs: number;
@@ -144,9 +146,11 @@ export class JobRunner {
     for (const method of ['claim', 'complete', 'release'] as const) {
       if (typeof store?.[method] !== 'function') throw new TypeError(`work idempotency.store must implement ${method}()`);
     }
-    this.#store = store;
+    const problem = orderingProblem(store.ordering);
+    if (problem !== undefined) throw new TypeError(`work idempotency.store ${problem}`);
+    this.#calls = new StoreCalls(store);
     this.store = store;
-    const renews = typeof store.extend === 'function';
+    const renews = this.#calls.renews;
     this.#lockMs = positiveSeconds(settings?.lockSeconds, 'work idempotency.lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
     this.#ttlMs = Math.max(positiveSeconds(settings?.ttlSeconds, 'work idempotency.ttlSeconds', DEFAULT_TTL_SECONDS), retentionSeconds) * 1000;
     this.ttlMs = this.#ttlMs;
@@ -165,12 +169,11 @@ export class JobRunner {
     this.#onOutcome = onOutcome;
     this.#onError = onError ?? ((error, context) => logFailure(logger, { ...context, willRetry: false }, `inbox worker: ${context.stage} failed`, error));
     this.#claims = new ClaimKeeper({
-      sync: syncOperations(store),
+      calls: this.#calls,
       // The worker's outcomes are its own (`onOutcome`, `webhook.jobs`): the delivery's observer records nothing.
       observer: new Observer({}, store),
       now: Date.now,
       lockMs: this.#lockMs,
-      renews,
       report: (error, stage, subject) => this.report(error, stage, subject.webhookId),
     });
     this.#handler = handler;
@@ -203,8 +206,8 @@ export class JobRunner {
     const key = workerKey(job);
     // Ordering: a job accepted with an entity is judged here, in the claim's atomic step.
     const order = orderOf(job);
-    const store = this.#store;
-    if (order !== undefined && typeof store.claimOrdered !== 'function') {
+    const calls = this.#calls;
+    if (order !== undefined && calls.ordering === undefined) {
       // Run unordered, a stale event would overwrite newer state: kept as a dead letter instead,
       // to be retried once the workers have a store that orders.
       const error = new PermanentError(
@@ -217,8 +220,8 @@ export class JobRunner {
     try {
       result =
         order === undefined
-          ? checkedClaim(await store.claim(key, this.#lockMs))
-          : checkedClaim(await store.claimOrdered!(key, this.#lockMs, this.#ttlMs, order), true);
+          ? checkedClaim(await calls.claim(key, this.#lockMs))
+          : checkedClaim(await calls.claimOrdered(key, this.#lockMs, this.#ttlMs, order), true);
     } catch (error) {
       this.report(error, 'claim', job.id);
       return this.#outcome({ verdict: { kind: 'deferred', delayMs: STORE_DOWN_DELAY_MS, reason: `the store failed: ${errorText(error)}` }, job, delivery, started, trace });
@@ -235,7 +238,7 @@ export class JobRunner {
       return this.#outcome({ verdict: { kind: 'deferred', delayMs, reason: 'another job of its entity is being processed' }, job, delivery, started, trace });
     }
 
-    const held = new Held(store, key, result.token, this.#ttlMs, this.#lockMs, job.id, job.tenant ?? undefined, Date.now(), undefined, order, {
+    const held = new Held(calls.store, key, result.token, this.#ttlMs, this.#lockMs, job.id, job.tenant ?? undefined, Date.now(), undefined, order, {
       attempt,
       maxAttempts: this.#maxAttempts,
       acceptedAt: job.acceptedAt,

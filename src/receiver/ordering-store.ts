@@ -10,18 +10,16 @@ import type { IdempotencyStore } from '../stores/types.ts';
 import { namespaceProblem } from './settings.ts';
 
 /**
- * With `ordering`, the store must have the ordering operations, all of them: one without them
- * cannot refuse a stale event in the same step as its claim (the DynamoDB store, or a custom one).
+ * With `ordering`, the store must have the ordering operations: one without them cannot refuse a
+ * stale event in the same step as its claim (the DynamoDB store, or a custom one). Whether an
+ * `ordering` present is whole, `checkStore` has checked already.
  */
 export function checkOrderingStore(store: IdempotencyStore | undefined): void {
   if (store === undefined) throw new TypeError('ordering needs idempotency (a store that records versions): it cannot be used with idempotency: false');
-  const present = ORDERING_OPERATIONS.filter((operation) => typeof store[operation] === 'function');
-  if (present.length === ORDERING_OPERATIONS.length) return;
+  if (store.ordering !== undefined) return;
   const name = typeof store.name === 'string' ? `the ${store.name} store` : 'idempotency.store';
   throw new TypeError(
-    present.length === 0
-      ? `${name} has no ordering operations (${ORDERING_OPERATIONS.join(', ')}), so it cannot refuse a stale event in the same step as its claim: use the memory, Redis, Postgres or Durable Object store with ordering`
-      : `${name} has ${present.join(', ')} but not ${ORDERING_OPERATIONS.filter((operation) => !present.includes(operation)).join(', ')}: the ordering operations come all together`,
+    `${name} has no ordering operations (ordering: { ${ORDERING_OPERATIONS.join(', ')} }), so it cannot refuse a stale event in the same step as its claim: use the memory, Redis, Postgres or Durable Object store with ordering`,
   );
 }
 
@@ -36,7 +34,8 @@ export async function forgetOrderedVersion(
   entity: string | number | bigint,
   options: { namespace?: string },
 ): Promise<void> {
-  if (ordering === undefined || store === undefined) throw new TypeError('forgetVersion needs a receiver built with ordering');
+  const operations = store?.ordering;
+  if (ordering === undefined || operations === undefined) throw new TypeError('forgetVersion needs a receiver built with ordering');
   const name = typeof entity === 'string' ? entity : typeof entity === 'bigint' || (typeof entity === 'number' && Number.isFinite(entity)) ? String(entity) : undefined;
   if (name === undefined || name.length === 0) throw new TypeError('forgetVersion needs the entity, as ordering.key returned it (a non-empty string, a number or a bigint)');
   const namespace = options.namespace ?? fixedNamespace;
@@ -46,7 +45,7 @@ export async function forgetOrderedVersion(
   const key = entityKey(namespace, name);
   checkEntity(key);
   try {
-    await store.forgetVersion!(key);
+    await operations.forgetVersion(key);
   } catch (error) {
     throw new WebhookError('STORE_UNAVAILABLE', 'the idempotency store did not forget the version; retry later', { cause: error });
   }

@@ -5,6 +5,7 @@
  */
 
 import { logFailure, type WebhookLogger } from '../logger.ts';
+import { orderingProblem } from '../stores/internal.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook } from '../verify.ts';
 import type { ReceiverErrorContext } from './types.ts';
@@ -96,4 +97,6 @@ export function checkStore(store: IdempotencyStore): void {
     if (typeof store[method] !== 'function') throw new TypeError(`idempotency.store must implement ${method}()`);
   }
   if (store.extend !== undefined && typeof store.extend !== 'function') throw new TypeError('idempotency.store extend must be a function when present');
+  const problem = orderingProblem(store.ordering);
+  if (problem !== undefined) throw new TypeError(`idempotency.store ${problem}`);
 }

@@ -16,9 +16,9 @@ export { fnv1a } from '../lib/hash.ts';
 export { newToken } from '../lib/token.ts';
 
 /**
- * The operations of a store that answers at once (the memory store), without the promises. The
- * receiver calls them directly, which saves a promise and a turn of the microtask queue on every
- * claim and every completion.
+ * The operations of a store that answers at once (the memory store), without the promises. Only
+ * `StoreCalls` (src/claims.ts) reads them, for the receiver, the workers and their keeper: calling
+ * them directly saves a promise and a turn of the microtask queue on every claim and settlement.
  */
 export interface SyncOperations {
   claim(key: string, lockMs: number): ClaimResult;
@@ -92,8 +92,21 @@ export function checkExtend(key: string, token: string, lockMs: number): void {
   checkDuration(lockMs, 'lockMs');
 }
 
-/** The ordering operations of a store, all present or all absent (detected like `extend`). */
+/** The ordering operations, all five in a store's `ordering`, or no `ordering` at all. */
 export const ORDERING_OPERATIONS = ['claimOrdered', 'completeOrdered', 'releaseOrdered', 'extendOrdered', 'forgetVersion'] as const;
+
+/**
+ * What is wrong with a store's `ordering` (the part of a message after the store's name), or
+ * `undefined` when it is absent or has all five operations. The types already require all five;
+ * this catches a store written in JavaScript, or cast, before a claim depends on the missing one.
+ */
+export function orderingProblem(ordering: unknown): string | undefined {
+  if (ordering === undefined) return undefined;
+  if (typeof ordering !== 'object' || ordering === null) return `ordering must be an object with ${ORDERING_OPERATIONS.join(', ')}`;
+  const missing = ORDERING_OPERATIONS.filter((operation) => typeof (ordering as Record<string, unknown>)[operation] !== 'function');
+  if (missing.length === 0) return undefined;
+  return `ordering has no ${missing.join(', ')}: the ordering operations (${ORDERING_OPERATIONS.join(', ')}) come all together`;
+}
 
 /** A version as `encodeVersion` makes it: `i` and 40 digits, or `t` and 22. */
 const VERSION = /^(?:i\d{40}|t\d{22})$/;

@@ -84,25 +84,20 @@ export interface IdempotencyStore {
   complete(key: string, token: string, ttlMs: number): Promise<boolean>;
   /** `false`: the token no longer owns the key. */
   release(key: string, token: string): Promise<boolean>;
-  /** Renews a held claim for `lockMs` from now; `false`: the token no longer owns the key. */
+  /**
+   * Renews a held claim for `lockMs` from now; `false`: the token no longer owns the key. One
+   * method, so its presence says on its own that the store renews claims.
+   */
   extend?(key: string, token: string, lockMs: number): Promise<boolean>;
   /** Resolves when the backend answers (for readiness checks); rejects otherwise. */
   ping?(): Promise<void>;
   /** A short name for telemetry (`webhook.store`): `memory`, `redis`, … Default `custom`. */
   readonly name?: string;
   /**
-   * Ordering (optional, all five or none; see {@link OrderingOperations}): claims the id and
-   * checks its entity in one atomic step.
+   * The ordering operations (see {@link OrderingOperations}): a store that has them claims the id
+   * and checks its entity's version in one atomic step. All five, or no `ordering` at all.
    */
-  claimOrdered?(key: string, lockMs: number, ttlMs: number, order: EntityOrder): Promise<OrderedClaimResult>;
-  /** Ordering: completes the id and records the entity's version in one atomic step. */
-  completeOrdered?(key: string, token: string, ttlMs: number, order: EntityOrder): Promise<boolean>;
-  /** Ordering: releases the id and the entity's lock this token holds. */
-  releaseOrdered?(key: string, token: string, order: EntityOrder): Promise<boolean>;
-  /** Ordering: renews the id's claim and, when exclusive, the entity's lock. */
-  extendOrdered?(key: string, token: string, lockMs: number, order: EntityOrder): Promise<boolean>;
-  /** Ordering: forgets the entity's recorded version (`receiver.forgetVersion`). */
-  forgetVersion?(entity: string): Promise<void>;
+  readonly ordering?: OrderingOperations;
 }
 
 /**
@@ -134,7 +129,7 @@ export interface EntityOrder {
  *
  * @example
  * ```ts
- * const result: OrderedClaimResult = await store.claimOrdered!('default:s:msg_1', 30_000, 86_400_000, order);
+ * const result: OrderedClaimResult = await store.ordering!.claimOrdered('default:s:msg_1', 30_000, 86_400_000, order);
  * if (result.status === 'stale') console.log('an older event; its handler does not run');
  * ```
  */
@@ -144,8 +139,10 @@ export type OrderedClaimResult =
   | { status: 'busy'; /** How long the entity's lock still holds, when the store knows. */ retryAfterMs?: number };
 
 /**
- * The ordering operations of an {@link IdempotencyStore}, all present or all absent: a receiver
- * built with `ordering` refuses a store without them. The rules (checked by `checkStore`):
+ * The ordering operations of an {@link IdempotencyStore}, its `ordering` member: all five or no
+ * `ordering` at all (the types require all five; a receiver or a worker also refuses at run time
+ * an `ordering` that lacks one, and a receiver built with `ordering` refuses a store without it).
+ * The rules (checked by `checkStore`):
  *
  * - `claimOrdered(key, lockMs, ttlMs, order)` is `claim` plus, in the same atomic step (or, where
  *   the id and the entity cannot change together, once the id is claimed and while it is held):
@@ -170,11 +167,22 @@ export type OrderedClaimResult =
  *
  * @example
  * ```ts
- * import type { OrderingOperations } from 'webhook-receiver';
- * const hasOrdering = (store: Partial<OrderingOperations>): boolean => typeof store.claimOrdered === 'function';
+ * import type { IdempotencyStore, OrderingOperations } from 'webhook-receiver';
+ * const orderingOf = (store: IdempotencyStore): OrderingOperations | undefined => store.ordering;
  * ```
  */
-export type OrderingOperations = Required<Pick<IdempotencyStore, 'claimOrdered' | 'completeOrdered' | 'releaseOrdered' | 'extendOrdered' | 'forgetVersion'>>;
+export interface OrderingOperations {
+  /** Claims the id and checks its entity in one atomic step. */
+  claimOrdered(key: string, lockMs: number, ttlMs: number, order: EntityOrder): Promise<OrderedClaimResult>;
+  /** Completes the id and records the entity's version in one atomic step. */
+  completeOrdered(key: string, token: string, ttlMs: number, order: EntityOrder): Promise<boolean>;
+  /** Releases the id and the entity's lock this token holds. */
+  releaseOrdered(key: string, token: string, order: EntityOrder): Promise<boolean>;
+  /** Renews the id's claim and, when exclusive, the entity's lock. */
+  extendOrdered(key: string, token: string, lockMs: number, order: EntityOrder): Promise<boolean>;
+  /** Forgets the entity's recorded version (`receiver.forgetVersion`). */
+  forgetVersion(entity: string): Promise<void>;
+}
 
 /**
  * The claim a running handler holds, as stores see it: `context.claim` in a handler. Opaque to

@@ -12,7 +12,8 @@ import { randomBytes } from '../crypto.ts';
 import { toHex } from '../lib/encoding.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
 import { Run, RuleFailure, contextOf, describeError, type Settings } from './check-store/harness.ts';
-import { ORDERING_METHODS, ORDERING_RULES } from './check-store/ordering-rules.ts';
+import { orderingProblem } from '../stores/internal.ts';
+import { ORDERING_RULES } from './check-store/ordering-rules.ts';
 import { RULES } from './check-store/rules.ts';
 import type { CheckStoreOptions, StoreConformanceReport, StoreFactory, StoreRule, StoreRuleOutcome } from './check-store/types.ts';
 
@@ -87,15 +88,14 @@ export async function checkStore(makeStore: StoreFactory, options: CheckStoreOpt
   settings.extend = options.extend ?? typeof probe?.extend === 'function';
   settings.ping = typeof probe?.ping === 'function';
   const outcomes: StoreRuleOutcome[] = [];
-  // Ordering: all five operations or none; some but not all is a broken contract (the receiver
-  // refuses such a store), reported as the first ordering rule's failure.
-  const orderingMethods = ORDERING_METHODS.filter((method) => typeof probe?.[method] === 'function');
-  const ordering = orderingMethods.length === ORDERING_METHODS.length ? 'all' : orderingMethods.length === 0 ? 'none' : 'some';
+  // Ordering: an `ordering` with all five operations, or none; one that lacks some is a broken
+  // contract (the receiver refuses such a store), reported as the first ordering rule's failure.
+  const orderingBroken = orderingProblem(probe?.ordering);
+  const ordering = probe?.ordering === undefined ? 'none' : orderingBroken === undefined ? 'all' : 'broken';
   for (const [rule, title, check] of [...RULES, ...ORDERING_RULES]) {
     const ruleStarted = Date.now();
-    if (rule.startsWith('ordering-') && ordering === 'some' && rule === ORDERING_RULES[0]![0]) {
-      const missing = ORDERING_METHODS.filter((method) => !orderingMethods.includes(method));
-      outcomes.push({ rule, title, outcome: 'failed', message: `the store has ${orderingMethods.join(', ')} but not ${missing.join(', ')}: the ordering operations come all together or not at all`, ms: 0 });
+    if (rule.startsWith('ordering-') && orderingBroken !== undefined && rule === ORDERING_RULES[0]![0]) {
+      outcomes.push({ rule, title, outcome: 'failed', message: `the store's ${orderingBroken}`, ms: 0 });
       continue;
     }
     const skipped = rule.startsWith('ordering-') && ordering !== 'all' ? 'the store has no ordering operations' : skipReason(rule, settings, options.extend);

@@ -98,7 +98,7 @@ async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
     const body = (await request.json()) as Record<string, unknown>;
     const store = first()?.idempotency?.store;
     if (path === '/config') {
-      return { concurrency: first()?.concurrency ?? 1, ordered: typeof store?.claimOrdered === 'function', durableObject: store !== undefined && store === shared };
+      return { concurrency: first()?.concurrency ?? 1, ordered: store?.ordering !== undefined, durableObject: store !== undefined && store === shared };
     }
     if (path === '/outcome') {
       const event = body as unknown as JobOutcomeEvent & { error?: { name: string; message: string } };
@@ -112,8 +112,10 @@ async function makeBridged({ maxAttempts }: { maxAttempts: number }) {
     if (path.startsWith('/store/')) {
       // A tripwire: with the Durable Object store, the consumer must not reach the store through Node.
       if (store === shared) throw new Error('the consumer reached the Durable Object store through the bridge');
-      const op = path.slice('/store/'.length) as 'claim' | 'complete' | 'release' | 'extend' | 'claimOrdered' | 'completeOrdered' | 'releaseOrdered' | 'extendOrdered';
-      return ((store as IdempotencyStore)[op] as (...args: unknown[]) => Promise<unknown>)(...(body as unknown as unknown[]));
+      const op = path.slice('/store/'.length);
+      // The ordering operations live in the store's `ordering`, the others on the store itself.
+      const operations = (op.endsWith('Ordered') || op === 'forgetVersion' ? (store as IdempotencyStore).ordering : store) as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+      return operations[op]!(...(body as unknown as unknown[]));
     }
     // /handle: the next registered worker runs the handler on the webhook as workerd rebuilt it.
     const worker = workers[turn++ % Math.max(1, workers.length)];

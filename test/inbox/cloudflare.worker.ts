@@ -181,11 +181,13 @@ function bridgedStore(env: Env, ordered: boolean): IdempotencyStore {
   if (!ordered) return store;
   return {
     ...store,
-    claimOrdered: (key, lockMs, ttlMs, order) => ask<OrderedClaimResult>('claimOrdered', [key, lockMs, ttlMs, order]),
-    completeOrdered: (key, token, ttlMs, order) => ask<boolean>('completeOrdered', [key, token, ttlMs, order]),
-    releaseOrdered: (key, token, order) => ask<boolean>('releaseOrdered', [key, token, order]),
-    extendOrdered: (key, token, lockMs, order) => ask<boolean>('extendOrdered', [key, token, lockMs, order]),
-    forgetVersion: (entity) => ask<void>('forgetVersion', [entity]),
+    ordering: {
+      claimOrdered: (key, lockMs, ttlMs, order) => ask<OrderedClaimResult>('claimOrdered', [key, lockMs, ttlMs, order]),
+      completeOrdered: (key, token, ttlMs, order) => ask<boolean>('completeOrdered', [key, token, ttlMs, order]),
+      releaseOrdered: (key, token, order) => ask<boolean>('releaseOrdered', [key, token, order]),
+      extendOrdered: (key, token, lockMs, order) => ask<boolean>('extendOrdered', [key, token, lockMs, order]),
+      forgetVersion: (entity) => ask<void>('forgetVersion', [entity]),
+    },
   };
 }
 

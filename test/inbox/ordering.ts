@@ -227,7 +227,7 @@ export function describeOrderedInbox<Made extends InboxUnderTest>(engine: string
           // through the store's own operation, as a worker takes it) outlasts this case unless it ends.
           const order = { entity: entityKey('default', entity), version: encodeVersion(1), exclusive: true };
           const holder = `default:w:s:${fresh('evt_holder')}`;
-          const held = await store.claimOrdered!(holder, 120_000, 120_000, order);
+          const held = await store.ordering!.claimOrdered(holder, 120_000, 120_000, order);
           if (held.status !== 'acquired') throw new Error(`the holder's claim was ${held.status}`);
           expect((await receiver.accept(await signed(id, entity, 2))).outcome).toBe('enqueued');
           // Deferred as many times as the inbox has attempts (3), past any engine's own retry count
@@ -236,7 +236,7 @@ export function describeOrderedInbox<Made extends InboxUnderTest>(engine: string
           expect(attempts).toEqual([]);
           expect(outcomes.events.filter((event) => event.webhookId === id).map((event) => [event.outcome, event.attempt])).toEqual(outcomes.of(id).map(() => ['deferred', 1]));
           // The holder succeeds with version 1: the entity is free, and version 2 is newer.
-          expect(await store.completeOrdered!(holder, held.token, 120_000, order)).toBe(true);
+          expect(await store.ordering!.completeOrdered(holder, held.token, 120_000, order)).toBe(true);
           await outcomes.until(() => outcomes.of(id).includes('processed'));
           expect(outcomes.of(id).filter((outcome) => outcome !== 'deferred')).toEqual(['processed']);
           expect(outcomes.events.filter((event) => event.webhookId === id).every((event) => event.attempt === 1)).toBe(true);

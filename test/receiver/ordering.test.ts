@@ -16,6 +16,7 @@ import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
 import { signWebhook } from '../../src/sign.ts';
 import { dynamoStore } from '../../src/stores/dynamodb.ts';
 import { memoryStore } from '../../src/stores/memory.ts';
+import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { OutcomeEvent } from '../../src/telemetry.ts';
 import type { WebhookInput } from '../../src/verify.ts';
 import { SECRET } from './support.ts';
@@ -183,13 +184,25 @@ describe('ordering in the receiver', () => {
     const client = new DynamoDBClient({ endpoint: 'http://127.0.0.1:9', region: 'local', credentials: { accessKeyId: 'x', secretAccessKey: 'x' } });
     try {
       expect(() => createReceiver({ secrets: SECRET, ordering, idempotency: { store: dynamoStore({ client, table: 'claims' }) } })).toThrow(
-        /the dynamodb store has no ordering operations \(claimOrdered, completeOrdered, releaseOrdered, extendOrdered, forgetVersion\)/,
+        /the dynamodb store has no ordering operations \(ordering: \{ claimOrdered, completeOrdered, releaseOrdered, extendOrdered, forgetVersion \}\)/,
       );
     } finally {
       client.destroy();
     }
-    const { forgetVersion: _dropped, ...partial } = memoryStore();
-    expect(() => createReceiver({ secrets: SECRET, ordering, idempotency: { store: partial } })).toThrow(/but not forgetVersion/);
+    // An `ordering` without all five (a store written in JavaScript, which no type stops) is
+    // refused with or without the receiver's ordering, naming what is missing.
+    const memory = memoryStore();
+    const { forgetVersion: _dropped, extendOrdered: _alsoDropped, ...some } = memory.ordering;
+    const partial = { ...memory, ordering: some } as unknown as IdempotencyStore;
+    const missing = new TypeError(
+      'idempotency.store ordering has no extendOrdered, forgetVersion: the ordering operations (claimOrdered, completeOrdered, releaseOrdered, extendOrdered, forgetVersion) come all together',
+    );
+    expect(() => createReceiver({ secrets: SECRET, ordering, idempotency: { store: partial } })).toThrow(missing);
+    expect(() => createReceiver({ secrets: SECRET, idempotency: { store: partial } })).toThrow(missing);
+    const notAnObject = { ...memory, ordering: true } as unknown as IdempotencyStore;
+    expect(() => createReceiver({ secrets: SECRET, idempotency: { store: notAnObject } })).toThrow(
+      new TypeError('idempotency.store ordering must be an object with claimOrdered, completeOrdered, releaseOrdered, extendOrdered, forgetVersion'),
+    );
     expect(() => createReceiver({ secrets: SECRET, ordering, idempotency: false })).toThrow(/idempotency: false/);
     expect(() => createReceiver({ secrets: SECRET, ordering: { key: 'data.id' } as never })).toThrow(/ordering\.key must be a function/);
     // Without ordering, the DynamoDB store is as welcome as ever.

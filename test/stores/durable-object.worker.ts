@@ -148,9 +148,9 @@ async function earlierLayout(request: Request, env: Env, url: URL): Promise<Resp
   const token = 'c'.repeat(32);
   const written = [await send({ op: 'claim', key, token, ms: 30_000 }), await send({ op: 'complete', key, token, ms: 600_000 })];
   const store = durableObjectStore(namespace);
-  const ordered = await store.claimOrdered(key, 30_000, 600_000, { entity, version: encodeVersion(1), exclusive: true });
+  const ordered = await store.ordering.claimOrdered(key, 30_000, 600_000, { entity, version: encodeVersion(1), exclusive: true });
   const plain = await store.claim(key, 30_000);
-  const next = await store.claimOrdered(`${key}_next`, 30_000, 600_000, { entity, version: encodeVersion(2), exclusive: true });
+  const next = await store.ordering.claimOrdered(`${key}_next`, 30_000, 600_000, { entity, version: encodeVersion(2), exclusive: true });
   return Response.json({ written, ordered, plain, next: next.status });
 }
 

@@ -44,14 +44,14 @@ describe.skipIf(sharedRedisUrl === null)('redisStore ordering keys', () => {
     const store = redisStore({ client: admin, prefix });
     const key = `default:s:evt_${encodeURIComponent(entity)}`;
     const order: EntityOrder = { entity, version: encodeVersion('2026-03-01T10:00:10.344522Z'), exclusive: true };
-    const claimed = await store.claimOrdered(key, 30_000, TTL_MS, order);
+    const claimed = await store.ordering.claimOrdered(key, 30_000, TTL_MS, order);
     if (claimed.status !== 'acquired') throw new Error(`expected acquired, got ${claimed.status}`);
     const during = await keysUnder(admin, `${prefix}{${entity}}`);
     expect(Object.keys(during)).toEqual([':lock']);
     expect(during[':lock']!.value).toBe(claimed.token);
     // The id is where an unordered delivery of it looks: one id, with or without ordering.
     expect(await admin.get(prefix + key)).toBe(`lock:${claimed.token}`);
-    expect(await store.completeOrdered(key, claimed.token, TTL_MS, order)).toBe(true);
+    expect(await store.ordering.completeOrdered(key, claimed.token, TTL_MS, order)).toBe(true);
     const after = await keysUnder(admin, `${prefix}{${entity}}`);
     expect(Object.keys(after)).toEqual(['']);
     expect(after['']!.value).toBe(order.version);
@@ -66,11 +66,11 @@ describe.skipIf(sharedRedisUrl === null)('redisStore ordering keys', () => {
     const store = redisStore({ client: admin, prefix });
     const entity = 'default:o:ledger';
     const at = (version: bigint): EntityOrder => ({ entity, version: encodeVersion(version), exclusive: false });
-    const first = await store.claimOrdered('default:s:big_1', 30_000, TTL_MS, at(2n ** 60n + 1n));
+    const first = await store.ordering.claimOrdered('default:s:big_1', 30_000, TTL_MS, at(2n ** 60n + 1n));
     if (first.status !== 'acquired') throw new Error(first.status);
-    await store.completeOrdered('default:s:big_1', first.token, TTL_MS, at(2n ** 60n + 1n));
-    expect((await store.claimOrdered('default:s:big_2', 30_000, TTL_MS, at(2n ** 60n))).status).toBe('stale');
-    expect((await store.claimOrdered('default:s:big_3', 30_000, TTL_MS, at(2n ** 60n + 2n))).status).toBe('acquired');
+    await store.ordering.completeOrdered('default:s:big_1', first.token, TTL_MS, at(2n ** 60n + 1n));
+    expect((await store.ordering.claimOrdered('default:s:big_2', 30_000, TTL_MS, at(2n ** 60n))).status).toBe('stale');
+    expect((await store.ordering.claimOrdered('default:s:big_3', 30_000, TTL_MS, at(2n ** 60n + 2n))).status).toBe('acquired');
   });
 });
 
@@ -136,16 +136,16 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore ordering
     const owner = await store.claim(plain, 30_000);
     if (owner.status !== 'acquired') throw new Error(owner.status);
     expect(await store.complete(plain, owner.token, TTL_MS)).toBe(true);
-    expect(await store.claimOrdered(plain, 30_000, TTL_MS, at('default:o:a', 1))).toEqual({ status: 'completed' });
+    expect(await store.ordering.claimOrdered(plain, 30_000, TTL_MS, at('default:o:a', 1))).toEqual({ status: 'completed' });
     expect(await admin.exists(`${prefix}{default:o:a}:lock`)).toBe(0);
 
     const ordered = 'default:s:evt_ordered';
-    const token = acquired(await store.claimOrdered(ordered, 30_000, TTL_MS, at('default:o:b', 1)));
+    const token = acquired(await store.ordering.claimOrdered(ordered, 30_000, TTL_MS, at('default:o:b', 1)));
     expect(await store.claim(ordered, 30_000)).toMatchObject({ status: 'processing' });
-    expect(await store.claimOrdered(ordered, 30_000, TTL_MS, at('default:o:c', 1))).toMatchObject({ status: 'processing' });
-    expect(await store.completeOrdered(ordered, token, TTL_MS, at('default:o:b', 1))).toBe(true);
+    expect(await store.ordering.claimOrdered(ordered, 30_000, TTL_MS, at('default:o:c', 1))).toMatchObject({ status: 'processing' });
+    expect(await store.ordering.completeOrdered(ordered, token, TTL_MS, at('default:o:b', 1))).toBe(true);
     expect(await store.claim(ordered, 30_000)).toEqual({ status: 'completed' });
-    expect(await store.claimOrdered(ordered, 30_000, TTL_MS, at('default:o:c', 1))).toEqual({ status: 'completed' });
+    expect(await store.ordering.claimOrdered(ordered, 30_000, TTL_MS, at('default:o:c', 1))).toEqual({ status: 'completed' });
   });
 
   it('an id that an earlier release completed under the entity’s tag is a duplicate, moved to the id’s own key for the rest of its TTL', async () => {
@@ -159,7 +159,7 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore ordering
     expect(await admin.eval(EARLIER_COMPLETE_ORDERED, 3, tagged + key, tagged, `${tagged}:lock`, 'a'.repeat(32), '600000', version)).toBe(1);
     expect(await admin.exists(prefix + key)).toBe(0);
 
-    expect(await store.claimOrdered(key, 30_000, TTL_MS, at(entity, 6))).toEqual({ status: 'completed' });
+    expect(await store.ordering.claimOrdered(key, 30_000, TTL_MS, at(entity, 6))).toEqual({ status: 'completed' });
     // Moved to the id's own key for the rest of its TTL: an unordered delivery finds it too.
     expect(await admin.get(prefix + key)).toMatch(/^done:[0-9a-f]{32}$/);
     const left = await admin.pttl(prefix + key);
@@ -168,8 +168,8 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore ordering
     expect(await store.claim(key, 30_000)).toEqual({ status: 'completed' });
     // The duplicate took no lock, and the version the earlier release recorded still holds.
     expect(await admin.exists(`${tagged}:lock`)).toBe(0);
-    expect(await store.claimOrdered('default:s:evt_older', 30_000, TTL_MS, at(entity, 4))).toEqual({ status: 'stale' });
-    acquired(await store.claimOrdered('default:s:evt_newer', 30_000, TTL_MS, at(entity, 6)));
+    expect(await store.ordering.claimOrdered('default:s:evt_older', 30_000, TTL_MS, at(entity, 4))).toEqual({ status: 'stale' });
+    acquired(await store.ordering.claimOrdered('default:s:evt_newer', 30_000, TTL_MS, at(entity, 6)));
   });
 
   it('an id an earlier release holds under the entity’s tag is processing, and the new claim leaves nothing held', async () => {
@@ -178,7 +178,7 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore ordering
     const tagged = `${prefix}{${entity}}`;
     const key = 'default:s:evt_in_flight';
     expect(await admin.eval(EARLIER_CLAIM_ORDERED, 3, tagged + key, tagged, `${tagged}:lock`, 'b'.repeat(32), '30000', '600000', encodeVersion(1), '0')).toEqual([0, 0]);
-    const answer = await store.claimOrdered(key, 30_000, TTL_MS, at(entity, 1, false));
+    const answer = await store.ordering.claimOrdered(key, 30_000, TTL_MS, at(entity, 1, false));
     expect(answer.status).toBe('processing');
     expect(answer.status === 'processing' && answer.retryAfterMs).toBeGreaterThan(0);
     expect(answer.status === 'processing' && answer.retryAfterMs).toBeLessThanOrEqual(30_000);
@@ -189,19 +189,19 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore ordering
     const store = redisStore({ client: client.client, prefix });
     const entity = 'default:o:round_trips';
     // Every script loaded first, so that each operation below is EVALSHA alone.
-    const warm = acquired(await store.claimOrdered('default:s:rt_0', 30_000, TTL_MS, at(entity, 1)));
-    expect(await store.completeOrdered('default:s:rt_0', warm, TTL_MS, at(entity, 1))).toBe(true);
+    const warm = acquired(await store.ordering.claimOrdered('default:s:rt_0', 30_000, TTL_MS, at(entity, 1)));
+    expect(await store.ordering.completeOrdered('default:s:rt_0', warm, TTL_MS, at(entity, 1))).toBe(true);
     let token = '';
     const claim = await countRoundTrips(sharedRedisUrl!, client, async () => {
-      token = acquired(await store.claimOrdered('default:s:rt_1', 30_000, TTL_MS, at(entity, 2)));
+      token = acquired(await store.ordering.claimOrdered('default:s:rt_1', 30_000, TTL_MS, at(entity, 2)));
     });
     expect(claim.commands).toEqual(['evalsha', 'evalsha']);
     const complete = await countRoundTrips(sharedRedisUrl!, client, async () => {
-      expect(await store.completeOrdered('default:s:rt_1', token, TTL_MS, at(entity, 2))).toBe(true);
+      expect(await store.ordering.completeOrdered('default:s:rt_1', token, TTL_MS, at(entity, 2))).toBe(true);
     });
     expect(complete.commands).toEqual(['evalsha', 'evalsha']);
     const duplicate = await countRoundTrips(sharedRedisUrl!, client, async () => {
-      expect(await store.claimOrdered('default:s:rt_1', 30_000, TTL_MS, at(entity, 2))).toEqual({ status: 'completed' });
+      expect(await store.ordering.claimOrdered('default:s:rt_1', 30_000, TTL_MS, at(entity, 2))).toEqual({ status: 'completed' });
     });
     expect(duplicate.commands).toEqual(['evalsha']);
   });
@@ -209,14 +209,14 @@ describe.skipIf(sharedRedisUrl === null).each(CLIENT_KINDS)('redisStore ordering
   it('stale and busy claims leave the id done and free respectively, and release frees both', async () => {
     const store = redisStore({ client: client.client, prefix });
     const entity = 'default:o:judged';
-    const first = acquired(await store.claimOrdered('default:s:j1', 30_000, TTL_MS, at(entity, 5)));
-    expect(await store.claimOrdered('default:s:j2', 30_000, TTL_MS, at(entity, 6))).toMatchObject({ status: 'busy' });
+    const first = acquired(await store.ordering.claimOrdered('default:s:j1', 30_000, TTL_MS, at(entity, 5)));
+    expect(await store.ordering.claimOrdered('default:s:j2', 30_000, TTL_MS, at(entity, 6))).toMatchObject({ status: 'busy' });
     expect(await admin.exists(`${prefix}default:s:j2`)).toBe(0);
-    expect(await store.completeOrdered('default:s:j1', first, TTL_MS, at(entity, 5))).toBe(true);
-    expect(await store.claimOrdered('default:s:j3', 30_000, TTL_MS, at(entity, 4))).toEqual({ status: 'stale' });
+    expect(await store.ordering.completeOrdered('default:s:j1', first, TTL_MS, at(entity, 5))).toBe(true);
+    expect(await store.ordering.claimOrdered('default:s:j3', 30_000, TTL_MS, at(entity, 4))).toEqual({ status: 'stale' });
     expect(await admin.get(`${prefix}default:s:j3`)).toMatch(/^done:/);
-    const second = acquired(await store.claimOrdered('default:s:j2', 30_000, TTL_MS, at(entity, 6)));
-    expect(await store.releaseOrdered('default:s:j2', second, at(entity, 6))).toBe(true);
+    const second = acquired(await store.ordering.claimOrdered('default:s:j2', 30_000, TTL_MS, at(entity, 6)));
+    expect(await store.ordering.releaseOrdered('default:s:j2', second, at(entity, 6))).toBe(true);
     expect(await admin.exists(`${prefix}default:s:j2`, `${prefix}{${entity}}:lock`)).toBe(0);
   });
 });
@@ -264,7 +264,7 @@ describe.skipIf(sharedPostgresUrl === null)('postgresStore ordering in the trans
     try {
       const store = postgresStore({ client: pool, table: old });
       await store.setup();
-      const claimed = await store.claimOrdered('default:s:e1', 30_000, TTL_MS, { entity: 'default:o:x', version: encodeVersion(1), exclusive: true });
+      const claimed = await store.ordering.claimOrdered('default:s:e1', 30_000, TTL_MS, { entity: 'default:o:x', version: encodeVersion(1), exclusive: true });
       expect(claimed.status).toBe('acquired');
     } finally {
       await pool.query(`DROP TABLE IF EXISTS "${old}", "${old}_unsigned"`);

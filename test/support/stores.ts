@@ -115,11 +115,13 @@ async function openPostgresBackend(kind: PostgresKind): Promise<StoreBackend> {
         complete: async (key, token, ttlMs) => (await made, real.complete(key, token, ttlMs)),
         release: async (key, token) => (await made, real.release(key, token)),
         extend: async (key, token, lockMs) => (await made, real.extend(key, token, lockMs)),
-        claimOrdered: async (key, lockMs, ttlMs, order) => (await made, real.claimOrdered(key, lockMs, ttlMs, order)),
-        completeOrdered: async (key, token, ttlMs, order) => (await made, real.completeOrdered(key, token, ttlMs, order)),
-        releaseOrdered: async (key, token, order) => (await made, real.releaseOrdered(key, token, order)),
-        extendOrdered: async (key, token, lockMs, order) => (await made, real.extendOrdered(key, token, lockMs, order)),
-        forgetVersion: async (entity) => (await made, real.forgetVersion(entity)),
+        ordering: {
+          claimOrdered: async (key, lockMs, ttlMs, order) => (await made, real.ordering.claimOrdered(key, lockMs, ttlMs, order)),
+          completeOrdered: async (key, token, ttlMs, order) => (await made, real.ordering.completeOrdered(key, token, ttlMs, order)),
+          releaseOrdered: async (key, token, order) => (await made, real.ordering.releaseOrdered(key, token, order)),
+          extendOrdered: async (key, token, lockMs, order) => (await made, real.ordering.extendOrdered(key, token, lockMs, order)),
+          forgetVersion: async (entity) => (await made, real.ordering.forgetVersion(entity)),
+        },
         ping: () => real.ping(),
       };
     },

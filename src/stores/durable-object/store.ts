@@ -61,7 +61,9 @@ export interface DurableObjectStoreOptions {
  * const store: DurableObjectStore = durableObjectStore(env.WEBHOOK_CLAIMS);
  * ```
  */
-export interface DurableObjectStore extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
+export interface DurableObjectStore extends IdempotencyStore {
+  /** The ordering operations: this store has all five. */
+  readonly ordering: OrderingOperations;
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
   ping(): Promise<void>;
 }
@@ -214,50 +216,52 @@ export function durableObjectStore<Id>(namespace: DurableObjectNamespaceLike<Id>
       checkExtend(key, token, lockMs);
       return answer({ op: 'extend', key, token, ms: wholeMs(lockMs) });
     },
-    // Ordered: the id first, in its own object as an unordered claim (a completed or held id
-    // answers at once), then, while this token holds it, the entity in the entity's object.
-    async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
-      checkClaimOrdered(key, lockMs, ttlMs, order);
-      return bounded('claim', async () => {
-        const held = await claimId(key, lockMs);
-        return held.status === 'acquired' ? judgeEntity(key, held.token, lockMs, ttlMs, order) : held;
-      });
-    },
-    // The id first: only a token that held it records a version or frees the entity's lock.
-    async completeOrdered(key, token, ttlMs, order) {
-      checkComplete(key, token, ttlMs);
-      checkOrder(order);
-      return bounded('complete', async () => {
-        if (!(await answer({ op: 'complete', key, token, ms: wholeMs(ttlMs) }))) return false;
-        await answerEntity({ op: 'entity.complete', entity: order.entity, token, version: order.version, ms: wholeMs(ttlMs) });
-        return true;
-      });
-    },
-    // Both at once: each object fences by the token on its own.
-    async releaseOrdered(key, token, order) {
-      checkRelease(key, token);
-      checkOrder(order);
-      return bounded('release', async () => {
-        const [released] = await Promise.all([answer({ op: 'release', key, token }), answerEntity({ op: 'entity.release', entity: order.entity, token })]);
-        return released;
-      });
-    },
-    // The id first: a token that no longer holds it renews nothing. One that lost only the
-    // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
-    async extendOrdered(key, token, lockMs, order) {
-      checkExtend(key, token, lockMs);
-      checkOrder(order);
-      return bounded('extend', async () => {
-        if (!(await answer({ op: 'extend', key, token, ms: wholeMs(lockMs) }))) return false;
-        return !order.exclusive || answerEntity({ op: 'entity.extend', entity: order.entity, token, ms: wholeMs(lockMs) });
-      });
-    },
-    async forgetVersion(entity) {
-      checkEntity(entity);
-      const reply = await send(prefix + entity, { op: 'forgetVersion', entity });
-      if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
-        throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to forgetVersion: ${describeValue(reply)}`);
-      }
+    ordering: {
+      // Ordered: the id first, in its own object as an unordered claim (a completed or held id
+      // answers at once), then, while this token holds it, the entity in the entity's object.
+      async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
+        checkClaimOrdered(key, lockMs, ttlMs, order);
+        return bounded('claim', async () => {
+          const held = await claimId(key, lockMs);
+          return held.status === 'acquired' ? judgeEntity(key, held.token, lockMs, ttlMs, order) : held;
+        });
+      },
+      // The id first: only a token that held it records a version or frees the entity's lock.
+      async completeOrdered(key, token, ttlMs, order) {
+        checkComplete(key, token, ttlMs);
+        checkOrder(order);
+        return bounded('complete', async () => {
+          if (!(await answer({ op: 'complete', key, token, ms: wholeMs(ttlMs) }))) return false;
+          await answerEntity({ op: 'entity.complete', entity: order.entity, token, version: order.version, ms: wholeMs(ttlMs) });
+          return true;
+        });
+      },
+      // Both at once: each object fences by the token on its own.
+      async releaseOrdered(key, token, order) {
+        checkRelease(key, token);
+        checkOrder(order);
+        return bounded('release', async () => {
+          const [released] = await Promise.all([answer({ op: 'release', key, token }), answerEntity({ op: 'entity.release', entity: order.entity, token })]);
+          return released;
+        });
+      },
+      // The id first: a token that no longer holds it renews nothing. One that lost only the
+      // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
+      async extendOrdered(key, token, lockMs, order) {
+        checkExtend(key, token, lockMs);
+        checkOrder(order);
+        return bounded('extend', async () => {
+          if (!(await answer({ op: 'extend', key, token, ms: wholeMs(lockMs) }))) return false;
+          return !order.exclusive || answerEntity({ op: 'entity.extend', entity: order.entity, token, ms: wholeMs(lockMs) });
+        });
+      },
+      async forgetVersion(entity) {
+        checkEntity(entity);
+        const reply = await send(prefix + entity, { op: 'forgetVersion', entity });
+        if (typeof reply !== 'object' || reply === null || !('ok' in reply) || reply.ok !== true) {
+          throw new StoreError(STORE, 'bad_reply', `${STORE} store: unexpected reply to forgetVersion: ${describeValue(reply)}`);
+        }
+      },
     },
     async ping() {
       // An object of its own (no key has an empty namespace), which never writes storage.

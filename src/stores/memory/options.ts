@@ -53,7 +53,9 @@ export interface MemoryStoreUsage {
  * console.log(store.usage().signed.completed);
  * ```
  */
-export interface MemoryStore extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
+export interface MemoryStore extends IdempotencyStore {
+  /** The ordering operations: this store has all five. */
+  readonly ordering: OrderingOperations;
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
   /** How full each key space is: live claims, completed ids, and the bound. */
   usage(): MemoryStoreUsage;

@@ -227,7 +227,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     },
   };
 
-  // The receiver calls `operations` directly; everyone else gets promises, and a bad argument
+  // The receiver and the workers call `operations` directly (through `StoreCalls`); everyone else gets promises, and a bad argument
   // rejects rather than throws, as with every other store.
   const store: MemoryStore = {
     name: 'memory',
@@ -243,20 +243,22 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     async extend(key, token, lockMs) {
       return operations.extend(key, token, lockMs);
     },
-    async claimOrdered(key, lockMs, ttlMs, order) {
-      return ordered.claim(key, lockMs, ttlMs, order);
-    },
-    async completeOrdered(key, token, ttlMs, order) {
-      return ordered.complete(key, token, ttlMs, order);
-    },
-    async releaseOrdered(key, token, order) {
-      return ordered.release(key, token, order);
-    },
-    async extendOrdered(key, token, lockMs, order) {
-      return ordered.extend(key, token, lockMs, order);
-    },
-    async forgetVersion(entity) {
-      ordered.forget(entity);
+    ordering: {
+      async claimOrdered(key, lockMs, ttlMs, order) {
+        return ordered.claim(key, lockMs, ttlMs, order);
+      },
+      async completeOrdered(key, token, ttlMs, order) {
+        return ordered.complete(key, token, ttlMs, order);
+      },
+      async releaseOrdered(key, token, order) {
+        return ordered.release(key, token, order);
+      },
+      async extendOrdered(key, token, lockMs, order) {
+        return ordered.extend(key, token, lockMs, order);
+      },
+      async forgetVersion(entity) {
+        ordered.forget(entity);
+      },
     },
     usage() {
       const of = (space: Space) => ({ claims: space.claims.size, completed: space.done.size, max: space.max });

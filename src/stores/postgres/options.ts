@@ -60,7 +60,9 @@ export interface PostgresStoreOptions<C extends PostgresClientLike = PostgresCli
  * await store.setup();
  * ```
  */
-export interface PostgresStore<Tx = unknown> extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
+export interface PostgresStore<Tx = unknown> extends IdempotencyStore {
+  /** The ordering operations: this store has all five. */
+  readonly ordering: OrderingOperations;
   /** Creates the tables (claims, unsigned slots) and the index when missing (`CREATE … IF NOT EXISTS`): safe to run at every start. */
   setup(): Promise<void>;
   extend(key: string, token: string, lockMs: number): Promise<boolean>;

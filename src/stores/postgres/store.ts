@@ -234,50 +234,52 @@ export function postgresStore<C extends PostgresClientLike>(options: PostgresSto
       }
       return deleted;
     },
-    async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
-      checkClaimOrdered(key, lockMs, ttlMs, order);
-      checkText(key);
-      checkText(order.entity);
-      const token = newToken();
-      const row = (await send('claim', sql.ordered.claimOrdered, [key, token, lockMs, ttlMs, order.entity, order.version, order.exclusive]))[0];
-      const stale = flag(row, 'stale', 'claim') === true;
-      if (flag(row, 'acquired', 'claim') === true) return stale ? { status: 'stale' } : { status: 'acquired', token };
-      const completed = flag(row, 'completed', 'claim');
-      const left = row?.left_ms;
-      const busy = row?.busy_ms;
-      if (left !== null && typeof left !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected left_ms in the reply to claim: ${describeValue(left)}`);
-      if (busy !== null && typeof busy !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected busy_ms in the reply to claim: ${describeValue(busy)}`);
-      if (left !== null && left > 0) return completed === true ? { status: 'completed' } : { status: 'processing', retryAfterMs: left };
-      // Not taken, and the id is not live in the snapshot: another delivery of the id got there
-      // first (processing), or the entity's lock is held (busy).
-      if (stale || !order.exclusive || (left !== null && left <= 0)) return { status: 'processing' };
-      return busy !== null && busy > 0 ? { status: 'busy', retryAfterMs: busy } : { status: 'busy' };
-    },
-    async completeOrdered(key, token, ttlMs, order) {
-      checkComplete(key, token, ttlMs);
-      checkOrder(order);
-      checkText(key);
-      checkText(order.entity);
-      return (await send('complete', sql.ordered.completeOrdered, [key, token, ttlMs, order.entity, order.version])).length === 1;
-    },
-    async releaseOrdered(key, token, order) {
-      checkRelease(key, token);
-      checkOrder(order);
-      checkText(key);
-      checkText(order.entity);
-      return (await send('release', sql.ordered.releaseOrdered, [key, token, order.entity])).length === 1;
-    },
-    async extendOrdered(key, token, lockMs, order) {
-      checkExtend(key, token, lockMs);
-      checkOrder(order);
-      checkText(key);
-      checkText(order.entity);
-      return (await send('extend', sql.ordered.extendOrdered, [key, token, lockMs, order.entity, order.exclusive])).length === 1;
-    },
-    async forgetVersion(entity) {
-      checkEntity(entity);
-      checkText(entity);
-      await send('forgetVersion', sql.ordered.forgetVersion, [entity]);
+    ordering: {
+      async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
+        checkClaimOrdered(key, lockMs, ttlMs, order);
+        checkText(key);
+        checkText(order.entity);
+        const token = newToken();
+        const row = (await send('claim', sql.ordered.claimOrdered, [key, token, lockMs, ttlMs, order.entity, order.version, order.exclusive]))[0];
+        const stale = flag(row, 'stale', 'claim') === true;
+        if (flag(row, 'acquired', 'claim') === true) return stale ? { status: 'stale' } : { status: 'acquired', token };
+        const completed = flag(row, 'completed', 'claim');
+        const left = row?.left_ms;
+        const busy = row?.busy_ms;
+        if (left !== null && typeof left !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected left_ms in the reply to claim: ${describeValue(left)}`);
+        if (busy !== null && typeof busy !== 'number') throw new StoreError('postgres', 'bad_reply', `postgres store: unexpected busy_ms in the reply to claim: ${describeValue(busy)}`);
+        if (left !== null && left > 0) return completed === true ? { status: 'completed' } : { status: 'processing', retryAfterMs: left };
+        // Not taken, and the id is not live in the snapshot: another delivery of the id got there
+        // first (processing), or the entity's lock is held (busy).
+        if (stale || !order.exclusive || (left !== null && left <= 0)) return { status: 'processing' };
+        return busy !== null && busy > 0 ? { status: 'busy', retryAfterMs: busy } : { status: 'busy' };
+      },
+      async completeOrdered(key, token, ttlMs, order) {
+        checkComplete(key, token, ttlMs);
+        checkOrder(order);
+        checkText(key);
+        checkText(order.entity);
+        return (await send('complete', sql.ordered.completeOrdered, [key, token, ttlMs, order.entity, order.version])).length === 1;
+      },
+      async releaseOrdered(key, token, order) {
+        checkRelease(key, token);
+        checkOrder(order);
+        checkText(key);
+        checkText(order.entity);
+        return (await send('release', sql.ordered.releaseOrdered, [key, token, order.entity])).length === 1;
+      },
+      async extendOrdered(key, token, lockMs, order) {
+        checkExtend(key, token, lockMs);
+        checkOrder(order);
+        checkText(key);
+        checkText(order.entity);
+        return (await send('extend', sql.ordered.extendOrdered, [key, token, lockMs, order.entity, order.exclusive])).length === 1;
+      },
+      async forgetVersion(entity) {
+        checkEntity(entity);
+        checkText(entity);
+        await send('forgetVersion', sql.ordered.forgetVersion, [entity]);
+      },
     },
     async ping() {
       const rows = await send('ping', 'SELECT 1 AS ok', []);

@@ -47,7 +47,9 @@ export interface RedisStoreOptions {
  * await store.ping();
  * ```
  */
-export interface RedisStore extends Omit<IdempotencyStore, keyof OrderingOperations>, OrderingOperations {
+export interface RedisStore extends IdempotencyStore {
+  /** The ordering operations: this store has all five. */
+  readonly ordering: OrderingOperations;
   extend(key: string, token: string, lockMs: number): Promise<boolean>;
   ping(): Promise<void>;
 }

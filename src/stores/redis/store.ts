@@ -221,51 +221,53 @@ export function redisStore(options: RedisStoreOptions): RedisStore {
       checkExtend(key, token, lockMs);
       return integerReply(await send('extend', key, [token, String(wholeMs(lockMs))]), 'extend') === 1;
     },
-    // Ordered: the id first, by the same script as an unordered claim (a completed or held id
-    // answers at once, one round trip), then, while this token holds it, the entity.
-    async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
-      checkClaimOrdered(key, lockMs, ttlMs, order);
-      return bounded('claim', async () => {
-        const held = await claimId(key, lockMs);
-        return held.status === 'acquired' ? judgeEntity(key, held.token, lockMs, ttlMs, order) : held;
-      });
-    },
-    // The id first: only a token that held it records a version or frees the entity's lock.
-    async completeOrdered(key, token, ttlMs, order) {
-      checkComplete(key, token, ttlMs);
-      checkOrder(order);
-      return bounded('complete', async () => {
-        const ttl = String(wholeMs(ttlMs));
-        if (integerReply(await sendUnbounded('complete', key, [token, ttl]), 'complete') !== 1) return false;
-        await sendEntity('complete', ENTITY_COMPLETE_SCRIPT, key, order.entity, [token, ttl, order.version]);
-        return true;
-      });
-    },
-    // Both at once: each script is fenced by the token on its own.
-    async releaseOrdered(key, token, order) {
-      checkRelease(key, token);
-      checkOrder(order);
-      return bounded('release', async () => {
-        const [released] = await Promise.all([sendUnbounded('release', key, [token]), sendEntity('release', ENTITY_RELEASE_SCRIPT, key, order.entity, [token])]);
-        return integerReply(released, 'release') === 1;
-      });
-    },
-    // The id first: a token that no longer holds it renews nothing. One that lost only the
-    // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
-    async extendOrdered(key, token, lockMs, order) {
-      checkExtend(key, token, lockMs);
-      checkOrder(order);
-      return bounded('extend', async () => {
-        const ms = String(wholeMs(lockMs));
-        if (integerReply(await sendUnbounded('extend', key, [token, ms]), 'extend') !== 1) return false;
-        if (!order.exclusive) return true;
-        return integerReply(await sendEntity('extend', ENTITY_EXTEND_SCRIPT, key, order.entity, [token, ms]), 'extend') === 1;
-      });
-    },
-    async forgetVersion(entity) {
-      checkEntity(entity);
-      ready('forgetVersion');
-      await withTimeout(runScript(scripts, FORGET_VERSION_SCRIPT, [`${prefix}{${entity}}`], []), timeoutMs, 'redis', 'forgetVersion');
+    ordering: {
+      // Ordered: the id first, by the same script as an unordered claim (a completed or held id
+      // answers at once, one round trip), then, while this token holds it, the entity.
+      async claimOrdered(key, lockMs, ttlMs, order): Promise<OrderedClaimResult> {
+        checkClaimOrdered(key, lockMs, ttlMs, order);
+        return bounded('claim', async () => {
+          const held = await claimId(key, lockMs);
+          return held.status === 'acquired' ? judgeEntity(key, held.token, lockMs, ttlMs, order) : held;
+        });
+      },
+      // The id first: only a token that held it records a version or frees the entity's lock.
+      async completeOrdered(key, token, ttlMs, order) {
+        checkComplete(key, token, ttlMs);
+        checkOrder(order);
+        return bounded('complete', async () => {
+          const ttl = String(wholeMs(ttlMs));
+          if (integerReply(await sendUnbounded('complete', key, [token, ttl]), 'complete') !== 1) return false;
+          await sendEntity('complete', ENTITY_COMPLETE_SCRIPT, key, order.entity, [token, ttl, order.version]);
+          return true;
+        });
+      },
+      // Both at once: each script is fenced by the token on its own.
+      async releaseOrdered(key, token, order) {
+        checkRelease(key, token);
+        checkOrder(order);
+        return bounded('release', async () => {
+          const [released] = await Promise.all([sendUnbounded('release', key, [token]), sendEntity('release', ENTITY_RELEASE_SCRIPT, key, order.entity, [token])]);
+          return integerReply(released, 'release') === 1;
+        });
+      },
+      // The id first: a token that no longer holds it renews nothing. One that lost only the
+      // entity's lock meanwhile gets false; the id's renewal then runs out by itself.
+      async extendOrdered(key, token, lockMs, order) {
+        checkExtend(key, token, lockMs);
+        checkOrder(order);
+        return bounded('extend', async () => {
+          const ms = String(wholeMs(lockMs));
+          if (integerReply(await sendUnbounded('extend', key, [token, ms]), 'extend') !== 1) return false;
+          if (!order.exclusive) return true;
+          return integerReply(await sendEntity('extend', ENTITY_EXTEND_SCRIPT, key, order.entity, [token, ms]), 'extend') === 1;
+        });
+      },
+      async forgetVersion(entity) {
+        checkEntity(entity);
+        ready('forgetVersion');
+        await withTimeout(runScript(scripts, FORGET_VERSION_SCRIPT, [`${prefix}{${entity}}`], []), timeoutMs, 'redis', 'forgetVersion');
+      },
     },
     async ping() {
       ready('ping');
