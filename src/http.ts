@@ -9,7 +9,8 @@ import { handlerFailure, isWebhookError, type WebhookError } from './errors.ts';
 import type { HeadersInput } from './headers.ts';
 import { logRejection, type WebhookLogger } from './logger.ts';
 import { rejectionContext, tenantOfError, type RejectionContext } from './rejection.ts';
-import { createReceiver, observerOf, type AcceptResult, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
+import { observerOf } from './receiver/entries.ts';
+import { createReceiver, type AcceptResult, type Claim, type Receiver, type ReceiverOptions } from './receiver.ts';
 import { noteAnswer, traceOf, type Observer } from './telemetry.ts';
 
 export type { RejectionContext };

@@ -10,15 +10,15 @@
  * This file is the receiver's public face: it checks the options, verifies, claims and runs the
  * handler. Its parts live in `receiver/`: the public types and defaults (`types.ts`, below all the
  * others), the options' checks (`settings.ts`), accepting into an inbox (`accept.ts`),
- * ordering's store check and `forgetVersion` (`ordering-store.ts`), and what is read of a request
- * before it is verified (`input.ts`). Beside it in `src/`, below both the receiver and an inbox's
+ * ordering's store check and `forgetVersion` (`ordering-store.ts`), what is read of a request
+ * before it is verified (`input.ts`), and the ways in for the adapters' flow and for pulled events
+ * (`entries.ts`). Beside it in `src/`, below both the receiver and an inbox's
  * workers: the claim protocol once a claim is acquired: renew, settle, retry the completion
  * (`claims.ts`), the handler's context (`context.ts`) and the job format (`job-format.ts`). The
  * receiver imports nothing from `inbox/`: an inbox hands itself in as an `InboxIntake`.
  */
 
 import { handlerFailure, rejection, unsignedLimit, WebhookError } from './errors.ts';
-import { positiveSeconds } from './lib/checks.ts';
 import { checkLogger } from './logger.ts';
 import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
@@ -29,14 +29,11 @@ import { ClaimKeeper, DONE, Held, StoreCalls, checkedClaim, isPending, type Repo
 import { HandlerContext } from './context.ts';
 import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering-store.ts';
 import { contentTypeOf, isRequest } from './receiver/input.ts';
-import { checkReplayWindow, checkStore, defaultOnError, namespaceProblem, noteOwnMemoryStore, tenantNamespace } from './receiver/settings.ts';
+import { observers, pulledEntries } from './receiver/entries.ts';
+import { checkStore, defaultOnError, durationsOf, namespaceProblem, namespaceSetting, noteOwnMemoryStore, processesOnStoreError, verifierOf } from './receiver/settings.ts';
 import { acceptClaimed, InboxGate, type ClaimedDelivery } from './receiver/accept.ts';
 import {
   type AcceptResult,
-  DEFAULT_LOCK_SECONDS,
-  DEFAULT_RENEWED_LOCK_SECONDS,
-  DEFAULT_TTL_SECONDS,
-  DEFAULT_UNSIGNED_TTL_SECONDS,
   type Claim,
   type ClaimOptions,
   type CloseOptions,
@@ -59,38 +56,6 @@ const noop = (): Promise<void> => DONE;
 const nothingPending = (): undefined => undefined;
 const subjectOf = (webhook: VerifiedWebhook): Subject => ({ webhookId: webhook.id, tenant: webhook.tenant });
 
-/** Each receiver's observer, for the adapters' shared flow (`observerOf`). */
-const observers = new WeakMap<Receiver, Observer>();
-
-/**
- * The observer of a receiver built by {@link createReceiver}: the adapters' shared flow reports
- * the rejections it makes itself through it. Internal.
- */
-export function observerOf(receiver: Receiver): Observer | undefined {
-  return observers.get(receiver);
-}
-
-/**
- * The way into a receiver for events pulled from the relay's API (`triggerSource`): they were
- * authenticated by the API key, not by a signature, so they skip verification and enter at the
- * claim, the same claims, ordering, inbox and telemetry as a delivery received over HTTP. Internal.
- */
-export interface PulledEntry {
-  /** True when the receiver takes unsigned events (`unsigned: 'accept'`). */
-  readonly acceptsUnsigned: boolean;
-  /** True when the receiver has an inbox: pulled events are accepted into it, not handled. */
-  readonly hasInbox: boolean;
-  handle(webhook: VerifiedWebhook, handler: (webhook: VerifiedWebhook, context: WebhookContext) => unknown): Promise<ReceiveResult<unknown>>;
-  accept(webhook: VerifiedWebhook, contentType: string | null): Promise<AcceptResult>;
-}
-
-const pulledEntries = new WeakMap<Receiver, PulledEntry>();
-
-/** The pulled-event entry of a receiver built by {@link createReceiver}. Internal. */
-export function pulledEntryOf(receiver: Receiver): PulledEntry | undefined {
-  return pulledEntries.get(receiver);
-}
-
 /**
  * What an inbox's accept learns from its claim: the namespace the claim is in (or would be in,
  * when the delivery runs unclaimed), and the delivery's entity and version, when ordered.
@@ -99,13 +64,6 @@ interface Accepting {
   namespace: string;
   order: EntityOrder | undefined;
 }
-
-/** The verifier of a receiver built with `pullOnly: true`: every pushed request is a wiring mistake. */
-const refusePush = (): Promise<never> =>
-  Promise.reject(
-    new TypeError('this receiver was built with pullOnly: true for events pulled from the relay; a pushed request needs a receiver built with secrets or keys'),
-  );
-const pushRefused: Verifier = { verify: refusePush, verifyRequest: refusePush };
 
 class ReceiverImpl implements Receiver {
   readonly verifier: Verifier;
@@ -140,24 +98,8 @@ class ReceiverImpl implements Receiver {
 
   constructor(options: ReceiverOptions) {
     if (typeof options !== 'object' || options === null) throw new TypeError('createReceiver needs an options object with secrets or keys');
-    const { keys, pullOnly } = options;
-    if (pullOnly !== undefined && typeof pullOnly !== 'boolean') throw new TypeError('pullOnly must be a boolean');
-    if (pullOnly === true) {
-      if (options.secrets !== undefined || keys !== undefined) {
-        throw new TypeError('a receiver with pullOnly: true takes events pulled from the relay only and has no secrets or keys: leave them out, or leave pullOnly out to receive pushed requests');
-      }
-      this.verifier = pushRefused;
-    } else if (keys !== undefined) {
-      if (options.secrets !== undefined) {
-        throw new TypeError('pass either secrets (one set of keys) or keys (keys per tenant, from tenantKeys()), not both');
-      }
-      if (typeof keys !== 'object' || keys === null || typeof keys.verifier !== 'function' || typeof keys.forget !== 'function') {
-        throw new TypeError('keys must be the object tenantKeys() returns');
-      }
-      this.verifier = keys.verifier(options);
-    } else {
-      this.verifier = createVerifier(options as VerifierOptions);
-    }
+    const { keys } = options;
+    this.verifier = verifierOf(options);
     this.#gate = options.inbox === undefined ? undefined : new InboxGate(options.inbox);
     this.inbox = this.#gate?.inbox;
     const { idempotency, onError } = options;
@@ -176,27 +118,14 @@ class ReceiverImpl implements Receiver {
     observers.set(this, this.#observer);
     this.#calls = store === undefined ? undefined : new StoreCalls(store);
     const renews = this.#calls?.renews ?? false;
-    this.#ttlMs = positiveSeconds(settings?.ttlSeconds, 'idempotency.ttlSeconds', DEFAULT_TTL_SECONDS) * 1000;
-    if (settings !== undefined) checkReplayWindow(this.#ttlMs / 1000, settings.ttlSeconds === undefined, options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS);
-    this.#unsignedTtlMs =
-      positiveSeconds(settings?.unsignedTtlSeconds, 'idempotency.unsignedTtlSeconds', Math.min(this.#ttlMs / 1000, DEFAULT_UNSIGNED_TTL_SECONDS)) * 1000;
-    this.#lockMs = positiveSeconds(settings?.lockSeconds, 'idempotency.lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS) * 1000;
-    const namespace = keys === undefined ? (settings?.namespace ?? 'default') : tenantNamespace(settings?.namespace);
-    if (typeof namespace === 'function') {
-      this.#namespace = namespace;
-      this.#signedPrefix = this.#unsignedPrefix = '';
-    } else {
-      const problem = namespaceProblem(namespace);
-      if (problem !== undefined) throw new TypeError(`idempotency.namespace ${problem}`);
-      this.#namespace = undefined;
-      this.#signedPrefix = `${namespace}:s:`;
-      this.#unsignedPrefix = `${namespace}:u:`;
-    }
-    const onStoreError = settings?.onStoreError ?? 'reject';
-    if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
-    this.#processOnStoreError = onStoreError === 'process';
-    if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
+    ({ ttlMs: this.#ttlMs, unsignedTtlMs: this.#unsignedTtlMs, lockMs: this.#lockMs } = durationsOf(settings, renews, options.toleranceSeconds ?? DEFAULT_TOLERANCE_SECONDS));
+    const namespace = namespaceSetting(keys, settings);
+    this.#namespace = typeof namespace === 'function' ? namespace : undefined;
     this.#fixedNamespace = typeof namespace === 'function' ? undefined : namespace;
+    this.#signedPrefix = typeof namespace === 'function' ? '' : `${namespace}:s:`;
+    this.#unsignedPrefix = typeof namespace === 'function' ? '' : `${namespace}:u:`;
+    this.#processOnStoreError = processesOnStoreError(settings);
+    if (settings !== undefined && settings.store === undefined) noteOwnMemoryStore();
     this.#ordering = checkOrderingOptions(options.ordering);
     if (this.#ordering !== undefined) checkOrderingStore(store);
     const report: Report = (error, stage, subject, willRetry) => this.#report(error, stage, subject, willRetry);

@@ -7,8 +7,18 @@
 import { logFailure, type WebhookLogger } from '../logger.ts';
 import { orderingProblem } from '../stores/internal.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
-import type { VerifiedWebhook } from '../verify.ts';
-import type { ReceiverErrorContext } from './types.ts';
+import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions } from '../verify.ts';
+import { positiveSeconds } from '../lib/checks.ts';
+import type { TenantKeys } from '../keys/types.ts';
+import {
+  DEFAULT_LOCK_SECONDS,
+  DEFAULT_RENEWED_LOCK_SECONDS,
+  DEFAULT_TTL_SECONDS,
+  DEFAULT_UNSIGNED_TTL_SECONDS,
+  type IdempotencyOptions,
+  type ReceiverErrorContext,
+  type ReceiverOptions,
+} from './types.ts';
 
 /** How many receivers with a default memory store one process builds before it is told. */
 const MANY_RECEIVERS = 100;
@@ -22,7 +32,7 @@ let warnedAboutManyReceivers = false;
  * a captured request stays replayable for twice the tolerance: a shorter `ttlSeconds` forgets the
  * id while the replay would still verify, and the handler runs again.
  */
-export function checkReplayWindow(ttlSeconds: number, isDefault: boolean, toleranceSeconds: number): void {
+function checkReplayWindow(ttlSeconds: number, isDefault: boolean, toleranceSeconds: number): void {
   if (ttlSeconds >= 2 * toleranceSeconds) return;
   throw new RangeError(
     `idempotency.ttlSeconds (${ttlSeconds}${isDefault ? ', the default' : ''}) must be at least twice toleranceSeconds (${toleranceSeconds}), ` +
@@ -52,7 +62,7 @@ function encodedTenant(tenant: string | undefined): string {
  * The namespace function of a receiver with tenant keys: `t.<tenant>` by default, `<namespace>.t.<tenant>`
  * after a fixed namespace (checked here), or the user's own function, which gets `webhook.tenant`.
  */
-export function tenantNamespace(namespace: string | ((webhook: VerifiedWebhook) => string) | undefined): (webhook: VerifiedWebhook) => string {
+function tenantNamespace(namespace: string | ((webhook: VerifiedWebhook) => string) | undefined): (webhook: VerifiedWebhook) => string {
   if (typeof namespace === 'function') return namespace;
   if (namespace === undefined) return (webhook) => `t.${encodedTenant(webhook.tenant)}`;
   const problem = namespaceProblem(namespace);
@@ -99,4 +109,54 @@ export function checkStore(store: IdempotencyStore): void {
   if (store.extend !== undefined && typeof store.extend !== 'function') throw new TypeError('idempotency.store extend must be a function when present');
   const problem = orderingProblem(store.ordering);
   if (problem !== undefined) throw new TypeError(`idempotency.store ${problem}`);
+}
+
+/** The verifier of a receiver built with `pullOnly: true`: every pushed request is a wiring mistake. */
+const refusePush = (): Promise<never> =>
+  Promise.reject(
+    new TypeError('this receiver was built with pullOnly: true for events pulled from the relay; a pushed request needs a receiver built with secrets or keys'),
+  );
+const pushRefused: Verifier = { verify: refusePush, verifyRequest: refusePush };
+
+/** The receiver's verifier: its `secrets`, its tenants' `keys`, or none with `pullOnly`. */
+export function verifierOf(options: ReceiverOptions): Verifier {
+  const { keys, pullOnly } = options;
+  if (pullOnly !== undefined && typeof pullOnly !== 'boolean') throw new TypeError('pullOnly must be a boolean');
+  if (pullOnly === true) {
+    if (options.secrets !== undefined || keys !== undefined) {
+      throw new TypeError('a receiver with pullOnly: true takes events pulled from the relay only and has no secrets or keys: leave them out, or leave pullOnly out to receive pushed requests');
+    }
+    return pushRefused;
+  }
+  if (keys === undefined) return createVerifier(options as VerifierOptions);
+  if (options.secrets !== undefined) throw new TypeError('pass either secrets (one set of keys) or keys (keys per tenant, from tenantKeys()), not both');
+  if (typeof keys !== 'object' || keys === null || typeof keys.verifier !== 'function' || typeof keys.forget !== 'function') {
+    throw new TypeError('keys must be the object tenantKeys() returns');
+  }
+  return keys.verifier(options);
+}
+
+/** The claims' durations in milliseconds, checked: ids' lifetime (against the replay window), unsigned ids', and the lock. */
+export function durationsOf(settings: IdempotencyOptions | undefined, renews: boolean, toleranceSeconds: number): { ttlMs: number; unsignedTtlMs: number; lockMs: number } {
+  const ttlSeconds = positiveSeconds(settings?.ttlSeconds, 'idempotency.ttlSeconds', DEFAULT_TTL_SECONDS);
+  if (settings !== undefined) checkReplayWindow(ttlSeconds, settings.ttlSeconds === undefined, toleranceSeconds);
+  const unsignedTtlSeconds = positiveSeconds(settings?.unsignedTtlSeconds, 'idempotency.unsignedTtlSeconds', Math.min(ttlSeconds, DEFAULT_UNSIGNED_TTL_SECONDS));
+  const lockSeconds = positiveSeconds(settings?.lockSeconds, 'idempotency.lockSeconds', renews ? DEFAULT_RENEWED_LOCK_SECONDS : DEFAULT_LOCK_SECONDS);
+  return { ttlMs: ttlSeconds * 1000, unsignedTtlMs: unsignedTtlSeconds * 1000, lockMs: lockSeconds * 1000 };
+}
+
+/** The idempotency namespace, checked: a fixed string, or a function of the webhook (always one with tenant keys). */
+export function namespaceSetting(keys: TenantKeys | undefined, settings: IdempotencyOptions | undefined): string | ((webhook: VerifiedWebhook) => string) {
+  const namespace = keys === undefined ? (settings?.namespace ?? 'default') : tenantNamespace(settings?.namespace);
+  if (typeof namespace === 'function') return namespace;
+  const problem = namespaceProblem(namespace);
+  if (problem !== undefined) throw new TypeError(`idempotency.namespace ${problem}`);
+  return namespace;
+}
+
+/** Whether a store outage runs the handler unprotected (`onStoreError: 'process'`) instead of answering 503. */
+export function processesOnStoreError(settings: IdempotencyOptions | undefined): boolean {
+  const onStoreError = settings?.onStoreError ?? 'reject';
+  if (onStoreError !== 'reject' && onStoreError !== 'process') throw new TypeError(`idempotency.onStoreError must be 'reject' or 'process'`);
+  return onStoreError === 'process';
 }

@@ -10,7 +10,7 @@
 
 import { errorText, isWebhookError, PermanentError } from '../errors.ts';
 import { utf8Encoder } from '../encoding.ts';
-import { pulledEntryOf, type PulledEntry } from '../receiver.ts';
+import { pulledEntryOf, type PulledEntry } from '../receiver/entries.ts';
 import { rebuiltWebhook } from '../verify.ts';
 import { RelayError } from './errors.ts';
 import { isRelayId, relayId } from './ids.ts';
