@@ -71,6 +71,11 @@ export class Child {
     });
   }
 
+  /** The child's process id (its CPU time is read from /proc by the capacity section). */
+  get pid(): number {
+    return this.#process.pid!;
+  }
+
   /** Sends `request` (if any) and waits for a message of `type`, at most `timeoutMs`. */
   async ask<T>(type: string, request: object | undefined, timeoutMs: number, what: string): Promise<T> {
     if (this.#exit !== undefined) throw new Error(`${what}: the child ${this.#exit}\n${this.#stderr.trim()}`);
