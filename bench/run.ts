@@ -9,7 +9,7 @@
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement), on the
  *                                       Node that runs it (the test command runs it on Node 26)
  *   npm run bench -- --section <name>  one section: peers, rotation, webcrypto, http, redis, memory, sign, forged,
- *                                       stores, http-stores, receiver, keys, curves, ordering, inbox (`--only <name>` is the same
+ *                                       stores, http-stores, receiver, keys, curves, ordering, inbox, capacity (`--only <name>` is the same
  *                                       flag)
  *   npm run bench -- --node <major>     run on that Node line (22, 24, 26, …) instead of the default; the report
  *                                       names the Node it ran on, as always
@@ -28,6 +28,7 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { ensureNode, FULL_SUITE_LINE, runWith } from '../test/support/node-lines.ts';
 import { buildPackage } from './build.ts';
+import { runCapacity } from './capacity.ts';
 import { writeCharts } from './charts.ts';
 import { runCurves } from './curves.ts';
 import { runForged } from './forged.ts';
@@ -75,6 +76,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   curves: runCurves,
   ordering: runOrdering,
   inbox: runInbox,
+  capacity: runCapacity,
 };
 
 function isSectionId(value: string): value is SectionId {
