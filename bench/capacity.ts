@@ -35,19 +35,13 @@ import { startPostgresServer } from '../test/support/postgres-server.ts';
 import { startRedisServer } from '../test/support/redis-server.ts';
 import type { BarChart, Curve } from './charts.ts';
 import { newSecret } from './fixtures.ts';
+import { CAPACITY_TITLE, PARTS_HEADING, SCALE_HEADING, TWO_HEADING } from './labels.ts';
 import { STORE_CONNECTIONS, WEBHOOK_PATH } from './http-cases.ts';
 import type { RunRequest, RunResult } from './http-load.ts';
 import { clockTicks, processTreeMicros, redisMicros, skippedWithoutStores, statFields } from './http-stores.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
-import { fixed, rateText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { fixed, rateText, table, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 
-export const CAPACITY_TITLE = '16. Capacity: CPU per delivery, and two receivers';
-/** The heading of the per-part table, which docs/operating.md's generated block copies. */
-export const PARTS_HEADING = '### CPU time per delivery, by process';
-/** The heading of the two-receiver check's table, copied the same way. */
-export const TWO_HEADING = '### Two receivers sharing one store';
-/** The heading of the extrapolation's table. */
-export const SCALE_HEADING = '### Past this machine (extrapolation)';
 
 /** The shapes measured, in the order of the tables. */
 const SHAPES = ['memory', 'redis', 'postgres', 'redis-bullmq', 'postgres-pg-boss'] as const;
@@ -261,7 +255,7 @@ async function twoReceivers(shape: Shape, servers: [ServerChild, ServerChild], l
   return { shape, rps: sum(results.map((r) => r.rps)), predicted, processed: first.size + other.size, sharedSent, twice, missing, statusCodes };
 }
 
-const us = (micros: number | undefined) => (micros === undefined ? '–' : `${fixed(micros, 1)} µs`);
+const us = (micros: number | undefined) => (micros === undefined ? '–' : timeText(micros / 1e6));
 
 function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readonly TwoReceivers[], cores: number, seconds: number): SectionReport {
   const total = (cost: ShapeCost) => sum(PARTS.map((part) => cost.parts[part]));

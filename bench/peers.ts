@@ -39,15 +39,11 @@ import { handWrittenGithubVerify, handWrittenVerify, hmacKey, jsonBody, KiB, MiB
 import { peerVersions, ratioText, ROOT, table, timeSummary, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { microTiming, oneAtATime, ratios, series, summarize, timeInterleaved, times, type Candidate, type Timings, type TimingOptions } from './stats.ts';
 
-export const OURS = 'ours, node:crypto';
 export const OURS_JSON = 'ours, node:crypto, + json()';
 export const OURS_WEB = 'ours, WebCrypto';
-export const FLOOR = 'bare HMAC (floor)';
-export const HAND = 'hand-written check';
-/** The hand-written check keyed with the secret's bytes, as many apps key it: slow on Node 24 alone. */
-export const HAND_BUFFER = 'hand-written check, Buffer key';
-/** The hand-written check of GitHub's scheme: what `@octokit/webhooks-methods` is measured against. */
-export const HAND_GITHUB = 'hand-written check, GitHub scheme';
+import { FLOOR, HAND, HAND_BUFFER, HAND_GITHUB, OURS } from './labels.ts';
+
+export { FLOOR, HAND, HAND_BUFFER, HAND_GITHUB, OURS };
 export const STANDARD = 'standardwebhooks';
 export const SVIX = 'svix 2';
 export const OCTOKIT = '@octokit/webhooks-methods';

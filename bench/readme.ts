@@ -24,7 +24,7 @@ const HEADLINE_CASES = ['1 KiB, valid', '1 MiB, valid'] as const;
 const PEERS_HEADING = /^## 1\. Peers, same work$/m;
 
 /** The cells of a Markdown table row, its escaped pipes restored. */
-function cells(line: string): string[] {
+export function cells(line: string): string[] {
   return line
     .slice(1, -1)
     .split(/(?<!\\)\|/)
@@ -32,7 +32,7 @@ function cells(line: string): string[] {
 }
 
 /** The body rows of the first Markdown table after `from` in `text`. */
-function firstTable(text: string, from: number): string[][] {
+export function firstTable(text: string, from: number): string[][] {
   const lines = text.slice(from).split('\n');
   const start = lines.findIndex((line) => line.startsWith('|'));
   if (start === -1) return [];

@@ -15,7 +15,8 @@
  *                                       names the Node it ran on, as always
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  *   npm run bench -- --charts <dir>     write the charts there (a quick or partial run writes none by default)
- *   npm run bench -- --readme           only regenerate README.md's benchmark block from bench/RESULTS.md
+ *   npm run bench -- --readme           only regenerate README.md's benchmark block, and the guides' blocks of measured
+ *                                       figures (docs/benchmarks.md, docs/operating.md), from bench/RESULTS.md
  *
  * While a section runs, the machine's load average is sampled; a section that ran while it was
  * above the core count, or past its time budget, is flagged in the report and on stderr.
@@ -30,6 +31,7 @@ import { ensureNode, FULL_SUITE_LINE, runWith } from '../test/support/node-lines
 import { buildPackage } from './build.ts';
 import { runCapacity } from './capacity.ts';
 import { writeCharts } from './charts.ts';
+import { updateDocBlocks } from './doc-blocks.ts';
 import { runCurves } from './curves.ts';
 import { runForged } from './forged.ts';
 import { README_END, README_START, updateReadme } from './readme.ts';
@@ -201,6 +203,8 @@ function readme(from: string): void {
   } else {
     process.stderr.write(`bench: README.md benchmark block regenerated${from ? ` ${from}` : ''}\n`);
   }
+  // The guides' blocks of measured figures (docs/benchmarks.md's Node 24 block, docs/operating.md's capacity block).
+  for (const file of updateDocBlocks()) process.stderr.write(`bench: ${file} has no generated block's markers, so it was left alone\n`);
 }
 
 /**
