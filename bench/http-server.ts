@@ -2,7 +2,8 @@
  * One server of the HTTP section, in its own process: a framework with one way of handling a
  * webhook, on 127.0.0.1 at a port the OS picks. Started by bench/http.ts with an IPC channel:
  * it sends `{ port }` when it listens, answers `{ type: 'stats' }` with how many events its
- * handler processed and the CPU time it has used, and exits when the channel closes.
+ * handler processed and the CPU time it has used, `{ type: 'ids' }` with the ids it processed (a
+ * store cell with `BENCH_RECORD_IDS` set), and exits when the channel closes.
  *
  *   http-server.ts <framework> <variant>
  *   variants: none (no verification), inline (hand-written node:crypto check),
