@@ -10,7 +10,7 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { BareDelivery } from './bare-store.ts';
-import { handWrittenVerify } from './fixtures.ts';
+import { handWrittenVerify, type HmacKey } from './fixtures.ts';
 import { WEBHOOK_PATH } from './http-cases.ts';
 
 /**
@@ -33,7 +33,7 @@ export type RouteWork = (storeKey: string, headers: IncomingHttpHeaders, body: B
  * A Fastify app (not yet ready) whose one route is the hand-written route: `work` between the
  * bare claim and the bare completion, then `answer` (a status, and a JSON body when it has one).
  */
-export function handWrittenRoute(key: Buffer, bare: BareDelivery, work: RouteWork, answer: { status: number; json?: string }): FastifyInstance {
+export function handWrittenRoute(key: HmacKey, bare: BareDelivery, work: RouteWork, answer: { status: number; json?: string }): FastifyInstance {
   const app = Fastify({ logger: false });
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
   app.post(WEBHOOK_PATH, async (request, reply) => {

@@ -32,6 +32,7 @@ import { bareRedisDelivery, barePostgresDelivery, type BareDelivery } from './ba
 import { importBuilt } from './build.ts';
 import { WEBHOOK_PATH as PATH, type InboxCell } from './http-cases.ts';
 import { handWrittenRoute, LOCK_MS, TTL_MS } from './hand-written-route.ts';
+import type { HmacKey } from './fixtures.ts';
 
 /** What a cell's server is made of, for http-server.ts. */
 export interface InboxApp {
@@ -88,7 +89,7 @@ function jobOf(headers: IncomingHttpHeaders, body: Buffer) {
 }
 
 /** The hand-written accepting route: the bare claim, `enqueue` of the job, the bare completion, 202. */
-function handWritten(key: Buffer, enqueue: (storeKey: string, job: ReturnType<typeof jobOf>) => Promise<unknown>, bare: BareDelivery): FastifyInstance {
+function handWritten(key: HmacKey, enqueue: (storeKey: string, job: ReturnType<typeof jobOf>) => Promise<unknown>, bare: BareDelivery): FastifyInstance {
   return handWrittenRoute(key, bare, (storeKey, headers, body) => enqueue(storeKey, jobOf(headers, body)), { status: 202, json: ENQUEUED });
 }
 
@@ -109,7 +110,7 @@ async function adapter(build: string, secret: string, inbox: unknown, store: Ide
 /** The durability warning is expected here (the bench's Redis runs without persistence). */
 const quiet = { warn() {}, error() {} };
 
-async function bullmqCell(cell: 'bullmq' | 'bullmq-inline', build: string, secret: string, key: Buffer, backend: StoreBackend & { kind: 'ioredis' }): Promise<InboxApp> {
+async function bullmqCell(cell: 'bullmq' | 'bullmq-inline', build: string, secret: string, key: HmacKey, backend: StoreBackend & { kind: 'ioredis' }): Promise<InboxApp> {
   const { Queue } = await import('bullmq');
   const queue = new Queue(`bench-${cell}-${process.pid}`, { connection: backend.client });
   await queue.waitUntilReady();
@@ -151,7 +152,7 @@ function uuidOf(storeKey: string): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
-async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, secret: string, key: Buffer, backend: StoreBackend & { kind: 'postgres' }, url: string): Promise<InboxApp> {
+async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, secret: string, key: HmacKey, backend: StoreBackend & { kind: 'postgres' }, url: string): Promise<InboxApp> {
   const { PgBoss } = await import('pg-boss');
   // No maintenance or cron in the servers: their periodic work would land in some runs and not others.
   const boss = new PgBoss({ connectionString: url, supervise: false, schedule: false });
@@ -191,7 +192,7 @@ async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, sec
   };
 }
 
-async function sqsCell(cell: 'sqs' | 'sqs-inline', build: string, secret: string, key: Buffer, backend: StoreBackend & { kind: 'ioredis' }): Promise<InboxApp> {
+async function sqsCell(cell: 'sqs' | 'sqs-inline', build: string, secret: string, key: HmacKey, backend: StoreBackend & { kind: 'ioredis' }): Promise<InboxApp> {
   const endpoint = process.env.BENCH_SQS_URL;
   if (endpoint === undefined) throw new Error(`${cell} needs BENCH_SQS_URL, the local SQS the section starts`);
   const { SQSClient, CreateQueueCommand, PurgeQueueCommand, SendMessageCommand } = await import('@aws-sdk/client-sqs');
@@ -229,7 +230,7 @@ async function sqsCell(cell: 'sqs' | 'sqs-inline', build: string, secret: string
 }
 
 /** The server of one cell of the inbox section. */
-export async function inboxApp(cell: InboxCell, build: string, secret: string, key: Buffer, backend: StoreBackend, postgresUrl: string | undefined): Promise<InboxApp> {
+export async function inboxApp(cell: InboxCell, build: string, secret: string, key: HmacKey, backend: StoreBackend, postgresUrl: string | undefined): Promise<InboxApp> {
   if (cell === 'bullmq' || cell === 'bullmq-inline') {
     if (backend.kind !== 'ioredis') throw new Error(`${cell} runs on the ioredis store`);
     return bullmqCell(cell, build, secret, key, backend);

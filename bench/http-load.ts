@@ -48,6 +48,12 @@ export interface RunRequest {
   expectedRps: number;
   /** Distinguishes this run's ids from every other run's. */
   tag: string;
+  /**
+   * Every `every`-th request carries an id named after `tag` instead of the run's own: two load
+   * generators given the same shared tag send those ids to two servers at about the same moment,
+   * as a sender's retry can land on another process (the capacity section's two receivers).
+   */
+  shared?: { tag: string; every: number };
 }
 
 export interface RunResult {
@@ -68,15 +74,15 @@ if (secret === undefined || !secret.startsWith('whsec_')) throw new Error('BENCH
 const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
 const body = jsonBody(KiB);
 
-function signedHeaders(tag: string, n: number, timestamp: number): Record<string, string> {
-  const id = `msg_${tag}_${n}`;
+function signedHeaders(request: RunRequest, n: number, timestamp: number): Record<string, string> {
+  const id = request.shared !== undefined && n % request.shared.every === 0 ? `msg_${request.shared.tag}_${n}` : `msg_${request.tag}_${n}`;
   return { 'webhook-id': id, 'webhook-timestamp': String(timestamp), 'webhook-signature': signEntry(key, id, timestamp, body) };
 }
 
 async function run(request: RunRequest): Promise<RunResult> {
   const size = Math.ceil(request.expectedRps * request.seconds * 1.2) + 2000;
   const timestamp = nowSeconds();
-  const pool = Array.from({ length: size }, (_, n) => signedHeaders(request.tag, n, timestamp));
+  const pool = Array.from({ length: size }, (_, n) => signedHeaders(request, n, timestamp));
   let next = 0;
   let onTheFly = 0;
   const result = await autocannon({
@@ -94,7 +100,7 @@ async function run(request: RunRequest): Promise<RunResult> {
           let signed = pool[n];
           if (signed === undefined) {
             onTheFly++;
-            signed = signedHeaders(request.tag, n, nowSeconds());
+            signed = signedHeaders(request, n, nowSeconds());
           }
           return { ...req, headers: { ...req.headers, ...signed } };
         },

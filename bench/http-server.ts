@@ -2,7 +2,8 @@
  * One server of the HTTP section, in its own process: a framework with one way of handling a
  * webhook, on 127.0.0.1 at a port the OS picks. Started by bench/http.ts with an IPC channel:
  * it sends `{ port }` when it listens, answers `{ type: 'stats' }` with how many events its
- * handler processed and the CPU time it has used, and exits when the channel closes.
+ * handler processed and the CPU time it has used, `{ type: 'ids' }` with the ids it processed (a
+ * store cell with `BENCH_RECORD_IDS` set), and exits when the channel closes.
  *
  *   http-server.ts <framework> <variant>
  *   variants: none (no verification), inline (hand-written node:crypto check),
@@ -59,7 +60,7 @@ import type { VerifiedWebhook } from '../src/verify.ts';
 import { BareIdMap } from './bare-map.ts';
 import { barePostgresDelivery, bareRedisDelivery } from './bare-store.ts';
 import { importBuilt } from './build.ts';
-import { handWrittenVerify } from './fixtures.ts';
+import { handWrittenVerify, hmacKey, type HmacKey } from './fixtures.ts';
 import { handWrittenRoute, LOCK_MS, TTL_MS } from './hand-written-route.ts';
 import {
   FRAMEWORKS,
@@ -83,6 +84,16 @@ import type { StoreBackend } from './http-inbox.ts';
 const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
 
 let processed = 0;
+/**
+ * The ids the store cell's handler processed, kept when `BENCH_RECORD_IDS` is set (the capacity
+ * section's two receivers: each id must be processed by exactly one of them), else `undefined`.
+ */
+const processedIds: string[] | undefined = process.env.BENCH_RECORD_IDS ? [] : undefined;
+/**
+ * What the store's keys are named after: this process by default, so servers never share ids;
+ * `BENCH_SHARED_KEYS` names a key space servers share (the capacity section's two receivers).
+ */
+const keySpace = process.env.BENCH_SHARED_KEYS ?? String(process.pid);
 
 /** The bare store operations of the inline-store variant, bounded as the memory store is. */
 let bareIds: BareIdMap | undefined;
@@ -92,7 +103,7 @@ const noop = () => {};
  * The hand-written check of the inline variants; with `inline-store`, also the bare claim of the
  * id. Returns what completes the delivery after the handler, or `undefined` when refused.
  */
-function inlineAccept(variant: Variant, headers: IncomingMessage['headers'], body: Buffer, key: Buffer): (() => void) | undefined {
+function inlineAccept(variant: Variant, headers: IncomingMessage['headers'], body: Buffer, key: HmacKey): (() => void) | undefined {
   if (!handWrittenVerify(headers, body, key)) return undefined;
   if (variant !== 'inline-store') return noop;
   const id = headers['webhook-id'] as string;
@@ -122,7 +133,7 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
-function expressApp(variant: Variant, secret: string, key: Buffer): Server {
+function expressApp(variant: Variant, secret: string, key: HmacKey): Server {
   const app = express();
   const standard = new Webhook(secret);
   const done = (res: express.Response) => void res.sendStatus(204);
@@ -164,7 +175,7 @@ function expressApp(variant: Variant, secret: string, key: Buffer): Server {
   return createServer(app);
 }
 
-async function fastifyApp(variant: Variant, secret: string, key: Buffer): Promise<Server> {
+async function fastifyApp(variant: Variant, secret: string, key: HmacKey): Promise<Server> {
   const app = Fastify({ logger: false });
   const standard = new Webhook(secret);
   if (variant === 'inline' || variant === 'inline-store' || variant === 'standardwebhooks') {
@@ -209,7 +220,7 @@ async function fastifyApp(variant: Variant, secret: string, key: Buffer): Promis
   return app.server;
 }
 
-function honoApp(variant: Variant, secret: string, key: Buffer): Server {
+function honoApp(variant: Variant, secret: string, key: HmacKey): Server {
   const app = new Hono();
   const standard = new Webhook(secret);
   const unauthorized = () => new Response(UNAUTHORIZED, { status: 401, headers: { 'content-type': 'application/json' } });
@@ -260,7 +271,7 @@ function honoApp(variant: Variant, secret: string, key: Buffer): Server {
   return createAdaptorServer({ fetch: app.fetch }) as Server;
 }
 
-function nodeApp(variant: Variant, secret: string, key: Buffer): Server {
+function nodeApp(variant: Variant, secret: string, key: HmacKey): Server {
   const standard = new Webhook(secret);
   const done = (res: ServerResponse) => void res.writeHead(204).end();
   const unauthorized = (res: ServerResponse) => void res.writeHead(401, { 'content-type': 'application/json' }).end(UNAUTHORIZED);
@@ -301,7 +312,7 @@ function nodeApp(variant: Variant, secret: string, key: Buffer): Server {
   });
 }
 
-function koaApp(variant: Variant, secret: string, key: Buffer): Server {
+function koaApp(variant: Variant, secret: string, key: HmacKey): Server {
   const app = new Koa();
   if (variant === 'inline') {
     app.use(async (ctx) => {
@@ -351,7 +362,7 @@ async function backendOf(kind: SharedStoreKind, build: string): Promise<StoreBac
     if (url === undefined) throw new Error('BENCH_POSTGRES_URL must name the Postgres server');
     const { postgresStore, CLEANUP_EVERY } = await importBuilt<typeof import('../src/stores/postgres.ts')>(build, 'postgres');
     const pool = new pg.Pool({ connectionString: url, max: POSTGRES_POOL_SIZE, idleTimeoutMillis: 0 });
-    const makeStore = (client: pg.Pool) => postgresStore({ client, table: `bench_http_claims_${process.pid}` });
+    const makeStore = (client: pg.Pool) => postgresStore({ client, table: `bench_http_claims_${keySpace}` });
     const store = makeStore(pool);
     await store.setup();
     closeStore = () => pool.end();
@@ -360,7 +371,7 @@ async function backendOf(kind: SharedStoreKind, build: string): Promise<StoreBac
   const url = process.env.BENCH_REDIS_URL;
   if (url === undefined) throw new Error('BENCH_REDIS_URL must name the Redis server');
   const { redisStore } = await importBuilt<typeof import('../src/stores/redis.ts')>(build, 'redis');
-  const makeStore = (client: RedisClientLike) => redisStore({ client, prefix: `bench-http:${process.pid}:` });
+  const makeStore = (client: RedisClientLike) => redisStore({ client, prefix: `bench-http:${keySpace}:` });
   if (kind === 'ioredis') {
     const redis = new Redis(url, { lazyConnect: true, enableAutoPipelining: true });
     await redis.connect();
@@ -384,6 +395,7 @@ async function fastifyStoreApp(kind: StoreKind, secret: string, build: string): 
     await scope.register(fastifyWebhooks, store === undefined ? { secrets: secret } : { secrets: secret, idempotency: { store } });
     scope.post(PATH, async (request, reply) => {
       handled(request.body);
+      processedIds?.push(request.webhook!.id);
       return reply.code(204).send();
     });
   });
@@ -396,7 +408,7 @@ async function fastifyStoreApp(kind: StoreKind, secret: string, build: string): 
  * like with like): the hand-written check, the store's own claim sent bare on the same client, the
  * handler's work (parse the event, count it), the store's own completion sent bare, 204.
  */
-async function fastifyStoreInlineApp(kind: SharedStoreKind, key: Buffer, build: string): Promise<Server> {
+async function fastifyStoreInlineApp(kind: SharedStoreKind, key: HmacKey, build: string): Promise<Server> {
   const backend = await backendOf(kind, build);
   const bare =
     backend.kind === 'postgres'
@@ -413,7 +425,7 @@ interface NestRequest {
   headers: IncomingMessage['headers'];
 }
 
-async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret: string, key: Buffer): Promise<Server> {
+async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret: string, key: HmacKey): Promise<Server> {
   let controller: Type;
   if (variant === 'inline') {
     @Controller()
@@ -453,7 +465,7 @@ async function nestApp(platform: 'express' | 'fastify', variant: Variant, secret
 }
 
 /** The server of one cell of section 4: `framework` with one way of handling a webhook. */
-async function frameworkApp(framework: Framework, variant: Variant, secret: string, key: Buffer): Promise<Server> {
+async function frameworkApp(framework: Framework, variant: Variant, secret: string, key: HmacKey): Promise<Server> {
   switch (framework) {
     case 'express':
       return expressApp(variant, secret, key);
@@ -477,7 +489,7 @@ let processedCount: () => number | Promise<number> = () => processed;
 let reset: () => Promise<void> = async () => {};
 
 /** An inbox cell: the adapter accepting into an engine, or the hand-written route doing the same (http-inbox.ts). */
-async function inboxServer(cell: InboxCell, secret: string, key: Buffer, build: string): Promise<Server> {
+async function inboxServer(cell: InboxCell, secret: string, key: HmacKey, build: string): Promise<Server> {
   const { inboxApp, storeKindOf } = await import('./http-inbox.ts');
   const backend = await backendOf(storeKindOf(cell), build);
   const app = await inboxApp(cell, build, secret, key, backend, process.env.BENCH_POSTGRES_URL);
@@ -504,7 +516,8 @@ async function main(): Promise<void> {
   }
   const secret = process.env.BENCH_SECRET;
   if (secret === undefined || !secret.startsWith('whsec_')) throw new Error('BENCH_SECRET must hold a whsec_ secret');
-  const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+  // Keyed as the package keys (a KeyObject): a Buffer key is four times slower on Node 24.
+  const key = hmacKey(Buffer.from(secret.slice('whsec_'.length), 'base64'));
   if (typeof process.send !== 'function') throw new Error('http-server.ts runs as a child with an IPC channel');
 
   const server = inboxMode
@@ -524,6 +537,8 @@ async function main(): Promise<void> {
       // The CPU time first: counting an inbox's jobs is a query, not part of the run measured.
       const cpu = process.cpuUsage();
       Promise.resolve(processedCount()).then((count) => process.send!({ type: 'stats', processed: count, cpuMicros: cpu.user + cpu.system }), failed);
+    } else if (message?.type === 'ids') {
+      process.send!({ type: 'ids', ids: processedIds ?? [] });
     } else if (message?.type === 'reset') {
       reset().then(() => process.send!({ type: 'reset' }), failed);
     }

@@ -76,7 +76,7 @@ interface Figures {
 }
 
 /** Clock ticks per second of /proc's CPU times. */
-function clockTicks(): number {
+export function clockTicks(): number {
   try {
     const ticks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8', timeout: 5000 }).trim());
     return Number.isFinite(ticks) && ticks > 0 ? ticks : 100;
@@ -86,7 +86,7 @@ function clockTicks(): number {
 }
 
 /** The fields of /proc/<pid>/stat after the command name (index 0 is field 3, the state). */
-function statFields(pid: number | string): string[] | undefined {
+export function statFields(pid: number | string): string[] | undefined {
   try {
     const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return text.slice(text.lastIndexOf(')') + 2).split(' ');
@@ -100,7 +100,7 @@ function statFields(pid: number | string): string[] | undefined {
  * children's (a backend that exited is counted there), and every live child's. Only Linux has
  * /proc: elsewhere `undefined`.
  */
-function processTreeMicros(root: number, ticks: number): number | undefined {
+export function processTreeMicros(root: number, ticks: number): number | undefined {
   const own = statFields(root);
   if (own === undefined) return undefined;
   // utime, stime, cutime, cstime are fields 14–17.
@@ -114,7 +114,7 @@ function processTreeMicros(root: number, ticks: number): number | undefined {
 }
 
 /** redis-server's own CPU time (µs), from `INFO cpu`. */
-async function redisMicros(redis: Redis): Promise<number> {
+export async function redisMicros(redis: Redis): Promise<number> {
   const info = await redis.info('cpu');
   const field = (name: string) => Number(new RegExp(`^${name}:([\\d.]+)`, 'm').exec(info)?.[1] ?? Number.NaN);
   return (field('used_cpu_user') + field('used_cpu_sys')) * 1e6;

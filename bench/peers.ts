@@ -13,7 +13,10 @@
  * - ours on node:crypto (Node's default) and on WebCrypto (forced, as on an edge runtime);
  * - the floor: a bare HMAC-SHA256 of the pre-joined `id.timestamp.body` bytes, and the cheapest
  *   hand-written check of the request (fixtures.ts: read the three headers, one HMAC,
- *   `timingSafeEqual`).
+ *   `timingSafeEqual`), both keyed with a `KeyObject` as the package keys; beside them the same
+ *   hand-written check keyed with a Buffer (on Node 24 several times slower), and the hand-written
+ *   check of GitHub's scheme (one HMAC of the body alone, hex), so that what separates ours from
+ *   `@octokit/webhooks-methods` shows as the scheme's share and the package's.
  *
  * Every signature is computed here with node:crypto, never by the library that checks it, and
  * every candidate must accept its valid request and refuse its forged one before it is timed.
@@ -32,15 +35,14 @@ import { Webhook as Svix2Webhook } from 'svix2';
 import { ensureNode, FULL_SUITE_LINE, NODE_LINES } from '../test/support/node-lines.ts';
 import type { BuiltPackage } from './build.ts';
 import type { BarChart } from './charts.ts';
-import { handWrittenVerify, jsonBody, KiB, MiB, newSecret, nowSeconds, signedMessage, sizeLabel } from './fixtures.ts';
+import { handWrittenGithubVerify, handWrittenVerify, hmacKey, jsonBody, KiB, MiB, newSecret, nowSeconds, signedMessage, sizeLabel } from './fixtures.ts';
 import { peerVersions, ratioText, ROOT, table, timeSummary, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { microTiming, oneAtATime, ratios, series, summarize, timeInterleaved, times, type Candidate, type Timings, type TimingOptions } from './stats.ts';
 
-export const OURS = 'ours, node:crypto';
+import { FLOOR, HAND, HAND_BUFFER, HAND_GITHUB, OURS } from './labels.ts';
+
 const OURS_JSON = 'ours, node:crypto, + json()';
 const OURS_WEB = 'ours, WebCrypto';
-const FLOOR = 'bare HMAC (floor)';
-const HAND = 'hand-written check';
 const STANDARD = 'standardwebhooks';
 const SVIX = 'svix 2';
 const OCTOKIT = '@octokit/webhooks-methods';
@@ -48,7 +50,7 @@ const STRIPE = 'Stripe constructEvent';
 const STRIPE_ASYNC = 'Stripe constructEventAsync';
 
 /** The libraries compared with ours. */
-export const PEERS = [STANDARD, SVIX, OCTOKIT, STRIPE, STRIPE_ASYNC] as const;
+const PEERS = [STANDARD, SVIX, OCTOKIT, STRIPE, STRIPE_ASYNC] as const;
 
 /** One request a candidate is timed on. */
 export interface PeerCase {
@@ -111,7 +113,7 @@ function refusing(name: string, op: () => unknown, async: boolean): Candidate {
 
 /** The candidates of one case, checked (valid accepted, forged refused) before they are timed. */
 async function candidatesOf(pkg: Pick<BuiltPackage, 'index' | 'verify' | 'crypto'>, peerCase: PeerCase): Promise<Candidate[]> {
-  const { secret, key } = newSecret();
+  const { secret, key, bytes } = newSecret();
   const body = jsonBody(peerCase.size);
   const text = body.toString('utf8');
   const message = signedMessage(key, body);
@@ -127,6 +129,8 @@ async function candidatesOf(pkg: Pick<BuiltPackage, 'index' | 'verify' | 'crypto
   // GitHub's scheme: the secret is a plain string, the signature the hex HMAC of the body.
   const githubSecret = randomBytes(20).toString('hex');
   const githubSignature = peerCase.forged ? `sha256=${randomBytes(32).toString('hex')}` : `sha256=${createHmac('sha256', githubSecret).update(body).digest('hex')}`;
+  const githubHeaders = { ...message.headers, 'x-hub-signature-256': githubSignature };
+  const githubKey = hmacKey(Buffer.from(githubSecret));
   // Stripe's: `whsec_…` used as a string key, `t=<seconds>,v1=<hex of HMAC(t.body)>`.
   const stripeSecret = `whsec_${randomBytes(24).toString('hex')}`;
   const t = nowSeconds();
@@ -138,6 +142,8 @@ async function candidatesOf(pkg: Pick<BuiltPackage, 'index' | 'verify' | 'crypto
     ...(peerCase.forged ? [] : [[OURS_JSON, async () => (await ours.verify(input)).json(), true] as [string, () => unknown, boolean]]),
     [OURS_WEB, () => web.verify(input), true],
     [HAND, () => handWrittenVerify(headers, body, key), false],
+    [HAND_BUFFER, () => handWrittenVerify(headers, body, bytes), false],
+    [HAND_GITHUB, () => handWrittenGithubVerify(githubHeaders, body, githubKey), false],
     [FLOOR, () => createHmac('sha256', key).update(message.signedContent).digest('base64'), false],
     [STANDARD, () => standard.verify(body, stringHeaders), false],
     [SVIX, () => svix.verify(body, stringHeaders), false],
@@ -188,13 +194,51 @@ function peerOverOurs(timings: Timings, name: string) {
   return { name, ratio, notFaster: ratio.median >= 1 || ratio.max >= 1 };
 }
 
-/** The peer verify rows on other Node lines, measured by peers-child.ts (undefined in a quick run). */
+/** One candidate's figures on one request, as a line's table prints them. */
+export interface LineRow {
+  request: string;
+  candidate: string;
+  /** Median time per call, seconds. */
+  time: number;
+  /** Medians of the candidate ÷ ours and ÷ the floor within each repetition. */
+  overOurs: number;
+  overFloor: number;
+}
+
+/** Section 1's table on another Node line, measured by peers-child.ts. */
 export interface LineRows {
   version: string;
-  /** Case label → candidate → the median of `candidate ÷ ours`. */
-  ratios: Record<string, Record<string, number>>;
-  /** Case label → our time per call (median, seconds). */
-  ours: Record<string, number>;
+  rows: LineRow[];
+}
+
+/** Every candidate's figures of every case, as {@link LineRows} carries them. */
+export function lineRowsOf(results: ReadonlyMap<string, Timings>): LineRow[] {
+  const rows: LineRow[] = [];
+  for (const [request, timings] of results) {
+    const ours = series(timings, OURS);
+    const floor = series(timings, FLOOR);
+    for (const [candidate, values] of timings) {
+      rows.push({
+        request,
+        candidate,
+        time: summarize(values).median,
+        overOurs: summarize(ratios(values, ours)).median,
+        overFloor: summarize(ratios(values, floor)).median,
+      });
+    }
+  }
+  return rows;
+}
+
+/**
+ * What the scheme costs and what the package costs, of the distance between ours and
+ * `@octokit/webhooks-methods` on one request: the hand-written GitHub-scheme check over the
+ * hand-written Standard Webhooks check (the scheme's share, whoever writes the verifier), and
+ * octokit over the hand-written GitHub-scheme check (its package's share).
+ */
+function schemeShare(timings: Timings): string {
+  const of = (a: string, b: string) => ratioText(summarize(ratios(series(timings, a), series(timings, b))));
+  return `GitHub's scheme by hand ÷ Standard Webhooks by hand ${of(HAND_GITHUB, HAND)}; \`@octokit/webhooks-methods\` ÷ GitHub's scheme by hand ${of(OCTOKIT, HAND_GITHUB)}; ours ÷ Standard Webhooks by hand ${of(OURS, HAND)}`;
 }
 
 export async function runPeers(config: BenchConfig): Promise<SectionReport> {
@@ -204,7 +248,7 @@ export async function runPeers(config: BenchConfig): Promise<SectionReport> {
   const bars: BarChart['bars'] = [];
     // The WebCrypto path one call at a time (tens of µs of thread-pool hops on Node) would flatten
   // every other bar: it stays in the table.
-  const chartSeries = [OURS, FLOOR, HAND, OCTOKIT, STRIPE, STRIPE_ASYNC, STANDARD, SVIX];
+  const chartSeries = [OURS, FLOOR, HAND, HAND_GITHUB, OCTOKIT, STRIPE, STRIPE_ASYNC, STANDARD, SVIX];
   for (const peerCase of CASES) {
     const timings = results.get(peerCase.label)!;
     const ours = series(timings, OURS);
@@ -277,6 +321,13 @@ export async function runPeers(config: BenchConfig): Promise<SectionReport> {
       'edge-runtime path forced on Node, one call at a time: every `subtle.sign` goes through the thread pool, so it is ' +
       'slow here and never used on Node (section 3 measures it with 64 in flight).',
     '',
+    '**What the distance to `@octokit/webhooks-methods` is made of.** The two hand-written checks do the least their ' +
+      'scheme allows, keyed alike: the Standard Webhooks one hashes `id.timestamp.` before the body and checks the ' +
+      'timestamp window, the GitHub one hashes the body alone and compares hex. Their ratio is what the scheme costs ' +
+      'whoever writes the verifier; each package over the hand-written check of its own scheme is what the package adds.',
+    '',
+    table(['request', 'the scheme\'s share and each package\'s'], CASES.filter((c) => c.size === KiB).map((c) => [c.label, schemeShare(results.get(c.label)!)])),
+    '',
     '### What each library checks',
     '',
     featureTable(),
@@ -295,23 +346,25 @@ export async function runPeers(config: BenchConfig): Promise<SectionReport> {
 }
 
 /**
- * The valid-request rows again on the other supported lines (22, 24), each in a child process of
- * that line (peers-child.ts), the package built once and shared; in a quick run once, on this
- * process's own Node, to prove the path.
+ * Section 1's table again on the other supported lines (22, 24), each in a child process of that
+ * line (peers-child.ts), the package built once and shared; in a quick run once, on this process's
+ * own Node, to prove the path. Node 24 is where a floor keyed with bytes is slow (fixtures.ts):
+ * its table is published whole, so what a Node 24 user gains can be read from it.
  */
 async function otherLines(config: BenchConfig): Promise<string | undefined> {
   const lines: LineRows[] = [];
   const binaries = config.quick ? [process.execPath] : await Promise.all(OTHER_LINES.map(async (major) => (await ensureNode(major)).path));
   for (const binary of binaries) lines.push(await lineRows(binary, config));
-  const valid = CASES.filter((c) => !c.forged);
   const rows = lines.flatMap((line) =>
-    valid.map((c) => [`v${line.version}`, c.label, timeText(line.ours[c.label]!), ...PEERS.map((p) => line.ratios[c.label]![p]!.toFixed(2))]),
+    line.rows.map((row) => [`v${line.version}`, row.request, row.candidate, timeText(row.time), row.candidate === OURS ? '1' : row.overOurs.toFixed(2), row.overFloor.toFixed(2)]),
   );
   return [
-    `The valid requests again, fewer repetitions, each line in a child process of its own (${config.quick ? "quick run: this process's own Node only" : `Node ${OTHER_LINES.join(' and ')}`}); ` +
-      'each figure is the median of peer ÷ ours (node:crypto) within each repetition.',
+    `Every request again, fewer repetitions, each line in a child process of its own (${config.quick ? "quick run: this process's own Node only" : `Node ${OTHER_LINES.join(' and ')}`}); ` +
+      'each ratio is the median of the candidate ÷ ours (node:crypto), or ÷ the floor, within each repetition. The floor and ' +
+      'the hand-written checks are keyed with a `KeyObject`, as the package keys; the row keyed with a Buffer is what an ' +
+      'app that keys `createHmac` with the secret\'s bytes pays (on Node 24 several times the rest).',
     '',
-    table(['Node', 'request', 'ours, time per call', ...PEERS.map((p) => `${p} ÷ ours`)], rows),
+    table(['Node', 'request', 'candidate', 'time per call', '÷ ours', '÷ floor'], rows),
   ].join('\n');
 }
 

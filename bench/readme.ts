@@ -32,7 +32,7 @@ function cells(line: string): string[] {
 }
 
 /** The body rows of the first Markdown table after `from` in `text`. */
-function firstTable(text: string, from: number): string[][] {
+export function firstTable(text: string, from: number): string[][] {
   const lines = text.slice(from).split('\n');
   const start = lines.findIndex((line) => line.startsWith('|'));
   if (start === -1) return [];

@@ -75,7 +75,7 @@ export function loadWarning(title: string, load: LoadSample): string {
   );
 }
 
-export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'keys', 'curves', 'ordering', 'inbox'] as const;
+export const SECTION_IDS = ['peers', 'rotation', 'webcrypto', 'http', 'redis', 'memory', 'sign', 'forged', 'stores', 'http-stores', 'receiver', 'keys', 'curves', 'ordering', 'inbox', 'capacity'] as const;
 export type SectionId = (typeof SECTION_IDS)[number];
 
 /**
@@ -99,6 +99,7 @@ export const SECTION_BUDGET_SECONDS: Record<SectionId, number> = {
   curves: 90,
   ordering: 30,
   inbox: 150,
+  capacity: 90,
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -9,13 +9,14 @@
  *   npm run bench -- --quick            the smoke run: few iterations, short HTTP runs (not a measurement), on the
  *                                       Node that runs it (the test command runs it on Node 26)
  *   npm run bench -- --section <name>  one section: peers, rotation, webcrypto, http, redis, memory, sign, forged,
- *                                       stores, http-stores, receiver, keys, curves, ordering, inbox (`--only <name>` is the same
+ *                                       stores, http-stores, receiver, keys, curves, ordering, inbox, capacity (`--only <name>` is the same
  *                                       flag)
  *   npm run bench -- --node <major>     run on that Node line (22, 24, 26, …) instead of the default; the report
  *                                       names the Node it ran on, as always
  *   npm run bench -- --out <file>       write the report there (a quick or partial run writes nowhere by default)
  *   npm run bench -- --charts <dir>     write the charts there (a quick or partial run writes none by default)
- *   npm run bench -- --readme           only regenerate README.md's benchmark block from bench/RESULTS.md
+ *   npm run bench -- --readme           only regenerate README.md's benchmark block, and the guides' blocks of measured
+ *                                       figures (docs/benchmarks.md, docs/operating.md), from bench/RESULTS.md
  *
  * While a section runs, the machine's load average is sampled; a section that ran while it was
  * above the core count, or past its time budget, is flagged in the report and on stderr.
@@ -28,7 +29,9 @@ import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { ensureNode, FULL_SUITE_LINE, runWith } from '../test/support/node-lines.ts';
 import { buildPackage } from './build.ts';
+import { runCapacity } from './capacity.ts';
 import { writeCharts } from './charts.ts';
+import { updateDocBlocks } from './doc-blocks.ts';
 import { runCurves } from './curves.ts';
 import { runForged } from './forged.ts';
 import { README_END, README_START, updateReadme } from './readme.ts';
@@ -75,6 +78,7 @@ const SECTIONS: Record<SectionId, (config: BenchConfig) => Promise<SectionReport
   curves: runCurves,
   ordering: runOrdering,
   inbox: runInbox,
+  capacity: runCapacity,
 };
 
 function isSectionId(value: string): value is SectionId {
@@ -199,6 +203,8 @@ function readme(from: string): void {
   } else {
     process.stderr.write(`bench: README.md benchmark block regenerated${from ? ` ${from}` : ''}\n`);
   }
+  // The guides' blocks of measured figures (docs/benchmarks.md's Node 24 block, docs/operating.md's capacity block).
+  for (const file of updateDocBlocks()) process.stderr.write(`bench: ${file} has no generated block's markers, so it was left alone\n`);
 }
 
 /**

@@ -27,13 +27,13 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
   const { createVerifierWith } = config.pkg.verify;
   const { createVerifier } = config.pkg.index;
   if (defaultBackend.name !== 'node') throw new Error(`on Node the default backend must be node:crypto, not ${defaultBackend.name}`);
-  const { secret, key } = newSecret();
+  const { secret, key, bytes } = newSecret();
   const message = signedMessage(key, jsonBody(KiB));
   const input = { headers: message.headers, body: message.body };
   const forced = createVerifierWith({ secrets: secret }, webCryptoBackend);
   const nodePath = createVerifier({ secrets: secret });
   const subtle = webcrypto.subtle;
-  const cryptoKey = await subtle.importKey('raw', key, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
+  const cryptoKey = await subtle.importKey('raw', bytes, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign']);
   const content = new Uint8Array(message.signedContent);
   const prefix = new TextEncoder().encode(`${message.id}.${message.timestamp}.`);
   // WebCrypto signs one buffer, so a verifier must join id.timestamp. and the body on every call:

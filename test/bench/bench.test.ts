@@ -14,9 +14,10 @@ import { ensureNode, NodeLineError } from '../support/node-lines.ts';
 import { findRedisServer, isCI } from '../support/redis-server.ts';
 
 const root = resolve(import.meta.dirname, '../..');
-// The smoke run takes about a minute on a quiet machine (190 s with the load average at 13 to 22
-// on two cores); nothing is timed against this limit: it only stops a run that hangs.
-const TIME_LIMIT_MS = 400_000;
+// The smoke run takes about a minute and a half on a quiet machine (190 s with the load average at
+// 13 to 22 on two cores before the capacity section, which took 90 s more at a load of 12);
+// nothing is timed against this limit: it only stops a run that hangs.
+const TIME_LIMIT_MS = 520_000;
 
 interface Result {
   code: number | null;
@@ -115,6 +116,13 @@ describe('npm run bench -- --quick', () => {
               'accepting into pg-boss (Fastify adapter, Postgres store, `pg` Pool), server CPU per request ÷ hand-written verify + the same store commands + `boss.send`, 16 connections',
             ].slice(0, inboxEngines.length)
           : []),
+        // Section 16's measured check of the capacity model: throughput against the prediction, ids once.
+        ...(storesPresent
+          ? ['Redis', 'Postgres'].flatMap((store) => [
+              `two receivers sharing one ${store}: measured ÷ predicted throughput (cores ÷ summed CPU per delivery)`,
+              `two receivers sharing one ${store}: ids processed twice or by neither`,
+            ])
+          : []),
       ];
       expect(what).toEqual(expected);
       for (const row of targets) {
@@ -132,6 +140,8 @@ describe('npm run bench -- --quick', () => {
         ...extra,
         'ours, WebCrypto',
         'hand-written check',
+        'hand-written check, Buffer key',
+        'hand-written check, GitHub scheme',
         'bare HMAC (floor)',
         'standardwebhooks',
         'svix 2',
@@ -145,11 +155,24 @@ describe('npm run bench -- --quick', () => {
         ...candidates([]).map((c) => `1 KiB, forged: ${c}`),
       ]);
       for (const row of peers) expect(row[3]).toMatch(/^(1|\d+\.\d\d \()/);
+      // What the distance to the GitHub-scheme peer is made of, on both 1 KiB requests.
+      const sharesParagraph = report.split('\n').find((line) => line.startsWith('**What the distance to `@octokit/webhooks-methods` is made of.**'));
+      expect(sharesParagraph).toBeDefined();
+      const shares = tableAfter(report, sharesParagraph!);
+      expect(shares.map((row) => row[0])).toEqual(['1 KiB, valid', '1 KiB, forged']);
+      for (const row of shares) {
+        expect(row[1]).toMatch(/^GitHub's scheme by hand ÷ Standard Webhooks by hand \d+\.\d\d \(.*\); `@octokit\/webhooks-methods` ÷ GitHub's scheme by hand \d+\.\d\d \(.*\); ours ÷ Standard Webhooks by hand \d+\.\d\d \(/);
+      }
       expect(tableAfter(report, '### What each library checks').map((row) => row[0])).toHaveLength(5);
-      // The sub-run on another Node line (in a quick run, this process's own line) reports its rows.
+      // The sub-run on another Node line (in a quick run, this process's own line) prints section 1's whole table.
       const lines = tableAfter(report, '### On each Node line');
-      expect(lines.map((row) => row[1])).toEqual(['1 KiB, valid', '1 MiB, valid']);
-      for (const row of lines) expect(row[0]).toBe(process.version);
+      expect(lines.map((row) => `${row[1]}: ${row[2]}`)).toEqual(peers.map((row) => `${row[0]}: ${row[1]}`));
+      for (const row of lines) {
+        expect(row[0]).toBe(process.version);
+        expect(row[3]).toMatch(/^[\d.]+ [nµm]?s$/);
+        expect(row[4]).toMatch(row[2] === 'ours, node:crypto' ? /^1$/ : /^\d+\.\d\d$/);
+        expect(row[5]).toMatch(/^\d+\.\d\d$/);
+      }
       expect(tableAfter(report, '## 2. Rotation')).toHaveLength(4);
       const webCrypto = tableAfter(report, '## 3. WebCrypto path');
       expect(webCrypto).toHaveLength(9);
@@ -194,9 +217,10 @@ describe('npm run bench -- --quick', () => {
         'createSigner(secret), then sign()',
         'signWebhook({ secret, … })',
         'bare createHmac',
+        'bare createHmac, Buffer key',
       ]);
       // Every section says how long it took and what the machine's load was meanwhile.
-      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(15);
+      expect(report.match(/^_Section wall time: [\d.]+ s \(budget \d+ s\); load average \(1 min\) [\d.]+–[\d.]+ on \d+ cores\._$/gm)).toHaveLength(16);
       const forged = tableAfter(report, '## 8. Forged requests');
       expect(forged.map((row) => `${row[0]} ${row[1]}`)).toEqual(['1 KiB v1', '1 KiB v1a, 1 key', '1 KiB v1a, 3 keys']);
       if (storesPresent) {
@@ -267,6 +291,36 @@ describe('npm run bench -- --quick', () => {
       } else {
         expect(report).toContain('so the inbox section cannot run');
       }
+      // Section 16: CPU time per delivery by process for each shape (the SQS shape's row waiting,
+      // marked), the two-receiver check, and the extrapolation to N receivers.
+      if (storesPresent) {
+        const shapes = ['memory store', 'Redis store', 'Postgres store', 'Redis store + BullMQ inbox', ...(inboxEngines.includes('pg-boss') ? ['Postgres store + pg-boss inbox'] : [])];
+        const parts = tableAfter(report, '### CPU time per delivery, by process');
+        expect(parts.map((row) => row[0])).toEqual([...shapes, 'DynamoDB store + SQS inbox']);
+        const time = /^[\d.]+ [nµm]?s$/;
+        for (const row of parts.slice(0, -1)) {
+          expect(row[1]).toMatch(time);
+          // Redis, Postgres, the queue worker: measured where the shape has that process, '–' where not.
+          expect(row[2]).toMatch(row[0]!.startsWith('Redis') ? time : /^–$/);
+          expect(row[3]).toMatch(row[0]!.startsWith('Postgres') ? time : /^–$/);
+          expect(row[4]).toMatch(row[0]!.includes('inbox') ? time : /^–$/);
+          expect(row[5]).toMatch(time);
+          expect(row[6]).toMatch(/^[\d,]+$/);
+        }
+        expect(parts.at(-1)!.slice(1).every((cell) => cell === 'not measured yet')).toBe(true);
+        const two = tableAfter(report, '### Two receivers sharing one store');
+        expect(two.map((row) => row[0])).toEqual(['Redis store', 'Postgres store']);
+        for (const row of two) {
+          expect(row[1]).toMatch(/^[\d,]+$/);
+          expect(row[2]).toMatch(/^[\d,]+$/);
+          expect(row[3]).toMatch(/^\d+\.\d\d$/);
+          // Every id once is a correctness figure, not a speed: it holds in a smoke run too.
+          expect(row[4]).toMatch(/ ids sent to both: 0 processed twice, 0 by neither$/);
+        }
+        expect(tableAfter(report, '### Past this machine (extrapolation)').map((row) => row[0])).toEqual(shapes.slice(1));
+      } else {
+        expect(report).toContain('so the capacity section cannot run');
+      }
     },
     TIME_LIMIT_MS + 10_000,
   );
@@ -276,7 +330,7 @@ describe('npm run bench -- --quick', () => {
       const result = await runBench([flag, 'nonsense']);
       expect(result.code).toBe(1);
       expect(result.stdout).toBe('');
-      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, keys, curves, ordering, inbox; got "nonsense"');
+      expect(result.stderr).toContain('--section takes one of peers, rotation, webcrypto, http, redis, memory, sign, forged, stores, http-stores, receiver, keys, curves, ordering, inbox, capacity; got "nonsense"');
     }
   }, 60_000);
 

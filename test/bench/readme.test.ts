@@ -4,6 +4,8 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { README_END, README_START, readmeHeadline, withReadmeHeadline } from '../../bench/readme.ts';
+import { capacityBlock, DOC_BLOCKS, node24Block, withBlock } from '../../bench/doc-blocks.ts';
+import { CAPACITY_TITLE, PARTS_HEADING, SCALE_HEADING, TWO_HEADING } from '../../bench/labels.ts';
 import { KEPT_MARKER, loadIsHigh, loadWarning, withKeptPart } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -124,5 +126,111 @@ describe('the load warning', () => {
     const text = loadWarning('4. HTTP', { min: 1, max: 2.84, cores: 2 });
     expect(text).toMatch(/^\*\*Warning\*\*: the load average \(1 min\) reached 2\.8 on 2 cores during "4\. HTTP": /);
     expect(text).toContain("from other processes or from the bench's own servers and load generators");
+  });
+});
+
+describe("the guides' generated blocks (bench/doc-blocks.ts)", () => {
+  const node24 = `${TARGETS}
+## 1. Peers, same work
+
+### On each Node line
+
+Text.
+
+| Node | request | candidate | time per call | ÷ ours | ÷ floor |
+| --- | --- | --- | --- | --- | --- |
+| v22.23.3 | 1 KiB, valid | ours, node:crypto | 2.20 µs | 1 | 1.40 |
+| v24.21.0 | 1 KiB, valid | ours, node:crypto | 2.50 µs | 1 | 1.40 |
+| v24.21.0 | 1 KiB, valid | ours, WebCrypto | 60.0 µs | 24.00 | 33.00 |
+| v24.21.0 | 1 KiB, valid | hand-written check | 2.60 µs | 1.04 | 1.45 |
+| v24.21.0 | 1 KiB, valid | hand-written check, Buffer key | 10.0 µs | 4.00 | 5.60 |
+| v24.21.0 | 1 KiB, valid | bare HMAC (floor) | 1.80 µs | 0.72 | 1.00 |
+
+## 2. Rotation
+`;
+
+  it('the Node 24 block says what keying with a KeyObject gains there, from the Node 24 rows only', () => {
+    expect(node24Block(node24)).toBe(
+      [
+        'On Node v24.21.0, one valid 1 KiB request: ours 2.50 µs, the hand-written check keyed with a `KeyObject` 2.60 µs (1.04 of ours), ' +
+          "the same check keyed with the secret's bytes 10.0 µs (4.00 of ours). The check keyed with a Buffer takes 4.0 times as long as " +
+          "this package's verification: that is what an app on Node 24 that keys `createHmac` with the bytes gains by moving to this " +
+          'package, which imports each secret once as a `KeyObject`. From bench/RESULTS.md (full run on Node v26.1.0, 2026-11-24 03:00 UTC):',
+        '',
+        '| request | candidate | time per call | ÷ ours | ÷ floor |',
+        '| --- | --- | --- | --- | --- |',
+        '| 1 KiB, valid | ours, node:crypto | 2.50 µs | 1 | 1.40 |',
+        '| 1 KiB, valid | hand-written check | 2.60 µs | 1.04 | 1.45 |',
+        '| 1 KiB, valid | hand-written check, Buffer key | 10.0 µs | 4.00 | 5.60 |',
+        '| 1 KiB, valid | bare HMAC (floor) | 1.80 µs | 0.72 | 1.00 |',
+      ].join('\n'),
+    );
+  });
+
+  const capacity = `${TARGETS}
+## ${CAPACITY_TITLE}
+
+Text.
+
+${PARTS_HEADING}
+
+| shape | receiver | Redis |
+| --- | --- | --- |
+| Redis store | 30.0 µs | 10.0 µs |
+| DynamoDB store + SQS inbox | not measured yet | not measured yet |
+
+${TWO_HEADING}
+
+Text.
+
+| shape | req/s, both receivers |
+| --- | --- |
+| Redis store | 20,000 |
+
+${SCALE_HEADING}
+
+| shape | 1 receiver |
+| --- | --- |
+| Redis store | 33,333 |
+
+_Section wall time: 30.0 s (budget 90 s); load average (1 min) 0.1–0.9 on 2 cores._
+`;
+
+  it('the capacity block copies section 16 tables, with their charts and where they came from', () => {
+    const block = capacityBlock(capacity);
+    expect(block).toMatch(/^Measured on one machine, from bench\/RESULTS\.md \(full run on Node v26\.1\.0, 2026-11-24 03:00 UTC\)\. CPU time per delivery, by process:\n/);
+    expect(block).toContain('| Redis store | 30.0 µs | 10.0 µs |\n| DynamoDB store + SQS inbox | not measured yet | not measured yet |\n');
+    expect(block).toContain('| Redis store | 20,000 |');
+    expect(block).toContain('| Redis store | 33,333 |');
+    expect(block).toContain('![CPU time per delivery, by process](benchmarks/capacity-parts.svg)');
+    expect(block).not.toContain('loaded');
+    // A section run under load says so in the guide too.
+    expect(capacityBlock(capacity.replace('_Section wall time', '**Warning**: the load average (1 min) reached 4.0\n\n_Section wall time'))).toContain('the machine was loaded during this run');
+  });
+
+  it('says "not measured yet" where the results hold no figure, and invents none', () => {
+    for (const render of [node24Block, capacityBlock]) {
+      const text = render(TARGETS + PEERS);
+      expect(text).toMatch(/^Not measured yet: /);
+      expect(text).not.toMatch(/\d µs/);
+    }
+    // Node 22's rows alone are not Node 24's.
+    expect(node24Block(node24.replaceAll('v24.21.0', 'v22.23.3'))).toMatch(/^Not measured yet: /);
+  });
+
+  it('replaces only the text between its markers, and refuses a file without them', () => {
+    const block = DOC_BLOCKS[1]!;
+    const text = `# x\n\nbefore\n${block.start}\nold\n${block.end}\nafter\n`;
+    expect(withBlock(text, block, capacity)).toBe(`# x\n\nbefore\n${block.start}\n${capacityBlock(capacity)}\n${block.end}\nafter\n`);
+    expect(() => withBlock('# x\n', block, capacity)).toThrow(`${block.file} lacks the markers`);
+  });
+
+  it('the committed guides hold the blocks of the committed results', () => {
+    const results = readFileSync(resolve(root, 'bench/RESULTS.md'), 'utf8');
+    for (const block of DOC_BLOCKS) {
+      const text = readFileSync(resolve(root, block.file), 'utf8');
+      expect(text).toContain(block.start);
+      expect(withBlock(text, block, results)).toBe(text);
+    }
   });
 });
