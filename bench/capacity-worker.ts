@@ -105,7 +105,8 @@ process.on('message', (message: { type?: string; expected?: number }) => {
 });
 process.once('disconnect', () => {
   const stop = worker === undefined ? Promise.resolve() : worker.close();
-  stop
+  // The parent has gone: whatever closing fails, this process exits all the same.
+  void stop
     .then(() => closeAll())
     .finally(() => process.exit(0));
 });
