@@ -23,6 +23,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
+import { relayEmulator, type RelayEmulator } from '../../src/testing/index.ts';
 import { codeBlocks, guideFiles, readDoc, type CodeBlock, type RunMarker } from '../support/docs.ts';
 import { startDynalite, type Dynalite } from '../support/dynamodb.ts';
 import { findPostgresBin, startPostgresServer, type PostgresServer } from '../support/postgres-server.ts';
@@ -73,6 +74,8 @@ let project: string;
 let redis: RedisServer | undefined;
 let postgres: PostgresServer | undefined;
 let dynamo: Dynalite | undefined;
+/** The relay's API for the guides' pull programs: the package's emulator, one event on one trigger. */
+let relay: { emulator: RelayEmulator; triggerId: string } | undefined;
 const secret = generateSecret();
 const children = new Set<ChildProcess>();
 
@@ -81,6 +84,11 @@ beforeAll(async () => {
   if (needs.has('redis') && missing('redis') === undefined) redis = await startRedisServer();
   if (needs.has('postgres') && missing('postgres') === undefined) postgres = await startPostgresServer();
   if (needs.has('dynamodb')) dynamo = await startDynalite();
+  if (needs.has('relay')) {
+    const emulator = await relayEmulator();
+    emulator.addEvent({ body: '{"type":"invoice.paid"}' });
+    relay = { emulator, triggerId: emulator.addTrigger() };
+  }
   // What the guides tell a user to install beside the package, at the versions tested here, and
   // tsx to run TypeScript as the README does.
   project = consumerProject(
@@ -94,6 +102,7 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const child of children) child.kill('SIGKILL');
   await dynamo?.close();
+  await relay?.emulator.close();
   await postgres?.close();
   await redis?.close();
   if (project) rmSync(project, { recursive: true, force: true });
@@ -117,6 +126,7 @@ function start(block: Marked): Started {
     ...(redis ? { REDIS_URL: redis.url } : {}),
     ...(postgres ? { DATABASE_URL: postgres.url } : {}),
     // The environment docs/dynamodb.md gives for a local endpoint.
+    ...(relay ? { RELAY_URL: relay.emulator.url, RELAY_API_KEY: relay.emulator.apiKey, RELAY_TRIGGER_ID: relay.triggerId } : {}),
     ...(dynamo ? { AWS_REGION: 'local', AWS_ACCESS_KEY_ID: 'x', AWS_SECRET_ACCESS_KEY: 'x', AWS_ENDPOINT_URL_DYNAMODB: dynamo.endpoint } : {}),
   };
   const child = spawn(process.execPath, ['--import', 'tsx', 'docs-run.mjs', `./${file}`], { cwd: project, env, stdio: ['ignore', 'pipe', 'pipe'] });

@@ -46,7 +46,7 @@ export interface CodeBlock {
  * `server` listens (its port is replaced by a free one) and gets a signed delivery and its
  * duplicate; `program` runs until it is ready (its top-level code finished) and is then stopped;
  * `script` must exit 0 by itself; `lifecycle` handles SIGTERM and must exit by itself within
- * `timeout` ms of it. `needs` lists the servers it connects to (`redis`, `postgres`, `dynamodb`);
+ * `timeout` ms of it. `needs` lists the servers it connects to (`redis`, `postgres`, `dynamodb`, `relay`: the relay's emulator);
  * `fails` marks a program known not to run as written, with the reason.
  */
 export interface RunMarker {
