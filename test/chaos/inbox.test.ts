@@ -181,7 +181,7 @@ for (const { name: engineName, available, make } of ENGINES) {
       if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
     });
 
-    it('processes every id once or dead-letters it, through two worker kills and a server restart', { timeout: RUN_BUDGET_MS + 60_000 }, async () => {
+    it('processes every id once or dead-letters it, through two worker kills and a server restart', { timeout: RUN_BUDGET_MS + 180_000 }, async () => {
       const started = Date.now();
       const queueName = 'chaos';
       engine = await make(queueName);
