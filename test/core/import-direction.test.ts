@@ -11,7 +11,7 @@
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { importEdges, tsFiles, type ImportEdge } from '../support/import-graph.ts';
+import { importEdges, importGraph, tsFiles, type ImportEdge } from '../support/import-graph.ts';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 
@@ -25,11 +25,7 @@ const inboxSide = (path: string): boolean => path.startsWith('src/inbox/');
 
 /** Every file reachable from `start` along `edges` (runtime ones only with `runtimeOnly`), each with the path that reaches it. */
 function reachable(edges: readonly ImportEdge[], start: string, runtimeOnly: boolean): Map<string, string[]> {
-  const next = new Map<string, string[]>();
-  for (const edge of edges) {
-    if (runtimeOnly && edge.typeOnly) continue;
-    next.set(edge.from, [...(next.get(edge.from) ?? []), edge.to]);
-  }
+  const next = importGraph(runtimeOnly ? edges.filter((edge) => !edge.typeOnly) : edges);
   const paths = new Map<string, string[]>([[start, [start]]]);
   const queue = [start];
   while (queue.length > 0) {

@@ -1,7 +1,8 @@
 /**
  * The import graph of the package's own sources, walked file by file: every relative import and
- * re-export (type-only ones included: a type circle still ties the modules together), found with
- * TypeScript's own scanner so comments and strings never count.
+ * re-export (type-only ones included: a type circle still ties the modules together), read from
+ * TypeScript's syntax tree so comments and strings never count. One reading serves both the
+ * circle check and the receiver/inbox direction check.
  */
 
 import { readdirSync, readFileSync } from 'node:fs';
@@ -13,22 +14,6 @@ export function tsFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true, recursive: true })
     .filter((entry) => entry.isFile() && entry.name.endsWith('.ts'))
     .map((entry) => join(entry.parentPath, entry.name));
-}
-
-/** file → the files it imports, among `files` (imports of packages and of other folders left out). */
-export function importGraph(files: readonly string[], read: (file: string) => string = (file) => readFileSync(file, 'utf8')): Map<string, string[]> {
-  const known = new Set(files);
-  const graph = new Map<string, string[]>();
-  for (const file of files) {
-    const { importedFiles } = ts.preProcessFile(read(file), true, true);
-    const targets = importedFiles
-      .map((imported) => imported.fileName)
-      .filter((name) => name.startsWith('.'))
-      .map((name) => resolve(dirname(file), name))
-      .filter((target) => known.has(target));
-    graph.set(file, [...new Set(targets)]);
-  }
-  return graph;
 }
 
 /** One import of one source file: the file it names, and whether only types come through it. */
@@ -69,6 +54,20 @@ export function importEdges(files: readonly string[], read: (file: string) => st
     visit(source);
   }
   return edges;
+}
+
+/**
+ * file → the files it imports, each once, from `edges` (read by {@link importEdges}); every file of
+ * `files` is a key, whether it imports anything or not.
+ */
+export function importGraph(edges: readonly ImportEdge[], files: readonly string[] = []): Map<string, string[]> {
+  const graph = new Map<string, string[]>(files.map((file) => [file, []]));
+  for (const { from, to } of edges) {
+    const targets = graph.get(from) ?? [];
+    if (!targets.includes(to)) targets.push(to);
+    graph.set(from, targets);
+  }
+  return graph;
 }
 
 /**
