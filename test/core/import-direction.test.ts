@@ -119,11 +119,12 @@ describe('the direction between the receiver and the inbox', () => {
         "export * from './e.ts';",
         "type F = import('./f.ts').F;",
         "const g = () => import('./g.ts');",
+        "const i = createRequire(import.meta.url)('./i.ts');",
         "// import { h } from './h.ts';",
         "const text = \"import { h } from './h.ts'\";",
-        'export const a = [g, text] as unknown as [B, C, F];',
+        'export const a = [g, i, text] as unknown as [B, C, F];',
       ].join('\n'),
-      ...Object.fromEntries(['b', 'c', 'd', 'e', 'f', 'g', 'h'].map((name) => [`/q/${name}.ts`, `export type ${name.toUpperCase()} = 1;`])),
+      ...Object.fromEntries(['b', 'c', 'd', 'e', 'f', 'g', 'h', 'i'].map((name) => [`/q/${name}.ts`, `export type ${name.toUpperCase()} = 1;`])),
     };
     const edges = importEdges(Object.keys(sources), (file) => sources[file]!);
     expect(edges.map((edge) => `${rel('/q', edge.to)} ${edge.typeOnly ? 'type' : 'runtime'}`)).toEqual([
@@ -133,6 +134,7 @@ describe('the direction between the receiver and the inbox', () => {
       'e.ts runtime',
       'f.ts type',
       'g.ts runtime',
+      'i.ts runtime',
     ]);
   });
 });

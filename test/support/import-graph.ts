@@ -28,32 +28,54 @@ export interface ImportEdge {
   typeOnly: boolean;
 }
 
+/** One module a source file names: the specifier as written, and whether only types come through it. */
+export interface ModuleReference {
+  specifier: string;
+  /** As {@link ImportEdge.typeOnly}: erased at build time, so the module is never loaded through it. */
+  typeOnly: boolean;
+}
+
+/** Whether a call loads the module its first argument names: `import()`, `require()`, or `createRequire(…)(…)`. */
+function loadsModule(callee: ts.Expression): boolean {
+  return callee.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(callee) && callee.text === 'require') || ts.isCallExpression(callee);
+}
+
 /**
- * Every relative import of each file in `files` (imports, re-exports, `import x = require()`,
- * dynamic `import()` and `import('…')` types), read from the syntax tree, so comments and strings
- * never count. Imports of packages and of files outside `files` are left out.
+ * Every module a source text names (imports, re-exports, `import x = require()`, dynamic `import()`,
+ * `require()` also through `createRequire`, and `import('…')` types), read from the syntax tree, so
+ * comments and strings never count. The one reading of imports that the import graph and the
+ * package's dependency check share.
+ */
+export function moduleReferences(file: string, text: string): ModuleReference[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
+  const found: ModuleReference[] = [];
+  const add = (specifier: ts.Node | undefined, typeOnly: boolean): void => {
+    if (specifier !== undefined && ts.isStringLiteralLike(specifier)) found.push({ specifier: specifier.text, typeOnly });
+  };
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node)) add(node.moduleSpecifier, node.importClause?.isTypeOnly === true);
+    else if (ts.isExportDeclaration(node)) add(node.moduleSpecifier, node.isTypeOnly);
+    else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) add(node.moduleReference.expression, node.isTypeOnly);
+    else if (ts.isCallExpression(node) && loadsModule(node.expression)) add(node.arguments[0], false);
+    else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node.argument.literal, true);
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/**
+ * Every relative import of each file in `files` ({@link moduleReferences}); imports of packages and
+ * of files outside `files` are left out.
  */
 export function importEdges(files: readonly string[], read: (file: string) => string = (file) => readFileSync(file, 'utf8')): ImportEdge[] {
   const known = new Set(files);
-  const edges: ImportEdge[] = [];
-  for (const file of files) {
-    const source = ts.createSourceFile(file, read(file), ts.ScriptTarget.Latest, true, ts.ScriptKind.TS);
-    const add = (specifier: ts.Node | undefined, typeOnly: boolean): void => {
-      if (specifier === undefined || !ts.isStringLiteralLike(specifier) || !specifier.text.startsWith('.')) return;
-      const to = resolve(dirname(file), specifier.text);
-      if (known.has(to)) edges.push({ from: file, to, typeOnly });
-    };
-    const visit = (node: ts.Node): void => {
-      if (ts.isImportDeclaration(node)) add(node.moduleSpecifier, node.importClause?.isTypeOnly === true);
-      else if (ts.isExportDeclaration(node)) add(node.moduleSpecifier, node.isTypeOnly);
-      else if (ts.isImportEqualsDeclaration(node) && ts.isExternalModuleReference(node.moduleReference)) add(node.moduleReference.expression, node.isTypeOnly);
-      else if (ts.isCallExpression(node) && node.expression.kind === ts.SyntaxKind.ImportKeyword) add(node.arguments[0], false);
-      else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) add(node.argument.literal, true);
-      ts.forEachChild(node, visit);
-    };
-    visit(source);
-  }
-  return edges;
+  return files.flatMap((from) =>
+    moduleReferences(from, read(from))
+      .filter(({ specifier }) => specifier.startsWith('.'))
+      .map(({ specifier, typeOnly }) => ({ from, to: resolve(dirname(from), specifier), typeOnly }))
+      .filter(({ to }) => known.has(to)),
+  );
 }
 
 /**
