@@ -16,7 +16,7 @@ function postgresMissingUnderCI(): string | undefined {
  * `test:e2e`). A test file is in `unit` unless listed below:
  *
  * - `unit`: no servers and no child processes (an in-process HTTP listener on 127.0.0.1 is fine).
- *   Under a minute on two cores, with no redis-server or PostgreSQL installed: run it while working.
+ *   It runs with no redis-server or PostgreSQL installed: run it while working.
  * - `integration`: real servers (Redis, PostgreSQL, dynalite, workerd through Miniflare, fauxqs), and
  *   the adapters through their frameworks over HTTP.
  * - `e2e`: the packed package, the runtimes, child processes (the CLI, crash and chaos runs), the
