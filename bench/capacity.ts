@@ -5,8 +5,9 @@
  *
  * Shapes: the memory store; the Redis store (ioredis); the Postgres store (`pg` Pool); the Redis
  * store with the BullMQ inbox; the Postgres store with the pg-boss inbox. DynamoDB + SQS has its
- * row reserved ({@link SQS_SHAPE}): the SQS inbox is not part of this build of the bench yet, and
- * the row says "not measured yet" until it is.
+ * row reserved ({@link SQS_SHAPE}), marked "not measured yet": section 15 accepts into a local SQS
+ * (with the Redis store), but this section has no DynamoDB shape, and its worker
+ * (capacity-worker.ts) drains BullMQ and pg-boss only.
  *
  * Each shape runs the Fastify adapter of section 10 in its own process (http-server.ts), autocannon
  * in another (http-load.ts), the databases in theirs, on 127.0.0.1. Per delivery:
@@ -347,8 +348,9 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
     '',
     table(['shape', ...PARTS.map((part) => `${part}`), 'summed', 'deliveries/s per core', 'load generator, per request'], partsRows),
     '',
-    `The ${SQS_SHAPE} row waits for the SQS inbox's bench: DynamoDB's cost there is in write units, not CPU (one WCU per KB ` +
-      'written, rounded up, failed conditional writes included), so that row will count them beside the CPU time.',
+    `The ${SQS_SHAPE} row is not measured yet: section 15 times accepting into a local SQS, but this section has no ` +
+      "worker for the SQS inbox. DynamoDB's cost there is in write units, not CPU (one WCU per KB written, rounded up, " +
+      'failed conditional writes included), so that row will count them beside the CPU time.',
     '',
     TWO_HEADING,
     '',
