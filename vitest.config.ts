@@ -121,15 +121,19 @@ export const shared = {
   test: { testTimeout: 20_000, hookTimeout: 30_000 },
 };
 
+/** What a whole run sets once, at its root (the tiers' projects do not repeat it); the Node lines' smoke run too. */
+export const runWide = {
+  // Two cores: keep parallel files modest so timing-sensitive servers stay responsive.
+  maxWorkers: 2,
+  // One shared redis-server (or REDIS_URL) and one PostgreSQL (or DATABASE_URL) for the run,
+  // started once here for every project, and not at all when only the unit tier runs.
+  globalSetup: ['test/support/redis-setup.ts', 'test/support/postgres-setup.ts'],
+};
+
 export default defineConfig({
   ...shared,
   test: {
-    // Two cores: keep parallel files modest so timing-sensitive servers stay responsive.
-    maxWorkers: 2,
-    // One shared redis-server (or REDIS_URL) and one PostgreSQL (or DATABASE_URL) for the run,
-    // started once here for every project (the projects do not repeat it), and not at all when
-    // only the unit tier runs.
-    globalSetup: ['test/support/redis-setup.ts', 'test/support/postgres-setup.ts'],
+    ...runWide,
     projects: [
       { ...shared, test: { ...shared.test, name: 'unit', include: ['test/**/*.test.ts'], exclude: [...INTEGRATION, ...E2E] } },
       { ...shared, test: { ...shared.test, name: 'integration', include: INTEGRATION } },

@@ -1,5 +1,5 @@
 import { defineConfig } from 'vitest/config';
-import { shared } from './vitest.config.ts';
+import { runWide, shared } from './vitest.config.ts';
 
 /**
  * The smoke subset that `npm test` runs on Node 22 and 24 (test/lines/run.ts, issue 18): the
@@ -42,5 +42,5 @@ export default defineConfig({
   ...shared,
   // Same resolution, timeouts, workers and shared servers as the full suite; fewer files, in one
   // project (the tiers do not matter here).
-  test: { ...shared.test, include: LINE_SMOKE, maxWorkers: 2, globalSetup: ['test/support/redis-setup.ts', 'test/support/postgres-setup.ts'] },
+  test: { ...shared.test, ...runWide, include: LINE_SMOKE },
 });
