@@ -12,6 +12,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ts from 'typescript';
 import { packageExports, tsconfigPaths, typedocEntryPoints } from '../../entry-points.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -24,27 +25,21 @@ export interface DerivedFile {
 }
 
 /**
- * Where the value of `"key":` starts and ends in a JSON-with-comments text (the first such key
- * after `from`): the offsets of its opening bracket and just past its closing one.
+ * Where the value of the property `key` starts and ends in a JSON-with-comments text (the first
+ * such property, at any depth), read with TypeScript's JSON parser, so a comment or a string that
+ * names the key is never taken for it.
  */
-function valueRange(text: string, key: string, from = 0): { start: number; end: number } {
-  const at = text.indexOf(`"${key}":`, from);
-  if (at === -1) throw new Error(`no "${key}" in the file`);
-  const start = text.slice(at).search(/[[{]/) + at;
-  let depth = 0;
-  for (let index = start; index < text.length; index += 1) {
-    const char = text[index];
-    if (char === '"') {
-      // Skip the string, escapes included.
-      for (index += 1; text[index] !== '"'; index += text[index] === '\\' ? 2 : 1);
-    } else if (char === '[' || char === '{') {
-      depth += 1;
-    } else if (char === ']' || char === '}') {
-      depth -= 1;
-      if (depth === 0) return { start, end: index + 1 };
-    }
-  }
-  throw new Error(`the value of "${key}" does not close`);
+function valueRange(text: string, key: string): { start: number; end: number } {
+  const json = ts.parseJsonText('derived.json', text);
+  let value: ts.Expression | undefined;
+  const visit = (node: ts.Node): void => {
+    if (value !== undefined) return;
+    if (ts.isPropertyAssignment(node) && ts.isStringLiteral(node.name) && node.name.text === key) value = node.initializer;
+    else ts.forEachChild(node, visit);
+  };
+  visit(json);
+  if (value === undefined) throw new Error(`no "${key}" in the file`);
+  return { start: value.getStart(json), end: value.end };
 }
 
 /** The indentation of the line that holds `offset`. */
