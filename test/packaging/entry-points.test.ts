@@ -51,7 +51,12 @@ describe('the one list of entry points', () => {
     const config = tsdownConfig as { entry?: unknown; format?: { cjs?: { entry?: unknown } } };
     expect(config.entry).toEqual(buildEntries('esm'));
     expect(config.format?.cjs?.entry).toEqual(buildEntries('cjs'));
-    expect(Object.keys(buildEntries('esm')).sort()).toEqual([...ENTRY_POINTS, CLI].map((entry) => entry.name).sort());
+    // What the list says, read from it here rather than through buildEntries: every entry and the
+    // CLI from its source, the CommonJS build from `require` where an entry has one.
+    const all = [...ENTRY_POINTS, CLI];
+    expect(Object.keys(buildEntries('esm')).sort()).toEqual(all.map((entry) => entry.name).sort());
+    expect(buildEntries('esm')).toEqual(Object.fromEntries(all.map((entry) => [entry.name, entry.source])));
+    expect(buildEntries('cjs')).toEqual(Object.fromEntries(all.map((entry) => [entry.name, entry.require ?? entry.source])));
   });
 
   it('compiles the Node-free entries without Node types, and only those', () => {
