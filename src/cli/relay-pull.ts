@@ -139,7 +139,8 @@ export async function pullCommand(args: string[]): Promise<number> {
     relay,
     triggerId,
     cursor,
-    wait: limit === undefined ? {} : { limit },
+    // Each event's documents are fetched whole (its headers are only there): inline bodies would come twice.
+    wait: { inlineBodies: false, ...(limit === undefined ? {} : { limit }) },
     each: forward,
     report(error, context) {
       if (interrupted) return;

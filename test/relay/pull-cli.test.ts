@@ -216,6 +216,10 @@ describe('relay pull', () => {
     expect(lines[2]).toContain(`event ${failed.id} (failed): skipped`);
     expect(first.stdout).toMatch(/caught up: 2 events sent and answered 2xx/);
     expect(existsSync(cursorFile)).toBe(true);
+    // The bodies come with each event's documents, not a second time inline in the wait.
+    const waits = emulator.requests.filter((request) => request.path.endsWith('/wait'));
+    expect(waits.length).toBeGreaterThan(0);
+    expect(waits.every((request) => request.query.some(([name, value]) => name === 'inlineBodies' && value === 'false'))).toBe(true);
 
     // Again from the cursor: nothing new, nothing sent.
     const again = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile, '--once']);
