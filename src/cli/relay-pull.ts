@@ -10,8 +10,9 @@
 import { escapeControlCharacters } from '../encoding.ts';
 import { fileCursor } from '../relay/file-cursor.ts';
 import type { CursorStore } from '../relay/cursor.ts';
-import { pullBackoff } from '../relay/pull-backoff.ts';
-import { RelayError, type RelayClient } from '../relay/index.ts';
+import { RelayError } from '../relay/index.ts';
+import { triggerLoop } from '../relay/trigger-loop.ts';
+import type { TriggerErrorContext } from '../relay/trigger-types.ts';
 import type { TriggerEvent } from '../relay/types.ts';
 import type { SecretInput } from '../secrets.ts';
 import { createSigner } from '../sign.ts';
@@ -50,14 +51,21 @@ ${RELAY_CONNECTION_HELP.replace('give up after S seconds in all (default 30)', '
 Exit codes: 0 caught up (--once) or stopped, 1 an event was not answered 2xx or the relay failed
 (--once), 2 misuse.`;
 
-/** What happened to one batch: every event sent (or skipped), or where it stopped. */
-type BatchOutcome = { ok: true } | { ok: false; reason: string };
+/** An event the endpoint did not answer 2xx: the batch stops there, and the cursor stays before it. */
+class NotTaken extends Error {}
 
 /** The event as the relay would forward it: which secret signs it, or why it is not sent. */
 function verdict(event: TriggerEvent, includeRejected: boolean): 'signed' | 'unsigned' | 'skip' {
   if (event.verificationState === 'unattempted') return 'unsigned';
   if (event.verificationState === 'failed') return includeRejected ? 'signed' : 'skip';
   return 'signed';
+}
+
+/** A failure of the loop in a few words for a person. */
+function failureText(error: unknown, context: TriggerErrorContext, seconds: number): string {
+  if (error instanceof RelayError) return relayFailureText(error, seconds);
+  const text = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+  return context.stage === 'cursor' ? `cannot keep the cursor: ${text}` : text;
 }
 
 export async function pullCommand(args: string[]): Promise<number> {
@@ -95,91 +103,84 @@ export async function pullCommand(args: string[]): Promise<number> {
   let saved: string | undefined;
   const cursor: CursorStore = values.cursor === undefined ? { load: async () => saved, save: async (next) => void (saved = next) } : fileCursor(values.cursor);
 
-  const stopping = new AbortController();
-  const stop = () => stopping.abort();
-  process.on('SIGINT', stop);
-  process.on('SIGTERM', stop);
   let sent = 0;
   let sequence = 0;
 
-  /** Sends one event; a line for it either way; false when it was not answered 2xx. */
-  async function forward(client: RelayClient, event: TriggerEvent, signal: AbortSignal): Promise<BatchOutcome> {
+  /** Sends one event, with a line for it either way; throws when it was not answered 2xx. */
+  async function forward(event: TriggerEvent, signal: AbortSignal): Promise<void> {
     const number = ++sequence;
     const head = `#${number} ${new Date().toISOString()} event ${event.id} (${event.verificationState})`;
     const how = verdict(event, includeRejected);
     if (how === 'skip') {
       io.out(escapeControlCharacters(`${head}: skipped: its signature failed when the relay captured it, and the relay never forwards such events (--include-rejected sends it)`));
-      return { ok: true };
+      return;
     }
-    const { event: document, payload } = await eventDocuments(client, event.id, method, AbortSignal.any([signal, AbortSignal.timeout(seconds * 1000)]));
+    const { event: document, payload } = await eventDocuments(relay, event.id, method, AbortSignal.any([signal, AbortSignal.timeout(seconds * 1000)]));
     const source = parseRelayEvent(document, payload);
     const replay = await signReplay(source, how === 'unsigned' ? { unsigned: true, includeRejected } : { secret: secrets, includeRejected });
     const line = `${head} ${replay.method} webhook-id ${quoted(replay.id)}, ${replay.signed ? 'signed' : 'unsigned'}, ${replay.body.byteLength} bytes`;
+    let answer;
     try {
-      const answer = await send(target!, replay, seconds * 1000);
-      io.out(escapeControlCharacters(`${line}: ${answerText(answer)} in ${Math.round(answer.ms)} ms`));
-      if (answer.status >= 200 && answer.status < 300) {
-        sent++;
-        return { ok: true };
-      }
-      return { ok: false, reason: `event ${event.id} was answered ${answer.status}` };
+      answer = await send(target!, replay, seconds * 1000);
     } catch (error) {
       const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${seconds} s` : ((error as NodeJS.ErrnoException).code ?? (error as Error).message);
       io.out(escapeControlCharacters(`${line}: failed: ${reason}`));
-      return { ok: false, reason: `event ${event.id} got no answer (${reason})` };
+      throw new NotTaken(`event ${event.id} got no answer (${reason})`);
     }
+    io.out(escapeControlCharacters(`${line}: ${answerText(answer)} in ${Math.round(answer.ms)} ms`));
+    if (answer.status < 200 || answer.status >= 300) throw new NotTaken(`event ${event.id} was answered ${answer.status}`);
+    sent++;
   }
 
-  const idle = pullBackoff(undefined, 'idle', 1_000, 30_000);
-  const failing = pullBackoff(undefined, 'errors', 1_000, 60_000);
+  // A misuse the loop meets (an event whose method was not recorded, and no --method) ends the command.
+  let misuse: Error | undefined;
+  let interrupted = false;
+  const puller = triggerLoop({
+    relay,
+    triggerId,
+    cursor,
+    // Each event's documents are fetched whole (its headers are only there): inline bodies would come twice.
+    wait: { inlineBodies: false, ...(limit === undefined ? {} : { limit }) },
+    each: forward,
+    report(error, context) {
+      if (interrupted) return;
+      if (error instanceof UsageError || error instanceof TypeError) {
+        misuse ??= error;
+        void puller.close();
+        return;
+      }
+      const reason = failureText(error, context, seconds);
+      // Without a next wait (--once), the command stops here.
+      if (context.retryInMs === undefined) io.err(escapeControlCharacters(`webhook-receiver relay pull: stopped: ${reason}; the cursor stays before this batch, so the next pull sends it again`));
+      else io.err(escapeControlCharacters(`webhook-receiver relay pull: ${reason}; trying this batch again in ${Math.round(context.retryInMs / 1000)} s`));
+    },
+  });
+  const stop = () => {
+    interrupted = true;
+    void puller.close();
+  };
+  process.on('SIGINT', stop);
+  process.on('SIGTERM', stop);
   io.out(`pulling trigger ${triggerId} into ${target.href} (signed with ${secrets.length} ${secrets.length === 1 ? 'key' : 'keys'}; cursor ${values.cursor === undefined ? 'in memory' : 'in the --cursor file'})${values.once === true ? '' : '. Ctrl-C to stop.'}`);
+  let failed = false;
   try {
-    while (!stopping.signal.aborted) {
-      let waitMs: number;
-      let outcome: BatchOutcome = { ok: true };
-      let caughtUp = false;
+    if (values.once === true) {
       try {
-        const from = await cursor.load();
-        const batch = await relay.waitTrigger(triggerId, { ...(from ? { cursor: from } : {}), ...(limit === undefined ? {} : { limit }), signal: stopping.signal });
-        for (const event of batch.events) {
-          outcome = await forward(relay, event, stopping.signal);
-          if (!outcome.ok) break;
-        }
-        // Never past an event the endpoint did not take: the next poll starts this batch again.
-        if (outcome.ok && batch.nextCursor !== null) await cursor.save(batch.nextCursor);
-        caughtUp = batch.caughtUp;
-        if (outcome.ok) failing.reset();
-        if (batch.events.length > 0) idle.reset();
-        waitMs = !outcome.ok ? failing.next(Math.random()) : batch.events.length > 0 && !caughtUp ? 0 : idle.next(1);
-      } catch (error) {
-        if (stopping.signal.aborted) break;
-        let text: string;
-        if (error instanceof RelayError) text = relayFailureText(error, seconds);
-        else if (error instanceof UsageError || error instanceof TypeError) throw new UsageError(error.message);
-        else text = `cannot keep the cursor: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`;
-        outcome = { ok: false, reason: text };
-        waitMs = error instanceof RelayError && error.status === 429 && error.retryAfter !== undefined ? error.retryAfter * 1000 : failing.next(Math.random());
+        // Batch after batch until the trigger has caught up; the first failure stops the command.
+        for (let caughtUp = false; !caughtUp; ) caughtUp = (await puller.pollOnce()).caughtUp;
+      } catch {
+        // Reported already; after Ctrl-C it is only the interruption.
+        failed = !interrupted;
       }
-      if (!outcome.ok) {
-        if (values.once === true) {
-          io.err(escapeControlCharacters(`webhook-receiver relay pull: stopped: ${outcome.reason}; the cursor stays before this batch, so the next pull sends it again`));
-          return 1;
-        }
-        io.err(escapeControlCharacters(`webhook-receiver relay pull: ${outcome.reason}; trying this batch again in ${Math.round(waitMs / 1000)} s`));
-      } else if (values.once === true && caughtUp) {
-        break;
-      }
-      if (waitMs > 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, waitMs);
-          stopping.signal.addEventListener('abort', () => (clearTimeout(timer), resolve()), { once: true });
-        });
-      }
+    } else {
+      await puller.run();
     }
   } finally {
     process.off('SIGINT', stop);
     process.off('SIGTERM', stop);
   }
-  io.out(`${values.once === true ? 'caught up' : 'stopped'}: ${sent} ${sent === 1 ? 'event' : 'events'} sent and answered 2xx`);
+  if (misuse !== undefined) throw new UsageError(misuse.message);
+  if (failed) return 1;
+  io.out(`${values.once === true && !interrupted ? 'caught up' : 'stopped'}: ${sent} ${sent === 1 ? 'event' : 'events'} sent and answered 2xx`);
   return 0;
 }

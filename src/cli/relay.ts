@@ -272,6 +272,13 @@ export async function relayCommand(args: string[]): Promise<number> {
   throw new UsageError('unknown relay command: deliveries, rotate or pull');
 }
 
+/** A captured event's two documents, as `parseRelayEvent` takes them, and the headers left out. */
+interface EventDocuments {
+  event: { id: string; method: string; headers: [string, string][]; contentType: string | null; payloadBytes: number };
+  payload: { contentType: string | null; bytes: number; bodyBase64: string };
+  dropped: string[];
+}
+
 /**
  * The event `eventId` and its raw body from the relay, as the documents `parseRelayEvent` takes,
  * with credential and signature headers left out. A `method` of null (an older row: the relay did
@@ -281,7 +288,7 @@ export async function relayEventDocuments(
   eventId: string,
   method: string | undefined,
   values: { 'relay-url'?: string | undefined },
-): Promise<{ event: { id: string; method: string; headers: [string, string][]; contentType: string | null; payloadBytes: number }; payload: { contentType: string | null; bytes: number; bodyBase64: string }; dropped: string[] }> {
+): Promise<EventDocuments> {
   const id = uuidOption(eventId, '--event-id')!;
   const { relay, signal, seconds } = relayConnection({ 'relay-url': values['relay-url'] });
   try {
@@ -298,28 +305,26 @@ export async function eventDocuments(
   id: string,
   method: string | undefined,
   signal: AbortSignal,
-): Promise<{ event: { id: string; method: string; headers: [string, string][]; contentType: string | null; payloadBytes: number }; payload: { contentType: string | null; bytes: number; bodyBase64: string }; dropped: string[] }> {
-  {
-    const event = await relay.event(id, { signal });
-    const payload = await relay.payload(id, { signal });
-    if (event.method === null && method === undefined) {
-      throw new UsageError('the relay did not record this event\'s method (an older capture): pass --method (e.g. --method POST) to say which to replay it with; nothing was sent');
-    }
-    if (event.method !== null && method !== undefined && event.method.toUpperCase() !== method.toUpperCase()) {
-      throw new UsageError(`the relay recorded this event's method as ${event.method}: --method is only for events whose method was not recorded; nothing was sent`);
-    }
-    const dropped: string[] = [];
-    const headers = event.headers.filter(([name]) => {
-      // The relay keeps a capture's headers unscrubbed: the sender's credentials and signatures
-      // are in them, and are never sent again (the rule recordings follow).
-      if (!isCredentialHeader(name)) return true;
-      if (!dropped.includes(name.toLowerCase())) dropped.push(name.toLowerCase());
-      return false;
-    });
-    return {
-      event: { id: event.id, method: event.method ?? method!, headers, contentType: event.contentType, payloadBytes: payload.body.byteLength },
-      payload: { contentType: payload.contentType, bytes: payload.body.byteLength, bodyBase64: base64Encode(payload.body) },
-      dropped,
-    };
+): Promise<EventDocuments> {
+  const event = await relay.event(id, { signal });
+  const payload = await relay.payload(id, { signal });
+  if (event.method === null && method === undefined) {
+    throw new UsageError('the relay did not record this event\'s method (an older capture): pass --method (e.g. --method POST) to say which to replay it with; nothing was sent');
   }
+  if (event.method !== null && method !== undefined && event.method.toUpperCase() !== method.toUpperCase()) {
+    throw new UsageError(`the relay recorded this event's method as ${event.method}: --method is only for events whose method was not recorded; nothing was sent`);
+  }
+  const dropped: string[] = [];
+  const headers = event.headers.filter(([name]) => {
+    // The relay keeps a capture's headers unscrubbed: the sender's credentials and signatures
+    // are in them, and are never sent again (the rule recordings follow).
+    if (!isCredentialHeader(name)) return true;
+    if (!dropped.includes(name.toLowerCase())) dropped.push(name.toLowerCase());
+    return false;
+  });
+  return {
+    event: { id: event.id, method: event.method ?? method!, headers, contentType: event.contentType, payloadBytes: payload.body.byteLength },
+    payload: { contentType: payload.contentType, bytes: payload.body.byteLength, bodyBase64: base64Encode(payload.body) },
+    dropped,
+  };
 }

@@ -4,6 +4,8 @@
  * pullers that failed together do not come back together.
  */
 
+import { isWholeNumber } from '../lib/checks.ts';
+
 /**
  * A floor and a cap, in milliseconds, for {@link TriggerSourceOptions.idle} and
  * {@link TriggerSourceOptions.errors}.
@@ -29,7 +31,7 @@ export interface PullBackoff {
 
 function ms(value: unknown, name: string, fallback: number): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > 86_400_000) {
+  if (!isWholeNumber(value, 0, 86_400_000)) {
     throw new RangeError(`triggerSource: ${name} must be a whole number of milliseconds from 0 to 86400000; got ${String(value)}`);
   }
   return value;

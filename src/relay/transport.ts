@@ -54,7 +54,8 @@ function retryAfterSeconds(header: string | null, now: number): number | undefin
   return Number.isNaN(at) ? undefined : Math.max(0, Math.ceil((at - now) / 1000));
 }
 
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+/** Resolves after `ms`; rejects with the signal's reason once it aborts. */
+export function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted === true) return reject(signal.reason);
     const timer = setTimeout(() => {

@@ -74,45 +74,65 @@ async function cli(args: string[], env: Record<string, string> = {}): Promise<Re
   return result;
 }
 
+/**
+ * `relay pull` left running (without --once), as a person runs it: `waitFor` resolves once its
+ * output passes a check, `stop` kills it whatever happened. It is killed after 150 s regardless.
+ */
+function pulling(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/index.ts'), 'relay', 'pull', ...args], {
+    cwd: root,
+    env: { ...process.env, RELAY_URL: emulator.url, RELAY_API_KEY: KEY, WEBHOOK_SECRET: SECRET, ...env },
+  });
+  const killer = setTimeout(() => child.kill('SIGKILL'), 150_000);
+  let stdout = '';
+  let stderr = '';
+  const waiters = new Set<() => void>();
+  const wake = () => {
+    for (const waiter of waiters) waiter();
+  };
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => ((stdout += chunk), wake()));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => ((stderr += chunk), wake()));
+  const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
+  return {
+    exit,
+    kill: (signal: NodeJS.Signals) => child.kill(signal),
+    output: () => ({ stdout, stderr }),
+    waitFor: (check: (stdout: string, stderr: string) => boolean) =>
+      new Promise<void>((resolve) => {
+        const test = () => {
+          if (!check(stdout, stderr)) return;
+          waiters.delete(test);
+          resolve();
+        };
+        waiters.add(test);
+        test();
+      }),
+    stop: () => {
+      clearTimeout(killer);
+      child.kill('SIGKILL');
+    },
+  };
+}
+
 describe('relay pull', () => {
   it('without --once keeps pulling, sends an event added while it runs, and stops on Ctrl-C with its cursor saved', { timeout: 180_000 }, async () => {
     emulator.addEvent({ body: '{"type":"first"}' });
     const triggerId = emulator.addTrigger();
     const cursorFile = join(dir, 'live.cursor');
-    const env = { ...process.env, RELAY_URL: emulator.url, RELAY_API_KEY: KEY, WEBHOOK_SECRET: SECRET };
-    const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/index.ts'), 'relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile], { cwd: root, env });
-    const killer = setTimeout(() => child.kill('SIGKILL'), 150_000);
-    let stdout = '';
-    let stderr = '';
-    const waiters = new Set<() => void>();
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-      stdout += chunk;
-      for (const waiter of waiters) waiter();
-    });
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const exit = new Promise<number | null>((resolve) => child.on('close', resolve));
-    const sentLines = (count: number) =>
-      new Promise<void>((resolve) => {
-        const check = () => {
-          if ((stdout.match(/: 204 /g) ?? []).length < count) return;
-          waiters.delete(check);
-          resolve();
-        };
-        waiters.add(check);
-        check();
-      });
+    const child = pulling(['--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile]);
+    const sentLines = (count: number) => child.waitFor((stdout) => (stdout.match(/: 204 /g) ?? []).length >= count);
     try {
       await sentLines(1);
-      expect(stdout).toContain('Ctrl-C to stop');
+      expect(child.output().stdout).toContain('Ctrl-C to stop');
       // An event captured while the loop runs reaches the endpoint without a restart.
       emulator.addEvent({ body: '{"type":"second"}' });
       await sentLines(2);
       child.kill('SIGINT');
-      expect(await exit).toBe(0);
+      expect(await child.exit).toBe(0);
     } finally {
-      clearTimeout(killer);
-      child.kill('SIGKILL');
+      child.stop();
     }
+    const { stdout, stderr } = child.output();
     record(stdout);
     record(stderr);
     expect(stdout + stderr).not.toContain(KEY);
@@ -120,6 +140,42 @@ describe('relay pull', () => {
     expect(received.map((request) => request.body.toString())).toEqual(['{"type":"first"}', '{"type":"second"}']);
     expect(received.every((request) => request.verified)).toBe(true);
     expect(existsSync(cursorFile)).toBe(true);
+  });
+
+  it('without --once sends a batch the endpoint refused again after a backoff, and still ends at a misuse (exit 2)', { timeout: 180_000 }, async () => {
+    const refused = emulator.addEvent({ body: '{"n":1}' });
+    const triggerId = emulator.addTrigger();
+    answer = (index) => (index === 0 ? 503 : 204);
+    const child = pulling(['--trigger', triggerId, '--to', `${endpoint.url}/webhooks`]);
+    try {
+      await child.waitFor((stdout) => / 204 /.test(stdout));
+      child.kill('SIGINT');
+      expect(await child.exit).toBe(0);
+    } finally {
+      child.stop();
+    }
+    const { stdout, stderr } = child.output();
+    record(stdout);
+    record(stderr);
+    expect(stderr).toMatch(new RegExp(`^webhook-receiver relay pull: event ${refused.id} was answered 503; trying this batch again in 1 s$`, 'm'));
+    expect(received.map((request) => [request.headers['webhook-id'], request.verified])).toEqual([
+      [refused.id, true],
+      [refused.id, true],
+    ]);
+    expect(stdout).toMatch(/stopped: 1 event sent and answered 2xx/);
+
+    // An event whose method the relay did not record is a misuse the loop meets: the command ends.
+    emulator.addEvent({ body: '{"old":true}', method: null });
+    const misuse = pulling(['--trigger', emulator.addTrigger(), '--to', `${endpoint.url}/webhooks`]);
+    try {
+      expect(await misuse.exit).toBe(2);
+    } finally {
+      misuse.stop();
+    }
+    record(misuse.output().stderr);
+    expect(misuse.output().stderr).toMatch(/--method/);
+    // A new trigger reads from the start: the first event once more, the one after it never.
+    expect(received.map((request) => request.headers['webhook-id'])).toEqual([refused.id, refused.id, refused.id]);
   });
 
   it('--once sends each event signed with the local secret, unattempted unsigned, failed never, and resumes from --cursor', { timeout: 180_000 }, async () => {
@@ -160,6 +216,10 @@ describe('relay pull', () => {
     expect(lines[2]).toContain(`event ${failed.id} (failed): skipped`);
     expect(first.stdout).toMatch(/caught up: 2 events sent and answered 2xx/);
     expect(existsSync(cursorFile)).toBe(true);
+    // The bodies come with each event's documents, not a second time inline in the wait.
+    const waits = emulator.requests.filter((request) => request.path.endsWith('/wait'));
+    expect(waits.length).toBeGreaterThan(0);
+    expect(waits.every((request) => request.query.some(([name, value]) => name === 'inlineBodies' && value === 'false'))).toBe(true);
 
     // Again from the cursor: nothing new, nothing sent.
     const again = await cli(['relay', 'pull', '--trigger', triggerId, '--to', `${endpoint.url}/webhooks`, '--cursor', cursorFile, '--once']);

@@ -5,7 +5,7 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Queue } from 'bullmq';
@@ -176,9 +176,14 @@ describe('cursor stores', () => {
     expect(() => fileCursor('')).toThrow(TypeError);
   });
 
-  it('fileCursor: a save that cannot write leaves the old cursor in place', async () => {
+  it("fileCursor: a save that cannot be placed rejects with the file system's error and leaves no temporary file", async () => {
     const path = join(dir, 'missing-folder', 'trigger.cursor');
     await expect(fileCursor(path).save('x')).rejects.toMatchObject({ code: 'ENOENT' });
+    // Written and flushed, but a folder is in the way of the rename: the temporary file goes too.
+    const blocked = join(dir, 'blocked.cursor');
+    await mkdir(join(blocked, 'inside'), { recursive: true });
+    await expect(fileCursor(blocked).save('y')).rejects.toMatchObject({ code: expect.stringMatching(/^(EISDIR|ENOTEMPTY|EEXIST)$/) });
+    expect(await readdir(dir)).toEqual(['blocked.cursor']);
   });
 
   it.skipIf(!available)('keyValueCursor on a Redis client (set) and on a put-style store', async () => {

@@ -355,6 +355,40 @@ describe('the loop: backoff and close()', () => {
     ]);
   });
 
+  it('stops the batch at an event whose claim is held elsewhere, and pulls it again once the claim could have ended', async () => {
+    const held = emulator.addEvent({ body: '{"n":1}' });
+    emulator.addEvent({ body: '{"n":2}' });
+    const triggerId = emulator.addTrigger();
+    const store = memoryStore();
+    // A pushed delivery of the same event, still running: its claim holds for 42 s.
+    const pushed = await store.claim(`default:s:${held.id}`, 42_000);
+    if (pushed.status !== 'acquired') throw new Error('the claim was not acquired');
+    const cursor = memoryCursor();
+    const runs: string[] = [];
+    let source: ReturnType<typeof triggerSource> | undefined;
+    const { waits, sleep } = recordingSleep(async (done) => {
+      // The pushed delivery ends during the first wait; the second poll runs the batch.
+      if (done.length === 1) await store.release(`default:s:${held.id}`, pushed.token);
+      if (done.length === 2) void source!.close();
+    });
+    const { failures: errors, onError, onEvent } = listeners();
+    source = triggerSource({ relay: client(), triggerId, cursor, receiver: createReceiver({ secrets: SECRET, idempotency: { store } }), handler: (webhook) => void runs.push(webhook.id), errors: { minMs: 5, maxMs: 5 }, sleep, onError, onEvent });
+
+    await expect(source.pollOnce()).rejects.toThrow(/being processed elsewhere/);
+    expect(cursor.saved).toEqual([]);
+    expect(runs).toEqual([]);
+
+    await source.run();
+    // The claim's own time, not the error backoff; then the batch, whole, and the idle floor.
+    expect(waits).toEqual([42_000, 1_000]);
+    expect(errors.map(({ context }) => context)).toEqual([
+      { stage: 'event', eventId: held.id },
+      { stage: 'event', eventId: held.id, retryInMs: 42_000 },
+    ]);
+    expect(runs).toHaveLength(2);
+    expect(cursor.saved).toHaveLength(1);
+  });
+
   it('close() aborts a wait in flight, and run() ends', async () => {
     let waiting!: () => void;
     const arrived = new Promise<void>((resolve) => {
