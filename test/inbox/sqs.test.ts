@@ -8,11 +8,12 @@
  * down (503) and back (fauxqs's dataDir keeps its state across the restart).
  */
 
+import { getEventListeners } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChangeMessageVisibilityCommand, DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
 import { InboxGate } from '../../src/receiver/accept.ts';
 import { sqsInbox, type SqsInbox, type SqsInboxOptions } from '../../src/inbox/sqs/index.ts';
@@ -243,6 +244,27 @@ describe.skipIf(!available)('sqsInbox', () => {
       expect(countIn(server, name).ready).toBe(0);
     } finally {
       release();
+      await worker.close({ timeoutMs: 2000 });
+    }
+  });
+
+  it('work: a worker kept at its concurrency waits for a free slot without piling listeners on its poller', async () => {
+    const { queueUrl } = freshQueues(server);
+    const inbox = inboxOn({ queueUrl });
+    const jobs = await Promise.all(Array.from({ length: 16 }, (_, i) => acceptedJob(`{"i":${i}}`, { id: idOf(`busy${i}`) })));
+    for (const job of jobs) await inbox.enqueue(job);
+    // Watched, not replaced: every listener still reaches the real EventTarget.
+    const added = vi.spyOn(EventTarget.prototype, 'addEventListener');
+    const outcomes = new Outcomes();
+    const worker = await inbox.work(() => {}, { concurrency: 1, onOutcome: outcomes.record, logger: quiet });
+    try {
+      await outcomes.until(() => jobs.every((job) => outcomes.of(job.id).includes('processed')));
+      const signals = new Set(added.mock.contexts.filter((target): target is AbortSignal => target instanceof AbortSignal));
+      const most = Math.max(...[...signals].map((signal) => getEventListeners(signal, 'abort').length));
+      // The poller's own signal holds the long poll's listener and at most one wait's: not one a job.
+      expect(most).toBeLessThanOrEqual(2);
+    } finally {
+      added.mockRestore();
       await worker.close({ timeoutMs: 2000 });
     }
   });
