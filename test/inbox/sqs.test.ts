@@ -10,6 +10,7 @@
 
 import { getEventListeners } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChangeMessageVisibilityCommand, DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
@@ -331,6 +332,26 @@ describe.skipIf(!available)('sqsInbox', () => {
     // The retried job is on the source queue, as a new generation with its attempts counted anew.
     const [message] = (await client.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1 }))).Messages ?? [];
     expect(JSON.parse(message!.Body!)).toEqual({ job: jobs[7], attemptsBefore: 0, generation: 1 });
+  });
+  it('rejects a request SQS does not answer within its bound, also through a client that drops the abort signal', async () => {
+    // A server that takes connections and never answers.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const mute = sqsClient({ port: (silent.address() as AddressInfo).port });
+    // Wraps the SDK client as an application might (logging, tracing), passing no options on.
+    const wrapped = { send: (command: object) => mute.send(command as SendMessageCommand) };
+    try {
+      const inbox = sqsInbox({ client: wrapped, queueUrl: 'http://127.0.0.1/000000000000/never', maxMessageBytes: 262_144, timeoutMs: 200, logger: quiet });
+      await expect(inbox.enqueue(await acceptedJob('{}', { id: idOf('mute') }))).rejects.toThrow('SQS did not answer SendMessage within 200 ms');
+    } finally {
+      mute.destroy();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });
 
