@@ -71,6 +71,19 @@ describeOrderedInbox('sqs', {
 const idOf = (label: string) => `msg_sqs_${label}_${randomSuffix()}`;
 
 describe.skipIf(!available)('sqsInbox', () => {
+  it('refuses bad options at once, with a typed error that names the option', () => {
+    const queueUrl = 'http://127.0.0.1/000000000000/options';
+    expect(() => sqsInbox(undefined as never)).toThrow(new TypeError('sqsInbox needs an options object: sqsInbox({ client, queueUrl })'));
+    expect(() => sqsInbox({ client: {} as never, queueUrl })).toThrow(new TypeError('sqsInbox client must be an SQSClient from @aws-sdk/client-sqs (v3): it has no send()'));
+    expect(() => sqsInbox({ client, queueUrl: 'my-queue' })).toThrow(new TypeError('sqsInbox queueUrl must be a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)'));
+    expect(() => sqsInbox({ client, queueUrl, deadLetterQueueUrl: queueUrl })).toThrow(new TypeError('sqsInbox deadLetterQueueUrl must be another queue than queueUrl'));
+    expect(() => sqsInbox({ client, queueUrl, maxMessageBytes: 1023 })).toThrow(new RangeError("sqsInbox maxMessageBytes must be a whole number from 1024 to 1048576 (default: the queue's MaximumMessageSize)"));
+    expect(() => sqsInbox({ client, queueUrl, visibilityTimeoutSeconds: 0.5 })).toThrow(new RangeError('sqsInbox visibilityTimeoutSeconds must be a whole number from 1 to 43200 (default 30)'));
+    expect(() => sqsInbox({ client, queueUrl, waitTimeSeconds: 21 })).toThrow(new RangeError('sqsInbox waitTimeSeconds must be a whole number from 1 to 20 (default 20)'));
+    expect(() => sqsInbox({ client, queueUrl, maxAttempts: 0 })).toThrow(new RangeError('sqsInbox maxAttempts must be a whole number from 1 to 1000 (default 12)'));
+    expect(() => sqsInbox({ client, queueUrl }).lambda(() => {}, { reserveMs: -1 })).toThrow(new RangeError('sqsInbox lambda reserveMs must be a non-negative number of milliseconds (default 2 000)'));
+  });
+
   it('refuses at accept, with 413 naming the limit read from the queue, a job whose message would pass MaximumMessageSize', async () => {
     const { queueUrl, name } = freshQueues(server, { attributes: { MaximumMessageSize: '1024' } });
     const inbox = inboxOn({ queueUrl });
