@@ -310,6 +310,17 @@ describe.skipIf(!available)('sqsInbox', () => {
     }
   });
 
+  it('a message the redrive policy moved counts its receives as attempts also when deadLetterQueueUrl is given', async () => {
+    const { queueUrl, deadLetterQueueUrl } = freshQueues(server, { maxReceiveCount: 1 });
+    const inbox = inboxOn({ queueUrl, deadLetterQueueUrl, maxAttempts: 3 });
+    const job = await acceptedJob('{}', { id: idOf('redriven-named') });
+    await inbox.enqueue(job);
+    const [message] = (await client.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1 }))).Messages ?? [];
+    await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: message!.ReceiptHandle!, VisibilityTimeout: 0 }));
+    expect((await client.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1 }))).Messages ?? []).toEqual([]);
+    expect((await inbox.deadLetters()).map((letter) => [letter.webhookId, letter.attempts, letter.error.name])).toEqual([[job.id, 1, 'RetriesExhausted']]);
+  });
+
   it('warns once when the queue has no redrive policy, or one that moves messages before the last attempt', async () => {
     const warnings: string[] = [];
     const logger = { warn: (_fields: object, message: string) => void warnings.push(message), error: () => {} };

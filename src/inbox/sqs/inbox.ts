@@ -292,7 +292,8 @@ class Sqs implements SqsInbox {
 
   async deadLetters(options?: { limit?: number }): Promise<DeadLetter[]> {
     const limit = deadLetterLimit(options);
-    const maxReceiveCount = this.#deadLetterQueueUrl === undefined ? (await this.#queueSettings()).maxReceiveCount : undefined;
+    // How many receives a message the redrive policy moved had: the policy's, whichever way the dead-letter queue was named.
+    const { maxReceiveCount } = await this.#queueSettings();
     const letters = await this.#withDeadLetters(limit, async (held) => ({
       value: [...held].sort((a, b) => a.sentAt - b.sentAt).flatMap((message) => letterOf(message, maxReceiveCount) ?? []),
       taken: new Set<Held>(),
