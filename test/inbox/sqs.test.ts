@@ -262,6 +262,36 @@ describe.skipIf(!available)('sqsInbox', () => {
     }
   });
 
+  it('work: a slow job holds one slot only; the worker receives for the others and runs them meanwhile', async () => {
+    const { queueUrl } = freshQueues(server);
+    const inbox = inboxOn({ queueUrl });
+    const slow = await acceptedJob('{}', { id: idOf('slow-slot') });
+    const quick = await Promise.all(Array.from({ length: 6 }, (_, i) => acceptedJob(`{"i":${i}}`, { id: idOf(`quick${i}`) })));
+    // The slow one first, so that the first receive takes it with a quick one.
+    for (const job of [slow, ...quick]) await inbox.enqueue(job);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const outcomes = new Outcomes();
+    let slowDone = false;
+    const worker = await inbox.work(
+      async (webhook) => {
+        if (webhook.id !== slow.id) return;
+        await released;
+        slowDone = true;
+      },
+      { concurrency: 2, onOutcome: outcomes.record, logger: quiet },
+    );
+    try {
+      await outcomes.until(() => quick.every((job) => outcomes.of(job.id).includes('processed')));
+      expect(slowDone).toBe(false);
+      release();
+      await outcomes.until(() => outcomes.of(slow.id).includes('processed'));
+    } finally {
+      release();
+      await worker.close({ timeoutMs: 2000 });
+    }
+  });
+
   it('work: a worker kept at its concurrency waits for a free slot without piling listeners on its poller', async () => {
     const { queueUrl } = freshQueues(server);
     const inbox = inboxOn({ queueUrl });
