@@ -8,6 +8,7 @@
 
 import { escapeControlCharacters } from '../encoding.ts';
 import type { PgBossLike } from '../inbox/pg-boss.ts';
+import { isQueueUrl } from '../inbox/sqs/queue.ts';
 import type { DeadLetter, Inbox } from '../inbox/types.ts';
 import { noAnswer, scrubbed, shownUrl, unreachable, within, type ServerKind } from './connect.ts';
 import { io, parse, printHelp, UsageError, wholeNumber } from './options.ts';
@@ -194,7 +195,7 @@ export async function inboxCommand(args: string[]): Promise<number> {
     scheme === 'redis' || scheme === 'rediss' ? 'bullmq' : scheme === 'postgres' || scheme === 'postgresql' ? 'pg-boss' : scheme === 'https' || scheme === 'http' ? 'sqs' : undefined;
   // The URL itself is never repeated: it may carry a password.
   if (engine === undefined) throw new UsageError('the URL must start with redis://, rediss:// (BullMQ), postgres:// or postgresql:// (pg-boss), or be an SQS queue URL (https://)');
-  if (engine === 'sqs' && !/^https?:\/\/[^/\s]+\/\S+$/.test(url)) throw new UsageError('an SQS queue URL names the queue: https://sqs.<region>.amazonaws.com/<account>/<queue>');
+  if (engine === 'sqs' && !isQueueUrl(url)) throw new UsageError('an SQS queue URL names the queue: https://sqs.<region>.amazonaws.com/<account>/<queue>');
   const endpoint = values.endpoint;
   if (endpoint !== undefined && !/^https?:\/\/\S+$/.test(endpoint)) throw new UsageError('--endpoint must be an http:// or https:// URL');
   const limit = wholeNumber(values.limit, '--limit', 1, 100_000);

@@ -12,7 +12,7 @@ import { DeleteMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import { generateSecret, signWebhook } from 'webhook-receiver';
 import type { LambdaHttpEvent } from 'webhook-receiver/lambda';
 import { afterAll, beforeAll, describe, expect, it, vi, type MockInstance } from 'vitest';
-import { acceptHandler } from '../../examples/aws-sqs/accept.ts';
+import { acceptHandler, awsParts } from '../../examples/aws-sqs/accept.ts';
 import { workerHandler } from '../../examples/aws-sqs/worker.ts';
 import { startDynalite, type Dynalite } from '../support/dynamodb.ts';
 import { countIn, freshQueues, lambdaRecord, receiveAsLambda, sqsClient, startSqs, type FauxqsServer } from '../support/sqs.ts';
@@ -81,7 +81,7 @@ describe.skipIf(!available)('examples/aws-sqs', () => {
     expect(log.mock.calls.map(([line]) => String(line))).toEqual(['webhook msg_aws_1: invoice.paid']);
     expect(countIn(server, name)).toEqual({ ready: 0, delayed: 0, inflight: 0 });
     expect(countIn(server, deadName).ready).toBe(1);
-    const { inbox } = await import('../../examples/aws-sqs/accept.ts').then(({ awsParts }) => awsParts(env, clients));
+    const { inbox } = awsParts(env, clients);
     const letters = await inbox.deadLetters();
     expect(letters.map((letter) => [letter.webhookId, letter.attempts, letter.error])).toEqual([['msg_aws_2', 1, { name: 'PermanentError', message: 'the event has no type' }]]);
   });

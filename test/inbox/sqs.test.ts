@@ -8,11 +8,13 @@
  * down (503) and back (fauxqs's dataDir keeps its state across the restart).
  */
 
+import { getEventListeners } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ChangeMessageVisibilityCommand, DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand, type SQSClient } from '@aws-sdk/client-sqs';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
 import { InboxGate } from '../../src/receiver/accept.ts';
 import { sqsInbox, type SqsInbox, type SqsInboxOptions } from '../../src/inbox/sqs/index.ts';
@@ -69,6 +71,19 @@ describeOrderedInbox('sqs', {
 const idOf = (label: string) => `msg_sqs_${label}_${randomSuffix()}`;
 
 describe.skipIf(!available)('sqsInbox', () => {
+  it('refuses bad options at once, with a typed error that names the option', () => {
+    const queueUrl = 'http://127.0.0.1/000000000000/options';
+    expect(() => sqsInbox(undefined as never)).toThrow(new TypeError('sqsInbox needs an options object: sqsInbox({ client, queueUrl })'));
+    expect(() => sqsInbox({ client: {} as never, queueUrl })).toThrow(new TypeError('sqsInbox client must be an SQSClient from @aws-sdk/client-sqs (v3): it has no send()'));
+    expect(() => sqsInbox({ client, queueUrl: 'my-queue' })).toThrow(new TypeError('sqsInbox queueUrl must be a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)'));
+    expect(() => sqsInbox({ client, queueUrl, deadLetterQueueUrl: queueUrl })).toThrow(new TypeError('sqsInbox deadLetterQueueUrl must be another queue than queueUrl'));
+    expect(() => sqsInbox({ client, queueUrl, maxMessageBytes: 1023 })).toThrow(new RangeError("sqsInbox maxMessageBytes must be a whole number from 1024 to 1048576 (default: the queue's MaximumMessageSize)"));
+    expect(() => sqsInbox({ client, queueUrl, visibilityTimeoutSeconds: 0.5 })).toThrow(new RangeError('sqsInbox visibilityTimeoutSeconds must be a whole number from 1 to 43200 (default 30)'));
+    expect(() => sqsInbox({ client, queueUrl, waitTimeSeconds: 21 })).toThrow(new RangeError('sqsInbox waitTimeSeconds must be a whole number from 1 to 20 (default 20)'));
+    expect(() => sqsInbox({ client, queueUrl, maxAttempts: 0 })).toThrow(new RangeError('sqsInbox maxAttempts must be a whole number from 1 to 1000 (default 12)'));
+    expect(() => sqsInbox({ client, queueUrl }).lambda(() => {}, { reserveMs: -1 })).toThrow(new RangeError('sqsInbox lambda reserveMs must be a non-negative number of milliseconds (default 2 000)'));
+  });
+
   it('refuses at accept, with 413 naming the limit read from the queue, a job whose message would pass MaximumMessageSize', async () => {
     const { queueUrl, name } = freshQueues(server, { attributes: { MaximumMessageSize: '1024' } });
     const inbox = inboxOn({ queueUrl });
@@ -247,6 +262,57 @@ describe.skipIf(!available)('sqsInbox', () => {
     }
   });
 
+  it('work: a slow job holds one slot only; the worker receives for the others and runs them meanwhile', async () => {
+    const { queueUrl } = freshQueues(server);
+    const inbox = inboxOn({ queueUrl });
+    const slow = await acceptedJob('{}', { id: idOf('slow-slot') });
+    const quick = await Promise.all(Array.from({ length: 6 }, (_, i) => acceptedJob(`{"i":${i}}`, { id: idOf(`quick${i}`) })));
+    // The slow one first, so that the first receive takes it with a quick one.
+    for (const job of [slow, ...quick]) await inbox.enqueue(job);
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const outcomes = new Outcomes();
+    let slowDone = false;
+    const worker = await inbox.work(
+      async (webhook) => {
+        if (webhook.id !== slow.id) return;
+        await released;
+        slowDone = true;
+      },
+      { concurrency: 2, onOutcome: outcomes.record, logger: quiet },
+    );
+    try {
+      await outcomes.until(() => quick.every((job) => outcomes.of(job.id).includes('processed')));
+      expect(slowDone).toBe(false);
+      release();
+      await outcomes.until(() => outcomes.of(slow.id).includes('processed'));
+    } finally {
+      release();
+      await worker.close({ timeoutMs: 2000 });
+    }
+  });
+
+  it('work: a worker kept at its concurrency waits for a free slot without piling listeners on its poller', async () => {
+    const { queueUrl } = freshQueues(server);
+    const inbox = inboxOn({ queueUrl });
+    const jobs = await Promise.all(Array.from({ length: 16 }, (_, i) => acceptedJob(`{"i":${i}}`, { id: idOf(`busy${i}`) })));
+    for (const job of jobs) await inbox.enqueue(job);
+    // Watched, not replaced: every listener still reaches the real EventTarget.
+    const added = vi.spyOn(EventTarget.prototype, 'addEventListener');
+    const outcomes = new Outcomes();
+    const worker = await inbox.work(() => {}, { concurrency: 1, onOutcome: outcomes.record, logger: quiet });
+    try {
+      await outcomes.until(() => jobs.every((job) => outcomes.of(job.id).includes('processed')));
+      const signals = new Set(added.mock.contexts.filter((target): target is AbortSignal => target instanceof AbortSignal));
+      const most = Math.max(...[...signals].map((signal) => getEventListeners(signal, 'abort').length));
+      // The poller's own signal holds the long poll's listener and at most one wait's: not one a job.
+      expect(most).toBeLessThanOrEqual(2);
+    } finally {
+      added.mockRestore();
+      await worker.close({ timeoutMs: 2000 });
+    }
+  });
+
   it('a message the redrive policy moved (its worker never settled it) is listed with its failure unknown, and retry runs it', async () => {
     const { queueUrl } = freshQueues(server, { maxReceiveCount: 1 });
     const inbox = inboxOn({ queueUrl, maxAttempts: 3 });
@@ -272,6 +338,17 @@ describe.skipIf(!available)('sqsInbox', () => {
     } finally {
       await worker.close({ timeoutMs: 2000 });
     }
+  });
+
+  it('a message the redrive policy moved counts its receives as attempts also when deadLetterQueueUrl is given', async () => {
+    const { queueUrl, deadLetterQueueUrl } = freshQueues(server, { maxReceiveCount: 1 });
+    const inbox = inboxOn({ queueUrl, deadLetterQueueUrl, maxAttempts: 3 });
+    const job = await acceptedJob('{}', { id: idOf('redriven-named') });
+    await inbox.enqueue(job);
+    const [message] = (await client.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1 }))).Messages ?? [];
+    await client.send(new ChangeMessageVisibilityCommand({ QueueUrl: queueUrl, ReceiptHandle: message!.ReceiptHandle!, VisibilityTimeout: 0 }));
+    expect((await client.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1 }))).Messages ?? []).toEqual([]);
+    expect((await inbox.deadLetters()).map((letter) => [letter.webhookId, letter.attempts, letter.error.name])).toEqual([[job.id, 1, 'RetriesExhausted']]);
   });
 
   it('warns once when the queue has no redrive policy, or one that moves messages before the last attempt', async () => {
@@ -309,6 +386,26 @@ describe.skipIf(!available)('sqsInbox', () => {
     // The retried job is on the source queue, as a new generation with its attempts counted anew.
     const [message] = (await client.send(new ReceiveMessageCommand({ QueueUrl: queueUrl, MaxNumberOfMessages: 1 }))).Messages ?? [];
     expect(JSON.parse(message!.Body!)).toEqual({ job: jobs[7], attemptsBefore: 0, generation: 1 });
+  });
+  it('rejects a request SQS does not answer within its bound, also through a client that drops the abort signal', async () => {
+    // A server that takes connections and never answers.
+    const sockets = new Set<Socket>();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const mute = sqsClient({ port: (silent.address() as AddressInfo).port });
+    // Wraps the SDK client as an application might (logging, tracing), passing no options on.
+    const wrapped = { send: (command: object) => mute.send(command as SendMessageCommand) };
+    try {
+      const inbox = sqsInbox({ client: wrapped, queueUrl: 'http://127.0.0.1/000000000000/never', maxMessageBytes: 262_144, timeoutMs: 200, logger: quiet });
+      await expect(inbox.enqueue(await acceptedJob('{}', { id: idOf('mute') }))).rejects.toThrow('SQS did not answer SendMessage within 200 ms');
+    } finally {
+      mute.destroy();
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
   });
 });
 

@@ -5,6 +5,8 @@
  * command objects), and one request bounded by a timeout that aborts it.
  */
 
+import { commandLoader, sendCommand, type CommandClass } from '../../lib/aws.ts';
+
 /**
  * The part of an `SQSClient` (from `@aws-sdk/client-sqs` v3) the inbox uses:
  * `send(command, { abortSignal })`. Declared here so that neither the package nor its types need
@@ -21,8 +23,6 @@ export interface SqsClientLike {
   send(command: object, options?: { abortSignal?: AbortSignal }): Promise<unknown>;
 }
 
-type CommandClass = new (input: object) => object;
-
 /** The command classes the inbox sends. */
 export interface SqsCommands {
   SendMessageCommand: CommandClass;
@@ -34,18 +34,7 @@ export interface SqsCommands {
   GetQueueUrlCommand: CommandClass;
 }
 
-// A string literal, so an application's bundler sees it; never bundled into this package.
-let commands: Promise<SqsCommands> | undefined;
-function loadCommands(): Promise<SqsCommands> {
-  commands ??= import('@aws-sdk/client-sqs').then(
-    (sdk) => sdk as unknown as SqsCommands,
-    (error: unknown) => {
-      commands = undefined;
-      throw new Error('sqsInbox needs @aws-sdk/client-sqs (v3) installed beside the client it was given', { cause: error });
-    },
-  );
-  return commands;
-}
+const loadCommands = commandLoader<SqsCommands>(() => import('@aws-sdk/client-sqs'), 'sqsInbox needs @aws-sdk/client-sqs (v3) installed beside the client it was given');
 
 /** A message as `ReceiveMessage` returns it. */
 export interface ReceivedMessage {
@@ -76,20 +65,6 @@ export class SqsRequests {
 
   /** One request: `make` builds the command from the SDK's classes. */
   async send<T>(operation: string, ms: number, make: (sdk: SqsCommands) => object, signal?: AbortSignal): Promise<T> {
-    const sdk = await loadCommands();
-    const controller = new AbortController();
-    const timer = setTimeout(() => controller.abort(new SqsTimeout(operation, ms)), ms);
-    const onAbort = () => controller.abort(signal?.reason);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    try {
-      return (await this.#client.send(make(sdk), { abortSignal: controller.signal })) as T;
-    } catch (error) {
-      // The SDK rejects an aborted request with its own AbortError: say which bound it was.
-      if (controller.signal.aborted && controller.signal.reason instanceof SqsTimeout) throw controller.signal.reason;
-      throw error;
-    } finally {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-    }
+    return (await sendCommand(this.#client, loadCommands, make, ms, () => new SqsTimeout(operation, ms), signal)) as T;
   }
 }

@@ -7,6 +7,7 @@
  * redrive policy moves there what no worker ever settled.
  */
 
+import { isObject, isWholeNumber, wholeNumber } from '../../lib/checks.ts';
 import { checkLogger, type WebhookLogger } from '../../logger.ts';
 import type { IdempotencyStore } from '../../stores/types.ts';
 import { DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS } from '../../claims.ts';
@@ -19,7 +20,7 @@ import { giveBack, letterOf, remove, scan, type Held } from './dead-letters.ts';
 import { runBatch, type SqsLambdaHandler } from './lambda.ts';
 import { acceptedBody, fifoFields } from './message.ts';
 import { startPolling } from './poller.ts';
-import { queueUrlOfArn, readQueueSettings, redriveWarning, SQS_MAX_MESSAGE_BYTES, type QueueSettings } from './queue.ts';
+import { isQueueUrl, queueUrlOfArn, readQueueSettings, redriveWarning, SQS_MAX_MESSAGE_BYTES, type QueueSettings } from './queue.ts';
 import { resend, type SettleContext } from './settle.ts';
 
 /**
@@ -134,14 +135,6 @@ export interface SqsInbox extends Inbox {
   lambda(handler: InboxHandler, options?: SqsLambdaOptions): SqsLambdaHandler;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
-
-function wholeOption(value: unknown, name: string, min: number, max: number, fallback: number | undefined): number | undefined {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) throw new RangeError(`sqsInbox ${name} must be a whole number from ${min} to ${max}`);
-  return value;
-}
-
 class Sqs implements SqsInbox {
   readonly engine = 'sqs';
   readonly maxAttempts: number;
@@ -164,8 +157,7 @@ class Sqs implements SqsInbox {
     if (!isObject(options)) throw new TypeError('sqsInbox needs an options object: sqsInbox({ client, queueUrl })');
     if (!isObject(options.client) || typeof options.client.send !== 'function') throw new TypeError('sqsInbox client must be an SQSClient from @aws-sdk/client-sqs (v3): it has no send()');
     const checkUrl = (url: unknown, name: string) => {
-      // Not parsed as a URL: a local endpoint's queue URLs may name hosts WHATWG URLs refuse.
-      if (typeof url !== 'string' || !/^https?:\/\/[^/\s]+\/\S+$/.test(url)) throw new TypeError(`sqsInbox ${name} must be a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)`);
+      if (typeof url !== 'string' || !isQueueUrl(url)) throw new TypeError(`sqsInbox ${name} must be a queue URL (https://sqs.<region>.amazonaws.com/<account>/<name>)`);
     };
     checkUrl(options.queueUrl, 'queueUrl');
     if (options.deadLetterQueueUrl !== undefined) checkUrl(options.deadLetterQueueUrl, 'deadLetterQueueUrl');
@@ -179,9 +171,13 @@ class Sqs implements SqsInbox {
     this.#queueUrl = options.queueUrl;
     this.#fifo = options.queueUrl.endsWith('.fifo');
     this.#deadLetterQueueUrl = options.deadLetterQueueUrl;
-    this.#maxMessageBytes = wholeOption(options.maxMessageBytes, 'maxMessageBytes', 1024, SQS_MAX_MESSAGE_BYTES, undefined);
-    this.#visibilitySeconds = wholeOption(options.visibilityTimeoutSeconds, 'visibilityTimeoutSeconds', 1, 43_200, 30)!;
-    this.#waitSeconds = wholeOption(options.waitTimeSeconds, 'waitTimeSeconds', 1, 20, 20)!;
+    const maxMessageBytes = options.maxMessageBytes;
+    if (maxMessageBytes !== undefined && !isWholeNumber(maxMessageBytes, 1024, SQS_MAX_MESSAGE_BYTES)) {
+      throw new RangeError(`sqsInbox maxMessageBytes must be a whole number from 1024 to ${SQS_MAX_MESSAGE_BYTES} (default: the queue's MaximumMessageSize)`);
+    }
+    this.#maxMessageBytes = maxMessageBytes;
+    this.#visibilitySeconds = wholeNumber(options.visibilityTimeoutSeconds, 'sqsInbox visibilityTimeoutSeconds', 1, 43_200, 30);
+    this.#waitSeconds = wholeNumber(options.waitTimeSeconds, 'sqsInbox waitTimeSeconds', 1, 20, 20);
     this.#logger = checkLogger(options.logger);
     this.#workers = new WorkerStores('sqsInbox', options.idempotency, SQS_RETENTION_SECONDS * 1000);
   }
@@ -296,7 +292,8 @@ class Sqs implements SqsInbox {
 
   async deadLetters(options?: { limit?: number }): Promise<DeadLetter[]> {
     const limit = deadLetterLimit(options);
-    const maxReceiveCount = this.#deadLetterQueueUrl === undefined ? (await this.#queueSettings()).maxReceiveCount : undefined;
+    // How many receives a message the redrive policy moved had: the policy's, whichever way the dead-letter queue was named.
+    const { maxReceiveCount } = await this.#queueSettings();
     const letters = await this.#withDeadLetters(limit, async (held) => ({
       value: [...held].sort((a, b) => a.sentAt - b.sentAt).flatMap((message) => letterOf(message, maxReceiveCount) ?? []),
       taken: new Set<Held>(),

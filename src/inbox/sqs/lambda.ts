@@ -7,6 +7,7 @@
  * time to spare, and a running handler's `context.signal` aborts before Lambda would freeze it.
  */
 
+import { isObject } from '../../lib/checks.ts';
 import type { JobRunner } from '../worker.ts';
 import { open, receivedOf, settle, type SettleContext } from './settle.ts';
 
@@ -86,8 +87,6 @@ export interface LambdaTimeOptions {
    */
   reserveMs: number;
 }
-
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
 
 /** Runs one batch. */
 export async function runBatch(context: SettleContext, runner: JobRunner, event: SqsEventLike, lambda: LambdaContextLike | undefined, time: LambdaTimeOptions): Promise<SqsBatchResponse> {

@@ -6,8 +6,9 @@
  * size check made at accept.
  */
 
-import { utf8Encoder } from '../../encoding.ts';
 import { WebhookError } from '../../errors.ts';
+import { isObject } from '../../lib/checks.ts';
+import { utf8Encoder } from '../../lib/encoding.ts';
 import { acceptKey, hexJobId } from '../job.ts';
 import type { InboxJob } from '../types.ts';
 
@@ -31,7 +32,6 @@ export interface Failure {
   failedAt: number;
 }
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null;
 const isCount = (value: unknown): value is number => typeof value === 'number' && Number.isInteger(value) && value >= 0;
 
 /**
@@ -107,29 +107,15 @@ export function deadLetterBody(envelope: Envelope, failure: Failure, maxMessageB
   return JSON.stringify({ ...base, failure: { ...failure, error: { name: failure.error.name, message: `${failure.error.message.slice(0, keep)}…` } } });
 }
 
-/** The largest `MessageGroupId` and `MessageDeduplicationId` SQS takes. */
-const FIFO_ID_LIMIT = 128;
-
 /**
- * A FIFO queue's `MessageGroupId` of a job: the hash of its ordering entity when it has one (SQS
- * then keeps one entity's jobs in order), otherwise the hash of its own key, so that unrelated
- * deliveries never wait behind each other. 64 hex digits, within SQS's 128 characters.
+ * The FIFO fields of a send of `job` at `generation` (none on a standard queue). The job's hash
+ * (64 hex digits, within SQS's 128 characters) is computed once and serves both: with the
+ * generation as its `MessageDeduplicationId`, so that a re-send (a deferral, a retry from the dead
+ * letters) is not dropped as a duplicate within SQS's five-minute window while a second send of
+ * one generation is; and as its `MessageGroupId`, unless the job has an ordering entity, whose
+ * hash is then the group (SQS keeps one entity's jobs in order, and unrelated deliveries never
+ * wait behind each other).
  */
-async function groupIdOf(job: InboxJob): Promise<string> {
-  const group = job.entity === null ? `job:${acceptKey(job.namespace, job.signed, job.id)}` : `entity:${job.namespace}:${job.entity}`;
-  return (await hexJobId(group)).slice(0, FIFO_ID_LIMIT);
-}
-
-/**
- * A FIFO queue's `MessageDeduplicationId`: the job's id with its generation, so that a re-send (a
- * deferral, a retry from the dead letters) is not dropped as a duplicate within SQS's five-minute
- * window while a second send of the same generation is.
- */
-async function deduplicationIdOf(job: InboxJob, generation: number): Promise<string> {
-  return `${await hexJobId(acceptKey(job.namespace, job.signed, job.id))}-${generation}`;
-}
-
-/** The FIFO fields of a send of `job` at `generation` (none on a standard queue). */
 export async function fifoFields(fifo: boolean, job: unknown, generation: number): Promise<Record<string, string>> {
   if (!fifo) return {};
   const keyed = keyOf(job);
@@ -138,7 +124,8 @@ export async function fifoFields(fifo: boolean, job: unknown, generation: number
     const random = crypto.randomUUID();
     return { MessageGroupId: random, MessageDeduplicationId: random };
   }
-  const readable = job as InboxJob;
-  const withEntity = { ...readable, entity: typeof readable.entity === 'string' ? readable.entity : null };
-  return { MessageGroupId: await groupIdOf(withEntity), MessageDeduplicationId: await deduplicationIdOf(withEntity, generation) };
+  const jobHash = await hexJobId(`job:${keyed.key}`);
+  const { namespace, entity } = job as { namespace: string; entity?: unknown };
+  const group = typeof entity === 'string' ? await hexJobId(`entity:${namespace}:${entity}`) : jobHash;
+  return { MessageGroupId: group, MessageDeduplicationId: `${jobHash}-${generation}` };
 }

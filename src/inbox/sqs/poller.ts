@@ -75,16 +75,24 @@ export function startPolling(context: SettleContext, runner: JobRunner, settings
     });
   };
 
+  /** Resolves when a job ends or the worker stops; leaves no listener behind either way. */
+  const slotFree = () =>
+    new Promise<void>((resolve) => {
+      const done = () => {
+        wake = undefined;
+        poller.signal.removeEventListener('abort', done);
+        resolve();
+      };
+      wake = done;
+      poller.signal.addEventListener('abort', done, { once: true });
+    });
+
   const loop = async (): Promise<void> => {
     let failures = 0;
     while (!poller.signal.aborted) {
       const free = runner.concurrency - inFlight.size;
       if (free <= 0) {
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          poller.signal.addEventListener('abort', () => resolve(), { once: true });
-        });
-        wake = undefined;
+        await slotFree();
         continue;
       }
       const asked = Date.now();

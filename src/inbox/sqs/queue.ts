@@ -18,6 +18,14 @@ export interface QueueSettings {
 /** What SQS takes at most, and by default. */
 export const SQS_MAX_MESSAGE_BYTES = 1_048_576;
 
+/**
+ * Whether `url` has a queue URL's shape: `http(s)://host/path`. Not parsed as a URL: a local
+ * endpoint's queue URLs may name hosts WHATWG URLs refuse.
+ */
+export function isQueueUrl(url: string): boolean {
+  return /^https?:\/\/[^/\s]+\/\S+$/.test(url);
+}
+
 /** Reads the queue's settings (`GetQueueAttributes`). */
 export async function readQueueSettings(requests: SqsRequests, queueUrl: string, timeoutMs: number): Promise<QueueSettings> {
   const reply = await requests.send<{ Attributes?: Record<string, string | undefined> }>('GetQueueAttributes', timeoutMs, (sdk) => new sdk.GetQueueAttributesCommand({ QueueUrl: queueUrl, AttributeNames: ['MaximumMessageSize', 'RedrivePolicy'] }));

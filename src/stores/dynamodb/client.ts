@@ -3,6 +3,8 @@
  * loaded from the application's own SDK.
  */
 
+import { commandLoader, type CommandClass } from '../../lib/aws.ts';
+
 /**
  * The part of a `DynamoDBClient` from `@aws-sdk/client-dynamodb` (v3) that {@link dynamoStore}
  * uses: `send(command, { abortSignal })`. Declared here so that neither the package nor its types
@@ -20,9 +22,7 @@ export interface DynamoClientLike {
   send(command: object, options?: { abortSignal?: AbortSignal }): Promise<unknown>;
 }
 
-// The command classes, from the application's own SDK, loaded on first use. A string literal, so
-// an application's bundler sees it; never bundled into this package (tsdown's neverBundle).
-type CommandClass = new (input: object) => object;
+/** The command classes the store sends, from the application's own SDK, loaded on first use. */
 export interface Commands {
   PutItemCommand: CommandClass;
   UpdateItemCommand: CommandClass;
@@ -31,14 +31,5 @@ export interface Commands {
   DescribeTableCommand: CommandClass;
   CreateTableCommand: CommandClass;
 }
-let commands: Promise<Commands> | undefined;
-export function loadCommands(): Promise<Commands> {
-  commands ??= import('@aws-sdk/client-dynamodb').then(
-    (sdk) => sdk as unknown as Commands,
-    (error: unknown) => {
-      commands = undefined;
-      throw new Error('dynamoStore needs @aws-sdk/client-dynamodb (v3) installed beside the client it was given', { cause: error });
-    },
-  );
-  return commands;
-}
+
+export const loadCommands = commandLoader<Commands>(() => import('@aws-sdk/client-dynamodb'), 'dynamoStore needs @aws-sdk/client-dynamodb (v3) installed beside the client it was given');
