@@ -132,7 +132,6 @@ class ReceiverImpl implements Receiver {
     this.#claims = new ClaimKeeper({ calls: this.#calls, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, report });
     this.#acceptsUnsigned = options.unsigned === 'accept';
     pulledEntries.set(this, {
-      acceptsUnsigned: this.#acceptsUnsigned,
       hasInbox: this.#gate !== undefined,
       handle: (webhook, handler) => this.#handle(this.#traced(PULLED, undefined, undefined, webhook), handler, undefined),
       accept: (webhook, contentType) => this.#accept(PULLED, contentType, webhook),

@@ -7,7 +7,7 @@
 import { logFailure, type WebhookLogger } from '../logger.ts';
 import { orderingProblem } from '../stores/internal.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
-import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions } from '../verify.ts';
+import { createVerifier, verifierSettings, type VerifiedWebhook, type Verifier, type VerifierOptions } from '../verify.ts';
 import { positiveSeconds } from '../lib/checks.ts';
 import type { TenantKeys } from '../keys/types.ts';
 import {
@@ -126,6 +126,9 @@ export function verifierOf(options: ReceiverOptions): Verifier {
     if (options.secrets !== undefined || keys !== undefined) {
       throw new TypeError('a receiver with pullOnly: true takes events pulled from the relay only and has no secrets or keys: leave them out, or leave pullOnly out to receive pushed requests');
     }
+    // Checked as a verifier checks them: `unsigned` decides whether an unattempted pulled event
+    // runs, so a misspelt value must be refused here rather than read as 'reject'.
+    verifierSettings(options);
     return pushRefused;
   }
   if (keys === undefined) return createVerifier(options as VerifierOptions);
