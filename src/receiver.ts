@@ -134,7 +134,7 @@ class ReceiverImpl implements Receiver {
     pulledEntries.set(this, {
       hasInbox: this.#gate !== undefined,
       handle: (webhook, handler) => this.#handle(this.#traced(PULLED, undefined, undefined, webhook), handler, undefined),
-      accept: (webhook, contentType) => this.#accept(PULLED, contentType, webhook),
+      accept: (webhook, contentType) => this.#accept(PULLED, webhook, contentType),
     });
   }
 
@@ -262,15 +262,17 @@ class ReceiverImpl implements Receiver {
     };
   }
 
-  async handle<T>(
+  // Not async itself: the one async layer per request is #handle's (a second would add a promise
+  // and microtask turns to every delivery). Misuse still rejects, as it did when this was async.
+  handle<T>(
     input: WebhookInput | Request,
     handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
     options?: HandleOptions,
   ): Promise<ReceiveResult<T>> {
     if (this.#gate !== undefined) {
-      throw new TypeError('this receiver was built with an inbox: receiver.accept(request) enqueues the delivery, and inbox.work(handler) runs the handler');
+      return Promise.reject(new TypeError('this receiver was built with an inbox: receiver.accept(request) enqueues the delivery, and inbox.work(handler) runs the handler'));
     }
-    if (typeof handler !== 'function') throw new TypeError('handle needs a handler function');
+    if (typeof handler !== 'function') return Promise.reject(new TypeError('handle needs a handler function'));
     return this.#handle(this.claim(input), handler, options);
   }
 
@@ -296,21 +298,22 @@ class ReceiverImpl implements Receiver {
     return { outcome: 'processed', webhook, value };
   }
 
-  async accept(input: WebhookInput | Request): Promise<AcceptResult> {
-    const gate = this.#gate;
-    if (gate === undefined) {
-      throw new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler');
+  // Not async itself, as handle is not: #accept is the one async layer per request.
+  accept(input: WebhookInput | Request): Promise<AcceptResult> {
+    if (this.#gate === undefined) {
+      return Promise.reject(new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler'));
     }
-    return this.#accept(input, contentTypeOf(input), undefined);
+    return this.#accept(input, undefined, null);
   }
 
-  async #accept(input: WebhookInput | Request, contentType: string | null, pulled: VerifiedWebhook | undefined): Promise<AcceptResult> {
+  /** Accepts a request (`pulled` undefined: its content type read from it), or a pulled event with its `contentType`. */
+  async #accept(input: WebhookInput | Request, pulled: VerifiedWebhook | undefined, contentType: string | null): Promise<AcceptResult> {
     const gate = this.#gate;
     if (gate === undefined) throw new TypeError('this receiver has no inbox');
     // The accepting claim is unordered (never stale): the worker judges the job's entity and version.
     const accepting: Accepting = { namespace: 'default', order: undefined };
     const claim = (await this.#traced(input, undefined, accepting, pulled)) as ClaimedDelivery;
-    return acceptClaimed(gate, claim, contentType, accepting.namespace, accepting.order);
+    return acceptClaimed(gate, claim, pulled === undefined ? contentTypeOf(input) : contentType, accepting.namespace, accepting.order);
   }
 
   async ping(): Promise<void> {
