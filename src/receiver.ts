@@ -23,6 +23,7 @@ import { checkLogger } from './logger.ts';
 import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
+import { checkStore } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 import { ClaimKeeper, DONE, Held, StoreCalls, checkedClaim, isPending, type Report, type Subject } from './claims.ts';
@@ -30,7 +31,7 @@ import { HandlerContext } from './context.ts';
 import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering-store.ts';
 import { contentTypeOf, isRequest } from './receiver/input.ts';
 import { observers, pulledEntries } from './receiver/entries.ts';
-import { checkStore, defaultOnError, durationsOf, namespaceProblem, namespaceSetting, noteOwnMemoryStore, processesOnStoreError, verifierOf } from './receiver/settings.ts';
+import { defaultOnError, durationsOf, namespaceProblem, namespaceSetting, noteOwnMemoryStore, processesOnStoreError, verifierOf } from './receiver/settings.ts';
 import { acceptClaimed, InboxGate, type ClaimedDelivery } from './receiver/accept.ts';
 import {
   type AcceptResult,
@@ -112,7 +113,7 @@ class ReceiverImpl implements Receiver {
     }
     const settings = idempotency === false ? undefined : (idempotency ?? {});
     const store = settings === undefined ? undefined : (settings.store ?? memoryStore({ now: this.#now }));
-    if (store !== undefined) checkStore(store);
+    if (store !== undefined) checkStore(store, 'idempotency.store');
     this.#store = store;
     this.#observer = new Observer(options, store);
     observers.set(this, this.#observer);
