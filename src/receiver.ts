@@ -23,6 +23,7 @@ import { checkLogger } from './logger.ts';
 import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
 import { memoryStore } from './stores/memory.ts';
+import { checkStore } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';
 import { ClaimKeeper, DONE, Held, StoreCalls, checkedClaim, isPending, type Report, type Subject } from './claims.ts';
@@ -30,7 +31,7 @@ import { HandlerContext } from './context.ts';
 import { checkOrderingStore, forgetOrderedVersion } from './receiver/ordering-store.ts';
 import { contentTypeOf, isRequest } from './receiver/input.ts';
 import { observers, pulledEntries } from './receiver/entries.ts';
-import { checkStore, defaultOnError, durationsOf, namespaceProblem, namespaceSetting, noteOwnMemoryStore, processesOnStoreError, verifierOf } from './receiver/settings.ts';
+import { defaultOnError, durationsOf, namespaceProblem, namespaceSetting, noteOwnMemoryStore, processesOnStoreError, verifierOf } from './receiver/settings.ts';
 import { acceptClaimed, InboxGate, type ClaimedDelivery } from './receiver/accept.ts';
 import {
   type AcceptResult,
@@ -112,7 +113,7 @@ class ReceiverImpl implements Receiver {
     }
     const settings = idempotency === false ? undefined : (idempotency ?? {});
     const store = settings === undefined ? undefined : (settings.store ?? memoryStore({ now: this.#now }));
-    if (store !== undefined) checkStore(store);
+    if (store !== undefined) checkStore(store, 'idempotency.store');
     this.#store = store;
     this.#observer = new Observer(options, store);
     observers.set(this, this.#observer);
@@ -132,10 +133,9 @@ class ReceiverImpl implements Receiver {
     this.#claims = new ClaimKeeper({ calls: this.#calls, observer: this.#observer, now: this.#now, lockMs: this.#lockMs, report });
     this.#acceptsUnsigned = options.unsigned === 'accept';
     pulledEntries.set(this, {
-      acceptsUnsigned: this.#acceptsUnsigned,
       hasInbox: this.#gate !== undefined,
       handle: (webhook, handler) => this.#handle(this.#traced(PULLED, undefined, undefined, webhook), handler, undefined),
-      accept: (webhook, contentType) => this.#accept(PULLED, contentType, webhook),
+      accept: (webhook, contentType) => this.#accept(PULLED, webhook, contentType),
     });
   }
 
@@ -263,15 +263,17 @@ class ReceiverImpl implements Receiver {
     };
   }
 
-  async handle<T>(
+  // Not async itself: the one async layer per request is #handle's (a second would add a promise
+  // and microtask turns to every delivery). Misuse still rejects, as it did when this was async.
+  handle<T>(
     input: WebhookInput | Request,
     handler: (webhook: VerifiedWebhook, context: WebhookContext) => T | Promise<T>,
     options?: HandleOptions,
   ): Promise<ReceiveResult<T>> {
     if (this.#gate !== undefined) {
-      throw new TypeError('this receiver was built with an inbox: receiver.accept(request) enqueues the delivery, and inbox.work(handler) runs the handler');
+      return Promise.reject(new TypeError('this receiver was built with an inbox: receiver.accept(request) enqueues the delivery, and inbox.work(handler) runs the handler'));
     }
-    if (typeof handler !== 'function') throw new TypeError('handle needs a handler function');
+    if (typeof handler !== 'function') return Promise.reject(new TypeError('handle needs a handler function'));
     return this.#handle(this.claim(input), handler, options);
   }
 
@@ -297,21 +299,22 @@ class ReceiverImpl implements Receiver {
     return { outcome: 'processed', webhook, value };
   }
 
-  async accept(input: WebhookInput | Request): Promise<AcceptResult> {
-    const gate = this.#gate;
-    if (gate === undefined) {
-      throw new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler');
+  // Not async itself, as handle is not: #accept is the one async layer per request.
+  accept(input: WebhookInput | Request): Promise<AcceptResult> {
+    if (this.#gate === undefined) {
+      return Promise.reject(new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler'));
     }
-    return this.#accept(input, contentTypeOf(input), undefined);
+    return this.#accept(input, undefined, null);
   }
 
-  async #accept(input: WebhookInput | Request, contentType: string | null, pulled: VerifiedWebhook | undefined): Promise<AcceptResult> {
+  /** Accepts a request (`pulled` undefined: its content type read from it), or a pulled event with its `contentType`. */
+  async #accept(input: WebhookInput | Request, pulled: VerifiedWebhook | undefined, contentType: string | null): Promise<AcceptResult> {
     const gate = this.#gate;
     if (gate === undefined) throw new TypeError('this receiver has no inbox');
     // The accepting claim is unordered (never stale): the worker judges the job's entity and version.
     const accepting: Accepting = { namespace: 'default', order: undefined };
     const claim = (await this.#traced(input, undefined, accepting, pulled)) as ClaimedDelivery;
-    return acceptClaimed(gate, claim, contentType, accepting.namespace, accepting.order);
+    return acceptClaimed(gate, claim, pulled === undefined ? contentTypeOf(input) : contentType, accepting.namespace, accepting.order);
   }
 
   async ping(): Promise<void> {

@@ -15,7 +15,7 @@ import { positiveSeconds } from '../lib/checks.ts';
 import { checkLogger, logFailure, logJobFailure, type JobFailureLogFields, type WebhookLogger } from '../logger.ts';
 import { checkedClaim, ClaimKeeper, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS, Held, StoreCalls } from '../claims.ts';
 import { jobWebhook, orderOf, readJob, type InboxJob } from '../job-format.ts';
-import { orderingProblem } from '../stores/internal.ts';
+import { checkStore } from '../stores/internal.ts';
 import { memoryStore } from '../stores/memory.ts';
 import type { IdempotencyStore, OrderedClaimResult } from '../stores/types.ts';
 import { Observer } from '../telemetry.ts';
@@ -143,11 +143,8 @@ export class JobRunner {
     const settings = options?.idempotency;
     if (settings !== undefined && (typeof settings !== 'object' || settings === null)) throw new TypeError('work idempotency must be an options object');
     const store = settings?.store ?? memoryStore();
-    for (const method of ['claim', 'complete', 'release'] as const) {
-      if (typeof store?.[method] !== 'function') throw new TypeError(`work idempotency.store must implement ${method}()`);
-    }
-    const problem = orderingProblem(store.ordering);
-    if (problem !== undefined) throw new TypeError(`work idempotency.store ${problem}`);
+    // Checked as the receiver checks its own, so a worker never takes a job it cannot claim.
+    checkStore(store, 'work idempotency.store');
     this.#calls = new StoreCalls(store);
     this.store = store;
     const renews = this.#calls.renews;

@@ -25,8 +25,6 @@ export function observerOf(receiver: Receiver): Observer | undefined {
  * claim, the same claims, ordering, inbox and telemetry as a delivery received over HTTP. Internal.
  */
 export interface PulledEntry {
-  /** True when the receiver takes unsigned events (`unsigned: 'accept'`). */
-  readonly acceptsUnsigned: boolean;
   /** True when the receiver has an inbox: pulled events are accepted into it, not handled. */
   readonly hasInbox: boolean;
   handle(webhook: VerifiedWebhook, handler: (webhook: VerifiedWebhook, context: WebhookContext) => unknown): Promise<ReceiveResult<unknown>>;

@@ -1,13 +1,12 @@
 /**
- * The receiver's options, checked once when it is built: the store's operations, durations, the
- * replay window against the ids' lifetime, the namespace, the default error report, and the
- * warning about receivers built per request.
+ * The receiver's options, checked once when it is built: durations, the replay window against the
+ * ids' lifetime, the namespace, the default error report, and the warning about receivers built
+ * per request. The store's operations are checked by `checkStore` (stores/internal.ts), which an
+ * inbox's worker shares.
  */
 
 import { logFailure, type WebhookLogger } from '../logger.ts';
-import { orderingProblem } from '../stores/internal.ts';
-import type { IdempotencyStore } from '../stores/types.ts';
-import { createVerifier, type VerifiedWebhook, type Verifier, type VerifierOptions } from '../verify.ts';
+import { createVerifier, verifierSettings, type VerifiedWebhook, type Verifier, type VerifierOptions } from '../verify.ts';
 import { positiveSeconds } from '../lib/checks.ts';
 import type { TenantKeys } from '../keys/types.ts';
 import {
@@ -100,17 +99,6 @@ export function noteOwnMemoryStore(): void {
   );
 }
 
-/** A store passed as `idempotency.store` has the operations a receiver calls. */
-export function checkStore(store: IdempotencyStore): void {
-  if (typeof store !== 'object' || store === null) throw new TypeError('idempotency.store must be a store object');
-  for (const method of ['claim', 'complete', 'release'] as const) {
-    if (typeof store[method] !== 'function') throw new TypeError(`idempotency.store must implement ${method}()`);
-  }
-  if (store.extend !== undefined && typeof store.extend !== 'function') throw new TypeError('idempotency.store extend must be a function when present');
-  const problem = orderingProblem(store.ordering);
-  if (problem !== undefined) throw new TypeError(`idempotency.store ${problem}`);
-}
-
 /** The verifier of a receiver built with `pullOnly: true`: every pushed request is a wiring mistake. */
 const refusePush = (): Promise<never> =>
   Promise.reject(
@@ -126,6 +114,9 @@ export function verifierOf(options: ReceiverOptions): Verifier {
     if (options.secrets !== undefined || keys !== undefined) {
       throw new TypeError('a receiver with pullOnly: true takes events pulled from the relay only and has no secrets or keys: leave them out, or leave pullOnly out to receive pushed requests');
     }
+    // Checked as a verifier checks them: `unsigned` decides whether an unattempted pulled event
+    // runs, so a misspelt value must be refused here rather than read as 'reject'.
+    verifierSettings(options);
     return pushRefused;
   }
   if (keys === undefined) return createVerifier(options as VerifierOptions);

@@ -108,6 +108,22 @@ export function orderingProblem(ordering: unknown): string | undefined {
   return `ordering has no ${missing.join(', ')}: the ordering operations (${ORDERING_OPERATIONS.join(', ')}) come all together`;
 }
 
+/**
+ * A store handed to a receiver or an inbox's worker has the operations they call: `claim`,
+ * `complete` and `release`, `extend` a function when present, and a whole `ordering` or none.
+ * `name` is the option as its user wrote it (`idempotency.store`, `work idempotency.store`).
+ */
+export function checkStore(store: unknown, name: string): asserts store is IdempotencyStore {
+  if (typeof store !== 'object' || store === null) throw new TypeError(`${name} must be a store object`);
+  const methods = store as Partial<Record<keyof IdempotencyStore, unknown>>;
+  for (const method of ['claim', 'complete', 'release'] as const) {
+    if (typeof methods[method] !== 'function') throw new TypeError(`${name} must implement ${method}()`);
+  }
+  if (methods.extend !== undefined && typeof methods.extend !== 'function') throw new TypeError(`${name} extend must be a function when present`);
+  const problem = orderingProblem(methods.ordering);
+  if (problem !== undefined) throw new TypeError(`${name} ${problem}`);
+}
+
 /** A version as `encodeVersion` makes it: `i` and 40 digits, or `t` and 22. */
 const VERSION = /^(?:i\d{40}|t\d{22})$/;
 

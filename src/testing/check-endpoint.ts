@@ -13,6 +13,7 @@
  */
 
 import { base64Encode, utf8Encoder } from '../encoding.ts';
+import { checkFunction, checkObject, wholeNumber } from '../lib/checks.ts';
 import { decodeSecretList, eachSecret, secretList, type KeyMaterial } from '../secrets.ts';
 import { createSigner, generateKeyPair, generateMessageId, generateSecret } from '../sign.ts';
 import { CASES, DEFAULT_BODY, isJsonText, preview } from './check-endpoint/cases.ts';
@@ -38,12 +39,6 @@ export { EndpointCheckError, assertEndpointConforms, formatCheckReport } from '.
 const DEFAULT_TIMEOUT_MS = 10_000;
 const DEFAULT_CONCURRENCY = 5;
 const DEFAULT_OVERSIZED_BYTES = 4 * 1024 * 1024;
-
-function positiveInteger(value: number | undefined, name: string, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (!Number.isSafeInteger(value) || value < min || value > max) throw new RangeError(`${name} must be a whole number from ${min} to ${max}, got ${String(value)}`);
-  return value;
-}
 
 function caseList(list: readonly CheckCaseId[] | undefined, name: string): Set<string> | undefined {
   if (list === undefined) return undefined;
@@ -140,24 +135,24 @@ function tenantsOf(list: readonly CheckTenant[] | undefined, own: readonly KeyMa
  * ```
  */
 export async function checkEndpoint(target: string | URL | FetchHandler, options: CheckEndpointOptions): Promise<CheckReport> {
-  if (typeof options !== 'object' || options === null) throw new TypeError('checkEndpoint needs options: { secrets }');
+  checkObject(options, 'checkEndpoint needs options: { secrets }');
   // Decoded as signing does (errors included), then one input per key: 'whsec_a,whsec_b' is two
   // secrets, to sign with, count and redact each on its own.
   const keys = decodeSecretList(options.secrets, 'sign');
   const secrets = secretList(options.secrets, 'secrets').flatMap(eachSecret);
-  const toleranceSeconds = positiveInteger(options.toleranceSeconds, 'toleranceSeconds', 300, 1, 31_536_000);
+  const toleranceSeconds = wholeNumber(options.toleranceSeconds, 'toleranceSeconds', 1, 31_536_000, 300);
   const unsignedPolicy = options.unsigned ?? 'reject';
   if (unsignedPolicy !== 'reject' && unsignedPolicy !== 'accept') throw new TypeError(`unsigned must be 'reject' or 'accept'`);
-  const timeoutMs = positiveInteger(options.timeoutMs, 'timeoutMs', DEFAULT_TIMEOUT_MS, 1, 120_000);
-  const concurrency = positiveInteger(options.concurrency, 'concurrency', DEFAULT_CONCURRENCY, 2, 50);
-  const oversizedBytes = positiveInteger(options.oversizedBytes, 'oversizedBytes', DEFAULT_OVERSIZED_BYTES, 64 * 1024, 64 * 1024 * 1024);
+  const timeoutMs = wholeNumber(options.timeoutMs, 'timeoutMs', 1, 120_000, DEFAULT_TIMEOUT_MS);
+  const concurrency = wholeNumber(options.concurrency, 'concurrency', 2, 50, DEFAULT_CONCURRENCY);
+  const oversizedBytes = wholeNumber(options.oversizedBytes, 'oversizedBytes', 64 * 1024, 64 * 1024 * 1024, DEFAULT_OVERSIZED_BYTES);
   const now = options.now ?? Date.now;
-  if (typeof now !== 'function') throw new TypeError('now must be a function returning epoch milliseconds');
+  checkFunction(now, 'now must be a function returning epoch milliseconds');
   const only = caseList(options.only, 'only');
   const skip = caseList(options.skip, 'skip');
   if (skip?.has('valid')) throw new RangeError('skip: the valid case cannot be left out; it is the baseline that gives every refusal its meaning');
   const onRow = options.onRow;
-  if (onRow !== undefined && typeof onRow !== 'function') throw new TypeError('onRow must be a function');
+  if (onRow !== undefined) checkFunction(onRow, 'onRow must be a function');
 
   let userBody: string | undefined;
   if (options.body !== undefined) {

@@ -76,6 +76,14 @@ describe('createReceiver options', () => {
     );
   });
 
+  it('pullOnly: the verifier options are checked all the same (unsigned decides whether an unattempted pulled event runs)', () => {
+    // A misspelt unsigned must be refused, not read as 'reject'.
+    expect(() => createReceiver({ pullOnly: true, unsigned: 'accepted' as never })).toThrow(new TypeError(`unsigned must be 'reject' or 'accept'`));
+    expect(() => createReceiver({ pullOnly: true, toleranceSeconds: -1 })).toThrow(RangeError);
+    expect(() => createReceiver({ pullOnly: true, now: 5 as never })).toThrow(new TypeError('now must be a function returning epoch milliseconds'));
+    expect(() => createReceiver({ pullOnly: true, unsigned: 'accept' })).not.toThrow();
+  });
+
   it('onError is a function', () => {
     expect(make({ onError: 'log' as never })).toThrow(new TypeError('onError must be a function'));
   });

@@ -42,6 +42,14 @@ describe('IdempotencyStore.ordering', () => {
     );
   });
 
+  it('is checked by a worker as by a receiver: an extend that is not a function is refused, not taken for a store that cannot renew', () => {
+    const odd = { claim: memory.claim, complete: memory.complete, release: memory.release, extend: 'yes' } as never;
+    expect(() => createReceiver({ secrets, idempotency: { store: odd } })).toThrow(new TypeError('idempotency.store extend must be a function when present'));
+    expect(() => new JobRunner(() => {}, { idempotency: { store: odd } }, 3, 'test', 60)).toThrow(
+      new TypeError('work idempotency.store extend must be a function when present'),
+    );
+  });
+
   it('lets a store without ordering say so by leaving it out', () => {
     const plain: IdempotencyStore = { claim: memory.claim, complete: memory.complete, release: memory.release };
     expectTypeOf(plain.ordering).toEqualTypeOf<OrderingOperations | undefined>();
