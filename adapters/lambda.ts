@@ -13,7 +13,7 @@
 
 import { STATUS_CODES } from 'node:http';
 import { decodedBody } from '../src/body.ts';
-import { toBytes } from '../src/encoding.ts';
+import { toBytes } from '../src/lib/encoding.ts';
 import { headerValues, type HeadersInput } from '../src/headers.ts';
 import { acceptResponse, AdapterFlow, claimResponse, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { Inbox } from '../src/inbox/types.ts';

@@ -33,7 +33,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { from, lastValueFrom, type Observable } from 'rxjs';
-import { escapeControlCharacters } from '../src/encoding.ts';
+import { escapeControlCharacters } from '../src/lib/encoding.ts';
 import { errorText } from '../src/errors.ts';
 import { acceptResponse, AdapterFlow, CLIENT_GONE, type AdapterOptions, type WebhookResponse } from '../src/http.ts';
 import type { WebhookLogger } from '../src/logger.ts';

@@ -4,7 +4,7 @@
  * adapters' `collectNodeBody`).
  */
 
-import { concatChunks } from './encoding.ts';
+import { concatChunks } from './lib/encoding.ts';
 import { bodyUnavailable, WebhookError } from './errors.ts';
 
 /**

@@ -6,5 +6,5 @@
  * @module webhook-receiver/cloudflare
  */
 
-export * from './stores/durable-object.ts';
-export * from './inbox/cloudflare.ts';
+export * from './stores/durable-object/index.ts';
+export * from './inbox/cloudflare/index.ts';

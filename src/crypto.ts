@@ -12,7 +12,7 @@
  * but slower.
  */
 
-import { base64Decode, base64Encode, concatBytes, useBulkBase64Encoder, utf8Encoder } from './encoding.ts';
+import { base64Decode, base64Encode, concatBytes, useBulkBase64Encoder, utf8Encoder } from './lib/encoding.ts';
 
 /** An HMAC-SHA256 key, imported once per verifier or signer. */
 export interface HmacKey {

@@ -93,7 +93,7 @@ export {
   type MemoryStore,
   type MemoryStoreOptions,
   type MemoryStoreUsage,
-} from './stores/memory.ts';
+} from './stores/memory/index.ts';
 export {
   acceptResponse,
   claimResponse,

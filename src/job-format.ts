@@ -4,7 +4,7 @@
  * inbox: the format is their contract, so each imports it here and neither imports the other.
  */
 
-import { base64Decode, base64Encode } from './encoding.ts';
+import { base64Decode, base64Encode } from './lib/encoding.ts';
 import { PermanentError } from './errors.ts';
 import { entityKey } from './ordering.ts';
 import type { EntityOrder } from './stores/types.ts';

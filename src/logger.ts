@@ -5,7 +5,7 @@
  * or the body.
  */
 
-import { escapeControlCharacters } from './encoding.ts';
+import { escapeControlCharacters } from './lib/encoding.ts';
 import { errorText, type WebhookError } from './errors.ts';
 import type { RejectionContext } from './rejection.ts';
 

@@ -22,7 +22,7 @@ import { handlerFailure, rejection, unsignedLimit, WebhookError } from './errors
 import { checkLogger } from './logger.ts';
 import { checkOrderingOptions, orderingOf, type Ordering } from './ordering.ts';
 import { attachTrace, noteAnswer, Observer, traceOf, type Trace } from './telemetry.ts';
-import { memoryStore } from './stores/memory.ts';
+import { memoryStore } from './stores/memory/index.ts';
 import { checkStore } from './stores/internal.ts';
 import { StoreError, type EntityOrder, type IdempotencyStore, type OrderedClaimResult } from './stores/types.ts';
 import { createVerifier, DEFAULT_TOLERANCE_SECONDS, type VerifiedWebhook, type Verifier, type VerifierOptions, type WebhookInput } from './verify.ts';

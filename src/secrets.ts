@@ -4,7 +4,7 @@
  */
 
 import { ed25519PublicKeyProblem } from './crypto.ts';
-import { base64DecodeLenient } from './encoding.ts';
+import { base64DecodeLenient } from './lib/encoding.ts';
 
 /**
  * A trusted key, in any of the forms a relay service or a secrets manager hands out:

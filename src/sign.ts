@@ -4,7 +4,7 @@
  */
 
 import { defaultBackend, generateEd25519, hmacBase64, randomBytes, type CryptoBackend, type Ed25519SecretKey, type HmacKey } from './crypto.ts';
-import { base64Encode, toBytes } from './encoding.ts';
+import { base64Encode, toBytes } from './lib/encoding.ts';
 import { decodeSecretList, type SecretInput } from './secrets.ts';
 
 /**

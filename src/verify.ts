@@ -11,7 +11,7 @@
 
 import { payloadTooLarge, readRequestBody } from './body.ts';
 import { defaultBackend, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from './crypto.ts';
-import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes } from './encoding.ts';
+import { base64Decode, constantTimeEqual, constantTimeEqualBase64, toBytes } from './lib/encoding.ts';
 import { bodyUnavailable, rejection, WebhookError } from './errors.ts';
 import { withTenant } from './rejection.ts';
 import { decodeSecretList, type KeyMaterial } from './secrets.ts';

@@ -6,7 +6,7 @@
  * `INBOX_URL` by default and never printed.
  */
 
-import { escapeControlCharacters } from '../encoding.ts';
+import { escapeControlCharacters } from '../lib/encoding.ts';
 import type { PgBossLike } from '../inbox/pg-boss.ts';
 import { isQueueUrl } from '../inbox/sqs/queue.ts';
 import type { DeadLetter, Inbox } from '../inbox/types.ts';

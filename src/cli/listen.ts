@@ -4,7 +4,7 @@
  * to the app.
  */
 
-import { escapeControlCharacters } from '../encoding.ts';
+import { escapeControlCharacters } from '../lib/encoding.ts';
 import { errorResponse } from '../http.ts';
 import type { SecretInput } from '../secrets.ts';
 import { explainVerificationFailure } from '../testing/assert.ts';

@@ -5,7 +5,7 @@
 
 import { readFileSync } from 'node:fs';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { concatChunks } from '../encoding.ts';
+import { concatChunks } from '../lib/encoding.ts';
 import type { SecretInput } from '../secrets.ts';
 import { isJsonText } from '../testing/check-endpoint/cases.ts';
 import { bodyText } from '../testing/recorded.ts';

@@ -5,7 +5,7 @@
  */
 
 import { closeSync, fstatSync, openSync, writeSync } from 'node:fs';
-import { base64Encode } from '../encoding.ts';
+import { base64Encode } from '../lib/encoding.ts';
 import { redactCredentialHeaders } from '../testing/redact.ts';
 import type { CapturedDelivery } from '../testing/signed-replay.ts';
 import type { Delivery } from '../testing/node/test-receiver.ts';

@@ -7,7 +7,7 @@
  * an event sent twice as a duplicate (the webhook-id is the same each time).
  */
 
-import { escapeControlCharacters } from '../encoding.ts';
+import { escapeControlCharacters } from '../lib/encoding.ts';
 import { fileCursor } from '../relay/file-cursor.ts';
 import type { CursorStore } from '../relay/cursor.ts';
 import { RelayError } from '../relay/index.ts';

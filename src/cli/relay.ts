@@ -8,7 +8,7 @@
 import { isCredentialHeader } from '../testing/redact.ts';
 import { closeSync, fsyncSync, openSync, renameSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { base64Encode, escapeControlCharacters } from '../encoding.ts';
+import { base64Encode, escapeControlCharacters } from '../lib/encoding.ts';
 import { RelayError, relayClient, type RelayClient } from '../relay/index.ts';
 import { DELIVERY_STATUSES, type DeliveryStatus } from '../relay/types.ts';
 import { isRelayId } from '../relay/ids.ts';

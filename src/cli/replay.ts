@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { escapeControlCharacters } from '../encoding.ts';
+import { escapeControlCharacters } from '../lib/encoding.ts';
 import type { SecretInput } from '../secrets.ts';
 import { createSigner } from '../sign.ts';
 import { HTTP_TOKEN, parseCapturedDelivery, parseRelayEvent, recordedRejection, signReplay, type CapturedDelivery, type ReplaySource, type SignedReplay } from '../testing/signed-replay.ts';

@@ -16,7 +16,7 @@ import { checkLogger, logFailure, logJobFailure, type JobFailureLogFields, type 
 import { checkedClaim, ClaimKeeper, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS, Held, StoreCalls } from '../claims.ts';
 import { jobWebhook, orderOf, readJob, type InboxJob } from '../job-format.ts';
 import { checkStore } from '../stores/internal.ts';
-import { memoryStore } from '../stores/memory.ts';
+import { memoryStore } from '../stores/memory/index.ts';
 import type { IdempotencyStore, OrderedClaimResult } from '../stores/types.ts';
 import { Observer } from '../telemetry.ts';
 import { clock } from '../telemetry/observer.ts';

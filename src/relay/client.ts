@@ -4,7 +4,7 @@
  * property, error, `util.inspect` or `JSON.stringify` of the client shows it.
  */
 
-import { base64Decode } from '../encoding.ts';
+import { base64Decode } from '../lib/encoding.ts';
 import { isJsonObject as isObject } from '../lib/checks.ts';
 import { RelayError } from './errors.ts';
 import { relayId } from './ids.ts';

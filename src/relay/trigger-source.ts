@@ -9,7 +9,7 @@
  */
 
 import { errorText, isWebhookError, PermanentError } from '../errors.ts';
-import { utf8Encoder } from '../encoding.ts';
+import { utf8Encoder } from '../lib/encoding.ts';
 import { isWholeNumber } from '../lib/checks.ts';
 import { pulledEntryOf } from '../receiver/entries.ts';
 import { rebuiltWebhook, type VerifiedWebhook } from '../verify.ts';

@@ -7,7 +7,7 @@
 import { isWebhookError, type WebhookErrorCode } from '../errors.ts';
 import { claimedWebhookId } from '../headers.ts';
 import { payloadErrorOf } from '../schema.ts';
-import type { MemoryStore } from '../stores/memory.ts';
+import type { MemoryStore } from '../stores/memory/index.ts';
 import type { IdempotencyStore } from '../stores/types.ts';
 import type { VerifiedWebhook, WebhookInput } from '../verify/types.ts';
 import {

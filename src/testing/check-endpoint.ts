@@ -12,7 +12,7 @@
  * `judge.ts` the verdicts, `report.ts` the printed report and the assertion.
  */
 
-import { base64Encode, utf8Encoder } from '../encoding.ts';
+import { base64Encode, utf8Encoder } from '../lib/encoding.ts';
 import { checkFunction, checkObject, wholeNumber } from '../lib/checks.ts';
 import { decodeSecretList, eachSecret, secretList, type KeyMaterial } from '../secrets.ts';
 import { createSigner, generateKeyPair, generateMessageId, generateSecret } from '../sign.ts';

@@ -6,7 +6,7 @@
  */
 
 import { defaultBackend, hmacBase64, signedContent, type CryptoBackend, type Ed25519PublicKey, type HmacKey } from '../crypto.ts';
-import { base64Decode, base64Encode, constantTimeEqual, utf8Encoder } from '../encoding.ts';
+import { base64Decode, base64Encode, constantTimeEqual, utf8Encoder } from '../lib/encoding.ts';
 import { decodeSecrets, secretList, type SecretInput } from '../secrets.ts';
 import type { ParsedSignatures } from '../verify.ts';
 import { bodyText } from './recorded.ts';

@@ -4,7 +4,7 @@
  * for `webhook-receiver/lambda`'s handler or any other Lambda handler.
  */
 
-import { base64Encode } from '../encoding.ts';
+import { base64Encode } from '../lib/encoding.ts';
 import { signWebhook } from '../sign.ts';
 import { bodyBytes, type SignedRequestInit } from './request.ts';
 

@@ -5,7 +5,7 @@
 
 import type { SecretInput } from '../secrets.ts';
 import { signWebhook } from '../sign.ts';
-import { toBytes } from '../encoding.ts';
+import { toBytes } from '../lib/encoding.ts';
 
 /**
  * What {@link signedRequest} signs and sends.

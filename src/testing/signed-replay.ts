@@ -8,7 +8,7 @@
  * `node:http`, and a test hands it to a fetch handler or to supertest.
  */
 
-import { base64Decode } from '../encoding.ts';
+import { base64Decode } from '../lib/encoding.ts';
 import { isJsonObject as isObject } from '../lib/checks.ts';
 import type { SecretInput } from '../secrets.ts';
 import { generateMessageId, signWebhook, toUnixSeconds } from '../sign.ts';

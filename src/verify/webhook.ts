@@ -3,7 +3,7 @@
  * validated by a schema when one is given). Also rebuilt, unchecked, from what an inbox recorded.
  */
 
-import { utf8Decoder } from '../encoding.ts';
+import { utf8Decoder } from '../lib/encoding.ts';
 import { usePayload, validatedPayload, type StandardSchemaV1 } from '../schema.ts';
 import type { VerifiedWebhook } from './types.ts';
 

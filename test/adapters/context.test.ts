@@ -16,7 +16,7 @@ import { webhookHandler } from '../../adapters/fetch.ts';
 import { webhooks as honoWebhooks } from '../../adapters/hono.ts';
 import type { WebhookContext } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 
 const secret = generateSecret();

@@ -8,7 +8,7 @@ import { PermanentError, WebhookError } from '../../src/errors.ts';
 import { StoreError } from '../../src/stores/types.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { brotliCompressSync, deflateSync, gzipSync } from 'node:zlib';
 import {

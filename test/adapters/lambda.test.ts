@@ -24,7 +24,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { webhookHandler, type LambdaContextLike, type LambdaHttpEvent, type LambdaHttpResult, type LambdaWebhookContext } from '../../adapters/lambda.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { adapterConformance, type Endpoint, type Outgoing, type Recorder, type Reply } from './conformance.ts';

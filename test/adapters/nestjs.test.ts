@@ -26,7 +26,7 @@ import {
 } from '../../adapters/nestjs.ts';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import {
   adapterConformance,
   BODY_UNAVAILABLE_MESSAGE,

@@ -11,7 +11,7 @@ import { createAdaptorServer } from '@hono/node-server';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { AdapterOptions } from '../../src/http.ts';
 import { generateSecret } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import {
   bodyInit,
   expectDuplicate,

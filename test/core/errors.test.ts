@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { PermanentError, WebhookError, bodyUnavailable, isWebhookError } from '../../src/errors.ts';
 import { errorResponse } from '../../src/http.ts';
 import { createReceiver } from '../../src/receiver.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { SECRET, delivery } from '../receiver/support.ts';
 
 interface ErrorsModule {

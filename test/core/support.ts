@@ -7,7 +7,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { expect } from 'vitest';
 import { defaultBackend, webCryptoBackend, type CryptoBackend } from '../../src/crypto.ts';
-import { base64Encode } from '../../src/encoding.ts';
+import { base64Encode } from '../../src/lib/encoding.ts';
 import { WEBHOOK_ERROR_STATUS, WebhookError, type WebhookErrorCode } from '../../src/errors.ts';
 
 /** The known vector from the Standard Webhooks reference libraries' tests. */

@@ -18,7 +18,7 @@ import { hexJobId } from '../../src/inbox/job.ts';
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { servedFetch } from '../adapters/node-http.ts';
 import { acceptedJob } from './conformance.ts';
 import { canStartRedis, connectIORedis, sharedRedisUrl, startRedisServer, type RedisServer } from '../support/redis.ts';

@@ -20,12 +20,12 @@
  * Routes: POST /webhooks accepts; GET /runs?id= reads the RUNS object; POST /heal?id= heals a poison id.
  */
 
-import { base64Encode } from '../../src/encoding.ts';
+import { base64Encode } from '../../src/lib/encoding.ts';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { PermanentError, WebhookError, type WebhookErrorCode } from '../../src/errors.ts';
-import { cloudflareQueueInbox, type CloudflareQueueInbox, type MessageBatchLike, type QueueLike } from '../../src/inbox/cloudflare.ts';
+import { cloudflareQueueInbox, type CloudflareQueueInbox, type MessageBatchLike, type QueueLike } from '../../src/inbox/cloudflare/index.ts';
 import type { InboxHandler, JobOutcomeEvent, WorkOptions } from '../../src/inbox/types.ts';
-import { durableObjectStore, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
+import { durableObjectStore, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object/index.ts';
 import type { ClaimResult, IdempotencyStore, OrderedClaimResult } from '../../src/stores/types.ts';
 
 export { WebhookClaims };

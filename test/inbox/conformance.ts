@@ -12,7 +12,7 @@ import { PermanentError, WebhookError } from '../../src/errors.ts';
 import { jobOf } from '../../src/job-format.ts';
 import { INBOX_JOB_FORMAT, type Inbox, type InboxHandler, type InboxJob, type JobOutcomeEvent, type WorkOptions } from '../../src/inbox/types.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { createVerifier } from '../../src/verify.ts';
 

@@ -14,8 +14,8 @@ import { Queue } from 'bullmq';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
-import { cloudflareQueueInbox } from '../../src/inbox/cloudflare.ts';
-import type { DurableObjectNamespaceLike } from '../../src/stores/durable-object.ts';
+import { cloudflareQueueInbox } from '../../src/inbox/cloudflare/index.ts';
+import type { DurableObjectNamespaceLike } from '../../src/stores/durable-object/index.ts';
 import { sharedPostgresUrl } from '../support/postgres.ts';
 import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';
 

@@ -34,7 +34,7 @@ import { WebhookInterceptor, WebhookReceiverModule, type VerifiedWebhook, type W
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
 import type { Inbox, InboxWorker, JobOutcomeEvent } from '../../src/inbox/types.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { canStartRedis, connectIORedis, sharedRedisUrl, startRedisServer, type RedisServer } from '../support/redis.ts';
 

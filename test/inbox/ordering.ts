@@ -16,7 +16,7 @@ import type { Inbox, InboxHandler, WorkOptions } from '../../src/inbox/types.ts'
 import type { OrderingOptions } from '../../src/ordering.ts';
 import { createReceiver, type Receiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { WebhookInput } from '../../src/verify.ts';
 import { Outcomes, type InboxHarness, type InboxUnderTest } from './conformance.ts';

@@ -14,7 +14,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { uuidJobId } from '../../src/inbox/job.ts';
 import type { JobOutcomeEvent } from '../../src/inbox/types.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { pgBossInbox, type PgBossLike } from '../../src/inbox/pg-boss.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { sharedPostgresUrl } from '../support/postgres.ts';

@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { PermanentError, WebhookError } from '../../src/errors.ts';
 import { InboxGate } from '../../src/receiver/accept.ts';
 import { sqsInbox, type SqsInbox, type SqsInboxOptions } from '../../src/inbox/sqs/index.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { countIn, freshQueues, lambdaRecord, randomSuffix, receiveAsLambda, sqsClient, startSqs, type FauxqsServer } from '../support/sqs.ts';
 import { acceptedJob, describeInbox, Outcomes } from './conformance.ts';
 import { describeOrderedInbox } from './ordering.ts';

@@ -12,7 +12,7 @@
  *    backend's one with the received and the computed signature, and its answer alone decides:
  *    forced to `false` a valid message is refused, forced to `true` a forged one is accepted. So
  *    no other comparison (`===`, `includes`, a Map lookup) can be deciding.
- * 2. Source of the verifier: it imports both from ./encoding.ts, and the computed signature
+ * 2. Source of the verifier: it imports both from ./lib/encoding.ts, and the computed signature
  *    appears in no other comparison.
  * 3. Source of both: their comparison loop has no `return`, `break` or short-circuit operator, and
  *    they agree with `===` on random input.
@@ -22,12 +22,12 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { defaultBackend, webCryptoBackend } from '../../src/crypto.ts';
-import * as encoding from '../../src/encoding.ts';
+import * as encoding from '../../src/lib/encoding.ts';
 import { createVerifierWith } from '../../src/verify.ts';
 import { expectCode, freshSecret, hmacSignature } from '../fuzz/support.ts';
 
-vi.mock('../../src/encoding.ts', async (importOriginal) => {
-  const real = await importOriginal<typeof import('../../src/encoding.ts')>();
+vi.mock('../../src/lib/encoding.ts', async (importOriginal) => {
+  const real = await importOriginal<typeof import('../../src/lib/encoding.ts')>();
   return { ...real, constantTimeEqual: vi.fn(real.constantTimeEqual), constantTimeEqualBase64: vi.fn(real.constantTimeEqualBase64) };
 });
 
@@ -51,7 +51,7 @@ const expected = hmacSignature(key, id, t, body);
 const forged = Buffer.alloc(32, 1).toString('base64');
 const input = (signature: string) => ({ headers: { 'webhook-id': id, 'webhook-timestamp': t, 'webhook-signature': `v1,${signature}` }, body });
 
-const actual = await vi.importActual<typeof import('../../src/encoding.ts')>('../../src/encoding.ts');
+const actual = await vi.importActual<typeof import('../../src/lib/encoding.ts')>('../../src/lib/encoding.ts');
 const realEqual = actual.constantTimeEqual;
 const realEqualBase64 = actual.constantTimeEqualBase64;
 
@@ -93,9 +93,9 @@ describe.each([
 });
 
 describe('the source', () => {
-  it('src/verify.ts imports both comparisons from ./encoding.ts and compares the computed signature nowhere else', () => {
-    expect(source('verify.ts')).toMatch(/import \{[^}]*\bconstantTimeEqual\b[^}]*\} from '\.\/encoding\.ts';/);
-    expect(source('verify.ts')).toMatch(/import \{[^}]*\bconstantTimeEqualBase64\b[^}]*\} from '\.\/encoding\.ts';/);
+  it('src/verify.ts imports both comparisons from ./lib/encoding.ts and compares the computed signature nowhere else', () => {
+    expect(source('verify.ts')).toMatch(/import \{[^}]*\bconstantTimeEqual\b[^}]*\} from '\.\/lib\/encoding\.ts';/);
+    expect(source('verify.ts')).toMatch(/import \{[^}]*\bconstantTimeEqualBase64\b[^}]*\} from '\.\/lib\/encoding\.ts';/);
     const verify = codeOf(source('verify.ts'));
     // The computed signature is held in `expected`; every use of it is a type test or one of the two calls.
     const uses = [...verify.matchAll(/\bexpected\b/g)].map((m) => verify.slice(Math.max(0, m.index - 40), m.index + 20));

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createReceiver, type Receiver } from '../../src/receiver.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { WebhookInput } from '../../src/verify.ts';

@@ -18,7 +18,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { webhookHandler, type FetchHandlerOptions, type WebhookHandler } from '../../adapters/fetch.ts';
 import { defaultBackend } from '../../src/crypto.ts';
 import { generateSecret } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { expectDuplicate, expectProcessed, gatedStore, signed } from '../adapters/conformance.ts';
 import { postAndLeave, servedFetch } from '../adapters/node-http.ts';

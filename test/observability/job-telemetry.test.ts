@@ -14,7 +14,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PermanentError } from '../../src/errors.ts';
 import { bullmqInbox } from '../../src/inbox/bullmq.ts';
 import { INBOX_JOB_FORMAT, type Inbox, type InboxHandler, type InboxJob, type WorkOptions } from '../../src/inbox/types.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { acceptedJob, Outcomes } from '../inbox/conformance.ts';
 import { total, useOtelSdk } from '../support/otel.ts';
 import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';

@@ -14,7 +14,7 @@ import { webhookOf, webhooks as fastifyWebhooks } from '../../adapters/fastify.t
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import { canStartRedis, connectIORedis, startRedisServer, type RedisServer } from '../support/redis.ts';
 

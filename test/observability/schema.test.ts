@@ -18,7 +18,7 @@ import { createRouter, type WebhookEvent } from '../../src/router.ts';
 import type { OutcomeEvent } from '../../src/telemetry.ts';
 import { payloadErrorOf, type PayloadIssues, type StandardSchemaV1 } from '../../src/schema.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { createVerifier } from '../../src/verify.ts';
 
 const SECRET = generateSecret();

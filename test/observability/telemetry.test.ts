@@ -12,7 +12,7 @@ import { webhookHandler } from '../../adapters/fetch.ts';
 import { tenantKeys } from '../../src/keys.ts';
 import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
 import { generateSecret, signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { StoreError } from '../../src/stores/types.ts';
 import type { OutcomeEvent } from '../../src/telemetry.ts';
 import { points, total as sum, useOtelSdk } from '../support/otel.ts';

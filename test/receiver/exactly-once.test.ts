@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebhookError } from '../../src/errors.ts';
 import { createReceiver, type WebhookContext } from '../../src/receiver.ts';
 import { signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { unsignedBucket, unsignedBuckets } from '../../src/stores/internal.ts';
 import { DEFAULT_UNSIGNED_MAX, StoreError, type ClaimResult, type IdempotencyStore } from '../../src/stores/types.ts';
 import type { WebhookInput } from '../../src/verify.ts';

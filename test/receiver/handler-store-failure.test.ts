@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { webhookHandler } from '../../adapters/fetch.ts';
 import { WebhookError } from '../../src/errors.ts';
 import { createReceiver } from '../../src/receiver.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { StoreError } from '../../src/stores/types.ts';
 import { SECRET, delivery, deliveryRequest } from './support.ts';
 

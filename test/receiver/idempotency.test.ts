@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebhookError } from '../../src/errors.ts';
 import { createReceiver, type ReceiveResult, type ReceiverOptions } from '../../src/receiver.ts';
 import { signWebhook } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import { offerSyncOperations, syncOperations, unsignedBucket, unsignedBuckets } from '../../src/stores/internal.ts';
 import { DEFAULT_UNSIGNED_MAX, type IdempotencyStore } from '../../src/stores/types.ts';

@@ -5,7 +5,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { createReceiver, DEFAULT_LOCK_SECONDS, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS, DEFAULT_UNSIGNED_TTL_SECONDS, type ReceiverOptions } from '../../src/receiver.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { SECRET, delivery } from './support.ts';
 

@@ -15,7 +15,7 @@ import type { OrderingOptions } from '../../src/ordering.ts';
 import { createReceiver, type ReceiverOptions } from '../../src/receiver.ts';
 import { signWebhook } from '../../src/sign.ts';
 import { dynamoStore } from '../../src/stores/dynamodb.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import type { OutcomeEvent } from '../../src/telemetry.ts';
 import type { WebhookInput } from '../../src/verify.ts';

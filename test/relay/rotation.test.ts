@@ -14,7 +14,7 @@ import express from 'express';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { webhookOf, webhooks } from '../../adapters/express.ts';
 import type { SecretInput } from '../../src/secrets.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { relayEmulator, type RelayEmulator } from '../../src/testing/index.ts';
 import { run } from '../cli/support.ts';
 import { KEY, expectNoKeyShown, record } from './support.ts';

@@ -9,7 +9,7 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createReceiver, type OutcomeEvent, type VerifiedWebhook } from '../../src/index.ts';
 import { PermanentError } from '../../src/errors.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { relayClient, triggerSource, type CursorStore, type PulledEventReport, type TriggerErrorContext } from '../../src/relay/index.ts';
 import { relayEmulator, type RelayEmulator } from '../../src/testing/index.ts';
 import { SECRET } from '../testing/support.ts';

@@ -11,7 +11,7 @@ import { createClient } from 'redis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DEFAULT_DYNAMO_CLOCK_MARGIN_MS, dynamoStore, type DynamoStore, type DynamoStoreOptions } from '../../src/stores/dynamodb.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import { checkStore, type StoreConformanceReport, type StoreRule } from '../../src/testing/check-store.ts';

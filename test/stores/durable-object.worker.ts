@@ -15,7 +15,7 @@
  */
 
 import { createReceiver } from '../../src/receiver.ts';
-import { durableObjectStore, StoreError, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object.ts';
+import { durableObjectStore, StoreError, WebhookClaims, type DurableObjectNamespaceLike, type DurableObjectStateLike } from '../../src/stores/durable-object/index.ts';
 import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { checkStore, StoreConformanceError } from '../../src/testing/check-store.ts';
 import { encodeVersion } from '../../src/ordering.ts';

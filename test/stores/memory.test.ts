@@ -5,7 +5,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_MEMORY_STORE_MAX, DEFAULT_MEMORY_STORE_UNSIGNED_MAX, memoryStore } from '../../src/stores/memory.ts';
+import { DEFAULT_MEMORY_STORE_MAX, DEFAULT_MEMORY_STORE_UNSIGNED_MAX, memoryStore } from '../../src/stores/memory/index.ts';
 import { DEFAULT_UNSIGNED_MAX } from '../../src/index.ts';
 import { StoreError } from '../../src/stores/types.ts';
 import { syncOperations, type SyncOperations } from '../../src/stores/internal.ts';

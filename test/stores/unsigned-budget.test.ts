@@ -14,7 +14,7 @@ import { webhooks } from '../../adapters/express.ts';
 import express from 'express';
 import { isWebhookError } from '../../src/errors.ts';
 import { createReceiver, type Receiver } from '../../src/receiver.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore } from '../../src/stores/redis.ts';
 import { unsignedBuckets } from '../../src/stores/internal.ts';

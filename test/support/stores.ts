@@ -5,7 +5,7 @@
  */
 
 import type { Redis } from 'ioredis';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import { postgresStore } from '../../src/stores/postgres.ts';
 import { redisStore, type RedisStoreOptions } from '../../src/stores/redis.ts';
 import type { ClaimResult, IdempotencyStore } from '../../src/stores/types.ts';

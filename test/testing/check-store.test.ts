@@ -4,7 +4,7 @@
  */
 
 import { describe, expect, it } from 'vitest';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { ClaimResult, IdempotencyStore } from '../../src/stores/types.ts';
 import { checkStore, StoreConformanceError, type CheckStoreOptions, type StoreFactory, type StoreRule } from '../../src/testing/check-store.ts';
 

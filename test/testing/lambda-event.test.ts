@@ -9,7 +9,7 @@ import type { APIGatewayProxyEvent, APIGatewayProxyEventV2, LambdaFunctionURLEve
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { webhookHandler, type LambdaHttpEvent } from '../../adapters/lambda.ts';
 import { generateSecret } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { VerifiedWebhook } from '../../src/verify.ts';
 import { signedLambdaEvent, type HttpApiLambdaEvent, type LambdaEventSource, type RestApiLambdaEvent } from '../../src/testing/index.ts';
 

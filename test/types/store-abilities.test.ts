@@ -9,7 +9,7 @@ import { describe, expect, expectTypeOf, it } from 'vitest';
 import { JobRunner } from '../../src/inbox/worker.ts';
 import { createReceiver } from '../../src/receiver.ts';
 import { generateSecret } from '../../src/sign.ts';
-import { memoryStore } from '../../src/stores/memory.ts';
+import { memoryStore } from '../../src/stores/memory/index.ts';
 import type { IdempotencyStore, OrderingOperations } from '../../src/stores/types.ts';
 
 const secrets = generateSecret();

@@ -4,7 +4,7 @@
  */
 
 import { randomBytes } from '../../crypto.ts';
-import { base64Encode } from '../../encoding.ts';
+import { base64Encode } from '../../lib/encoding.ts';
 import { shellQuote, type Outgoing } from './send.ts';
 import { concurrentJudge, notObservable, oversizedJudge, reported, single, timingJudge, twice, unknownTenantJudge, type Built, type CaseContext, type Judge, type SignedOutgoing } from './judge.ts';
 import { CHECK_CASES, type CheckCaseId } from './table.ts';

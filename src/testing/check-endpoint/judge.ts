@@ -3,7 +3,7 @@
  * verdict of each kind of case, and the context the cases share while they run.
  */
 
-import { base64Encode } from '../../encoding.ts';
+import { base64Encode } from '../../lib/encoding.ts';
 import type { SecretInput } from '../../secrets.ts';
 import type { Signer } from '../../sign.ts';
 import type { Answer, Outgoing, Send } from './send.ts';

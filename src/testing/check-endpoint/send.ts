@@ -4,7 +4,7 @@
  * each request as a `curl` command.
  */
 
-import { concatChunks, utf8Decoder } from '../../encoding.ts';
+import { concatChunks, utf8Decoder } from '../../lib/encoding.ts';
 import type { FetchHandler } from './table.ts';
 
 const RESPONSE_READ_BYTES = 16 * 1024;

@@ -25,7 +25,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { base64Encode, utf8Encoder } from '../../encoding.ts';
+import { base64Encode, utf8Encoder } from '../../lib/encoding.ts';
 import type { DedupStrategy, DeliveryStatus, RelayDelivery, RelayDestination, RelayEvent, VerificationState } from '../../relay/types.ts';
 import { DELIVERY_STATUSES } from '../../relay/types.ts';
 import { isRelayId } from '../../relay/ids.ts';
