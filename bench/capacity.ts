@@ -41,6 +41,7 @@ import { STORE_CONNECTIONS, WEBHOOK_PATH } from './http-cases.ts';
 import type { RunRequest, RunResult } from './http-load.ts';
 import { clockTicks, processTreeMicros, redisMicros, skippedWithoutStores, statFields } from './http-stores.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
+import { pgBossRuns } from './inbox.ts';
 import { fixed, rateText, table, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 
 
@@ -122,8 +123,7 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
   const skipped = skippedWithoutStores('capacity', CAPACITY_TITLE, 'the capacity section');
   if (skipped !== undefined) return skipped;
   // pg-boss 12 needs Node 22.12 or later: on an older Node its shape is left out, as section 15 does.
-  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-  const shapes = SHAPES.filter((shape) => shape !== 'postgres-pg-boss' || major > 22 || (major === 22 && minor >= 12));
+  const shapes = SHAPES.filter((shape) => shape !== 'postgres-pg-boss' || pgBossRuns());
   const seconds = config.quick ? 1 : 3;
   const warmupSeconds = config.quick ? 0 : 1;
   const ticks = clockTicks();

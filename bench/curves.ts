@@ -26,6 +26,7 @@ import { Webhook as Svix2Webhook } from 'svix2';
 import type { Verifier } from '../src/verify.ts';
 import { curveTable, type Curve, type CurvePoint } from './charts.ts';
 import { handWrittenVerify, jsonBody, KiB, MiB, newSecret, signedMessage, sizeLabel } from './fixtures.ts';
+import { FLOOR, HAND } from './labels.ts';
 import { ROOT, SECTION_BUDGET_SECONDS, type BenchConfig, type SectionReport } from './report.ts';
 import { oneAtATime, ratios, series, summarize, timeInterleaved, times, type Candidate, type TimingOptions } from './stats.ts';
 
@@ -63,8 +64,6 @@ async function timedPoints(x: number, candidates: readonly Candidate[], timing: 
 }
 
 const OURS = 'ours';
-const HAND = 'hand-written check';
-const FLOOR = 'bare HMAC (floor)';
 
 async function bodySizeCurve(config: BenchConfig, deadline: number): Promise<{ curve: Curve; text: string }> {
   const sizes = config.quick ? [64, KiB] : [64, KiB, 16 * KiB, 256 * KiB, MiB, 4 * MiB];

@@ -120,11 +120,18 @@ export const DOC_BLOCKS: readonly DocBlock[] = [
   { file: join('docs', 'operating.md'), ...markers('bench-capacity'), render: capacityBlock },
 ];
 
+/** Whether `text` holds the block's start marker and, after it, its end marker. */
+function hasMarkers(text: string, block: DocBlock): boolean {
+  const start = text.indexOf(block.start);
+  return start !== -1 && text.indexOf(block.end) > start;
+}
+
 /** Replaces the text between `block`'s markers in `text` with its rendering of `results`. */
+
 export function withBlock(text: string, block: DocBlock, results: string): string {
   const start = text.indexOf(block.start);
   const end = text.indexOf(block.end);
-  if (start === -1 || end < start) throw new Error(`${block.file} lacks the markers ${block.start} … ${block.end}`);
+  if (!hasMarkers(text, block)) throw new Error(`${block.file} lacks the markers ${block.start} … ${block.end}`);
   return `${text.slice(0, start + block.start.length)}\n${block.render(results)}\n${text.slice(end)}`;
 }
 
@@ -138,7 +145,7 @@ export function updateDocBlocks(): string[] {
   for (const block of DOC_BLOCKS) {
     const path = join(ROOT, block.file);
     const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
-    if (!text.includes(block.start) || text.indexOf(block.end) < text.indexOf(block.start)) {
+    if (!hasMarkers(text, block)) {
       missing.push(block.file);
       continue;
     }

@@ -20,13 +20,12 @@
  * per second against connections (1 to 64), ours and the hand-written route into BullMQ.
  */
 
-import { fork } from 'node:child_process';
-import { join } from 'node:path';
 import { curveTable, type Curve, type CurvePoint } from './charts.ts';
 import { INBOX_CELLS, INBOX_MODE, STORE_CONNECTIONS, STORE_MODE, type InboxCell } from './http-cases.ts';
 import { skippedWithoutStores, withStoreServers } from './http-stores.ts';
 import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
+import { fauxqsRuns, startSqsChild } from '../test/support/sqs-child.ts';
 
 const TITLE = '15. Inbox: accepting into a queue (HTTP)';
 
@@ -73,32 +72,8 @@ interface Figures {
 
 const emptyFigures = (): Figures => ({ rps: [], cpu: [], dbCpu: [], p50: [], p99: [] });
 
-/** fauxqs runs on Node 22.5 and later. */
-function fauxqsRuns(): boolean {
-  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-  return major > 22 || (major === 22 && minor >= 5);
-}
-
-/** fauxqs in a child process on 127.0.0.1 (test/support/sqs-server-child.ts); stopped by its pid. */
-async function startLocalSqs(): Promise<{ url: string; stop(): Promise<void> }> {
-  const child = fork(join(import.meta.dirname, '../test/support/sqs-server-child.ts'), [], { execArgv: ['--import', 'tsx'], env: { ...process.env, FAUXQS_PORT: '0' }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    child.on('message', (message: { port?: number }) => message.port !== undefined && resolve(message.port));
-    child.once('exit', (code) => reject(new Error(`fauxqs exited before it listened (${code})`)));
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    stop: async () => {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-    },
-  };
-}
-
 /** pg-boss 12 runs on Node 22.12 and later. */
-function pgBossRuns(): boolean {
+export function pgBossRuns(): boolean {
   const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
   return major > 22 || (major === 22 && minor >= 12);
 }
@@ -110,7 +85,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   const engines: Engine[] = [...(pgBossRuns() ? (['bullmq', 'pg-boss'] as const) : (['bullmq'] as const)), ...(fauxqsRuns() ? (['sqs'] as const) : [])];
   const cells: Cell[] = [...new Set(engines.flatMap((engine) => [ENGINES[engine].ours, ENGINES[engine].hand, ENGINES[engine].sync]))];
   // SQS is fauxqs, in a process of its own so that its CPU is not counted as the server's.
-  const sqs = engines.includes('sqs') ? await startLocalSqs() : undefined;
+  const sqs = engines.includes('sqs') ? await startSqsChild() : undefined;
   if (sqs !== undefined) process.env.BENCH_SQS_URL = sqs.url;
   // As sections 4 and 10: two-second runs after a one-second warm-up; four repetitions (five
   // there) and three per curve point keep the section within its budget.

@@ -31,6 +31,7 @@ import { acceptedJob } from '../inbox/conformance.ts';
 import { findPostgresBin, startPostgresServer } from '../support/postgres-server.ts';
 import { canStartRedis, startRedisServer } from '../support/redis.ts';
 import { sqsClient } from '../support/sqs.ts';
+import { startSqsChild } from '../support/sqs-child.ts';
 import { chaosBullmqInbox, chaosPgBossInbox, chaosSqsInbox, kindOf } from './inbox-kinds.ts';
 
 const MESSAGES = 500;
@@ -104,28 +105,8 @@ async function pgBossEngine(queueName: string): Promise<Engine> {
 }
 
 /** fauxqs in a child process, so that this busy process (500 accepts) does not slow the queue down. */
-async function startSqsChild(port: number): Promise<{ child: ChildProcess; port: number }> {
-  const child = fork(join(import.meta.dirname, '../support/sqs-server-child.ts'), [], {
-    execArgv: ['--import', 'tsx'],
-    env: { ...process.env, FAUXQS_PORT: String(port) },
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  const listening = await new Promise<number>((resolve, reject) => {
-    child.on('message', (message: { port?: number }) => message.port !== undefined && resolve(message.port));
-    child.once('exit', (code) => reject(new Error(`fauxqs exited before it listened (${code})`)));
-  });
-  return { child, port: listening };
-}
-
-async function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  child.kill('SIGTERM');
-  await exited;
-}
-
 async function sqsEngine(): Promise<Engine> {
-  const server = await startSqsChild(0);
+  const server = await startSqsChild();
   const port = server.port;
   const created = await new Promise<{ queueUrl: string; queueArn: string }>((resolve) => {
     const names: { queueUrl: string; queueArn: string }[] = [];
@@ -153,7 +134,7 @@ async function sqsEngine(): Promise<Engine> {
     // is in sqs.test.ts.
     close: async () => {
       client.destroy();
-      await stopChild(server.child);
+      await server.stop();
       await redis.close();
     },
   };
