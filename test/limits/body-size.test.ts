@@ -13,6 +13,7 @@
 
 import { once } from 'node:events';
 import { createServer, request as httpRequest, type Server } from 'node:http';
+import { setTimeout as delay } from 'node:timers/promises';
 import { afterAll, describe, expect, it } from 'vitest';
 import { webhooks as expressWebhooks } from '../../adapters/express.ts';
 import { webhooks as fastifyWebhooks } from '../../adapters/fastify.ts';
@@ -89,8 +90,14 @@ async function uploadIgnoringAnswer(port: number, headers: Record<string, string
   let written = 0;
   while (written < total && !closed && Date.now() < deadline) {
     written += chunk.byteLength;
-    // `once` rejects on 'error' (EPIPE once the server closed): that ends the upload too.
-    if (!client.write(chunk)) await Promise.race([once(client, 'drain'), once(client, 'close'), new Promise((r) => setTimeout(r, 1000))]).catch(() => undefined);
+    // `once` rejects on 'error' (EPIPE once the server closed): that ends the upload too. The
+    // waits that lose the race are aborted, so no listener is left behind on the request.
+    if (!client.write(chunk)) {
+      const settled = new AbortController();
+      const { signal } = settled;
+      await Promise.race([once(client, 'drain', { signal }), once(client, 'close', { signal }), delay(1000, undefined, { signal })]).catch(() => undefined);
+      settled.abort();
+    }
   }
   if (!closed) client.end();
   await new Promise((resolve) => setTimeout(resolve, 100));
