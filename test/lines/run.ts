@@ -17,7 +17,9 @@
  * with a notice, except under CI, where that is a failure.
  */
 
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { isCI } from '../support/redis-server.ts';
@@ -33,6 +35,37 @@ function parseLines(text: string | undefined): number[] {
     throw new TypeError(`--lines takes major versions separated by commas, e.g. 22,24,26; got ${JSON.stringify(text)}`);
   }
   return lines;
+}
+
+/** What a vitest JSON report (`--reporter=json`) says of a failed run, as much as this reads of it. */
+interface JsonReport {
+  numFailedTests?: number;
+  testResults?: { name: string; status: string; message?: string; assertionResults?: { fullName: string; status: string; failureMessages?: string[] }[] }[];
+}
+
+/** The first line of a failure's message, shortened: enough to name it in a summary. */
+const firstLine = (text: string | undefined) => (text ?? '').split('\n', 1)[0]!.slice(0, 300);
+
+/**
+ * The failed tests a run's JSON report lists (file, test and the first line of its error), or
+ * why none are listed: a run that failed outside any test (an unhandled error, a setup that
+ * threw) says so above, in vitest's own output.
+ */
+function failuresIn(reportPath: string): string[] {
+  let report: JsonReport;
+  try {
+    report = JSON.parse(readFileSync(reportPath, 'utf8')) as JsonReport;
+  } catch {
+    return ['no report was written: the run ended before vitest reported (see its output above)'];
+  }
+  const failures: string[] = [];
+  for (const file of report.testResults ?? []) {
+    const name = relative(root, file.name);
+    const failed = (file.assertionResults ?? []).filter((test) => test.status === 'failed');
+    for (const test of failed) failures.push(`${name} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`);
+    if (failed.length === 0 && file.status === 'failed') failures.push(`${name}: ${firstLine(file.message) || 'failed outside its tests'}`);
+  }
+  return failures.length > 0 ? failures : ['no test failed: an error outside the tests (vitest lists it above as an unhandled error) failed the run'];
 }
 
 async function main(): Promise<number> {
@@ -68,20 +101,27 @@ async function main(): Promise<number> {
   }
   const setupSeconds = (performance.now() - started) / 1000;
 
-  const results: { version: string; what: string; code: number; seconds: number }[] = [];
+  // Each run's JSON report, read back below: a CI log shows its tail, so the tests that failed on an
+  // earlier line are named again after the last line's run.
+  const reports = mkdtempSync(join(tmpdir(), 'node-lines-'));
+  const results: { version: string; what: string; code: number; seconds: number; report: string }[] = [];
   for (const binary of binaries) {
     const whole = binary.major === FULL_SUITE_LINE && !values.smoke;
     const what = whole ? 'the whole suite' : 'the smoke subset';
     console.log(`\nnode-lines: ${what} on Node v${binary.version} (${relative(root, binary.path)})\n`);
     const runStarted = performance.now();
-    const code = await runWith(binary.path, [vitest, 'run', '--config', whole ? 'vitest.config.ts' : 'vitest.lines.config.ts', ...positionals]);
-    results.push({ version: binary.version, what, code, seconds: (performance.now() - runStarted) / 1000 });
+    const report = join(reports, `node-${binary.major}.json`);
+    const config = whole ? 'vitest.config.ts' : 'vitest.lines.config.ts';
+    const code = await runWith(binary.path, [vitest, 'run', '--config', config, '--reporter=default', '--reporter=json', `--outputFile.json=${report}`, ...positionals]);
+    results.push({ version: binary.version, what, code, seconds: (performance.now() - runStarted) / 1000, report });
   }
 
   console.log(`\nnode-lines: binaries ready in ${setupSeconds.toFixed(1)} s`);
-  for (const { version, what, code, seconds } of results) {
+  for (const { version, what, code, seconds, report } of results) {
     console.log(`node-lines: Node v${version}, ${what}: ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds.toFixed(1)} s`);
+    if (code !== 0) for (const line of failuresIn(report)) console.log(`node-lines:   ${line}`);
   }
+  rmSync(reports, { recursive: true, force: true });
   for (const error of missing) console.log(`node-lines: SKIPPED: ${error.message}`);
   return results.every((result) => result.code === 0) ? 0 : 1;
 }
