@@ -194,11 +194,20 @@ for (const { name: engineName, available, make } of ENGINES) {
         });
         return child;
       };
-      /** Resolves at the first handler start once `count` have started. */
+      /**
+       * Resolves at the first handler start once `count` have started; rejects, naming the count,
+       * when the run's budget ends first (a schedule that waits for starts that never come fails
+       * with what it waited for, not at the test's timeout).
+       */
       const startsReach = (count: number) =>
-        new Promise<void>((resolve) => {
+        new Promise<void>((resolve, reject) => {
+          const timer = setTimeout(() => {
+            onStart.delete(check);
+            reject(new Error(`waited for ${count} handler starts, and ${starts} came within the budget`));
+          }, Math.max(0, RUN_BUDGET_MS - (Date.now() - started)));
           const check = () => {
             if (starts >= count) {
+              clearTimeout(timer);
               onStart.delete(check);
               resolve();
             }
@@ -240,30 +249,42 @@ for (const { name: engineName, available, make } of ENGINES) {
         throw new Error(`${id} was never accepted`);
       };
 
+      /** Accepts `batch`, its deliveries spread over `ms`. */
+      const acceptSpread = (batch: readonly string[], ms: number) =>
+        Promise.all(
+          batch.map(async (id, n) => {
+            await sleep((n / batch.length) * ms);
+            await accept(id);
+          }),
+        );
+
+      // The deliveries come in three batches, about three seconds in all, and each chaos event
+      // waits only for handler starts that the work accepted after the event before it
+      // guarantees: the kills and the restart land mid-run however fast the workers drain the
+      // queue. (Waiting for "60 more starts" after the restart hung on a loaded machine, where a
+      // respawn took long enough for the queue to drain.)
+      const [first, second, third] = [ids.slice(0, 200), ids.slice(200, 350), ids.slice(350)];
+      const firstAccepted = acceptSpread(first, 1200);
+      await killOneMidJob(60);
+      stage('first kill done');
+      await firstAccepted;
+      // The accepting side goes on while the engine's server is down, retrying as a sender does.
+      const secondAccepted = acceptSpread(second, 900);
       let restartMs = 0;
-      const chaos = (async () => {
-        await killOneMidJob(60);
-        stage('first kill done');
-        await startsReach(150);
-        if (engine!.restart !== undefined) {
-          stage('restarting');
-          const restartAt = Date.now();
-          await engine!.restart();
-          restartMs = Date.now() - restartAt;
-          stage('restarted');
-        }
-        await killOneMidJob(starts + 60);
-      })();
-      // Spread over about three seconds, so the kills and the restart land mid-run.
-      await Promise.all(
-        ids.map(async (id, n) => {
-          await sleep((n / MESSAGES) * 3000);
-          await accept(id);
-        }),
-      );
+      if (engine.restart !== undefined) {
+        stage('restarting');
+        const restartAt = Date.now();
+        await engine.restart();
+        restartMs = Date.now() - restartAt;
+        stage('restarted');
+      }
+      const mark = starts;
+      const thirdAccepted = acceptSpread(third, 900);
+      // The third batch's 150 ids are accepted after `mark`, so at least 150 starts follow it.
+      await killOneMidJob(mark + 60);
+      stage('second kill done');
+      await Promise.all([secondAccepted, thirdAccepted]);
       stage('all accepted');
-      await chaos;
-      stage('chaos done');
 
       const poison = ids.filter((id) => kindOf(id) === 'poison');
       const readLogs = (): LogLine[] =>
