@@ -40,8 +40,14 @@ function parseLines(text: string | undefined): number[] {
 /** What a vitest JSON report (`--reporter=json`) says of a failed run, as much as this reads of it. */
 interface JsonReport {
   numFailedTests?: number;
-  testResults?: { name: string; status: string; message?: string; assertionResults?: { fullName: string; status: string; failureMessages?: string[] }[] }[];
+  testResults?: { name: string; status: string; message?: string; assertionResults?: { fullName: string; status: string; duration?: number; failureMessages?: string[] }[] }[];
 }
+
+/**
+ * What vitest's JSON report gives as a test's error when the test timed out: a placeholder, not
+ * the "Test timed out" its own output prints.
+ */
+const TIMEOUT_PLACEHOLDER = 'Error: STACK_TRACE_ERROR';
 
 /** The first line of a failure's message, shortened: enough to name it in a summary. */
 const firstLine = (text: string | undefined) => (text ?? '').split('\n', 1)[0]!.slice(0, 300);
@@ -62,7 +68,11 @@ function failuresIn(reportPath: string): string[] {
   for (const file of report.testResults ?? []) {
     const name = relative(root, file.name);
     const failed = (file.assertionResults ?? []).filter((test) => test.status === 'failed');
-    for (const test of failed) failures.push(`${name} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`);
+    for (const test of failed) {
+      const error = firstLine(test.failureMessages?.[0]);
+      const said = error === TIMEOUT_PLACEHOLDER ? `timed out after ${((test.duration ?? 0) / 1000).toFixed(1)} s` : error;
+      failures.push(`${name} > ${test.fullName}: ${said}`);
+    }
     if (failed.length === 0 && file.status === 'failed') failures.push(`${name}: ${firstLine(file.message) || 'failed outside its tests'}`);
   }
   return failures.length > 0 ? failures : ['no test failed: an error outside the tests (vitest lists it above as an unhandled error) failed the run'];
