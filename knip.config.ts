@@ -20,6 +20,7 @@ const config: KnipConfig = {
     'bench/http-inbox.ts',
     'bench/hand-written-route.ts',
     'bench/telemetry.ts',
+    'bench/before-after.ts',
     'bench/capacity-worker.ts',
     // Each example is an app of its own; the Workers guide's block is compiled as written.
     'examples/*.ts',
