@@ -7,7 +7,7 @@
  * Rows: verify (valid and forged, 1 KiB, one `whsec_` secret), the receiver's claim + complete and
  * `handle` with a handler that does nothing (memory store, a fresh id a call, signed untimed).
  *
- *   npx tsx bench/before-after.ts --base <revision> [--quick]
+ *   node --import tsx bench/before-after.ts --base <revision> [--quick]   (on the Node that runs it)
  *
  * The earlier revision is checked out into a temporary git worktree (removed afterwards) and built
  * there by its own build command; the current tree is built as the other sections build it
@@ -118,7 +118,7 @@ async function main(): Promise<void> {
     const revision = execFileSync('git', ['rev-parse', '--short', values.base], { cwd: ROOT, encoding: 'utf8' }).trim();
     console.log(
       [
-        `## Before and after the restructuring (\`npx tsx bench/before-after.ts --base ${revision}\`)`,
+        `## Before and after the restructuring (\`node --import tsx bench/before-after.ts --base ${revision}\`, Node ${process.versions.node})`,
         '',
         `Node ${process.version}; the package built at ${revision} and as it is now, each row's two candidates interleaved in one process: time per call (median of ${microTiming(values.quick).reps} repetitions), and after ÷ before (median, min–max). A row holds when that range reaches 1 or below.`,
         '',
