@@ -21,11 +21,14 @@ export interface SqsChild {
   stop(): Promise<void>;
 }
 
-/** Forks fauxqs and resolves once it listens; rejects when it exits first. */
-export async function startSqsChild(port = 0): Promise<SqsChild> {
+/**
+ * Forks fauxqs and resolves once it listens; rejects when it exits first. With `dataDir`, its state
+ * is kept in that folder, so a child started again on it (and on the same port) carries on.
+ */
+export async function startSqsChild(port = 0, options: { dataDir?: string } = {}): Promise<SqsChild> {
   const child = fork(join(import.meta.dirname, 'sqs-server-child.ts'), [], {
     execArgv: ['--import', 'tsx'],
-    env: { ...process.env, FAUXQS_PORT: String(port) },
+    env: { ...process.env, FAUXQS_PORT: String(port), ...(options.dataDir === undefined ? {} : { FAUXQS_DATA_DIR: options.dataDir }) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   const listening = await new Promise<number>((resolve, reject) => {
