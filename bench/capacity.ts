@@ -103,6 +103,13 @@ interface TwoReceivers {
   /** Shared ids that neither processed (a request cut at the end of the run aside): must be 0. */
   missing: number;
   statusCodes: Record<string, number>;
+  /**
+   * CPU time of both receivers and the store during the check, per request answered (µs), beside
+   * the same parts' sum measured with one receiver: tells a check that left cores idle (the same
+   * cost) from one where each delivery cost more (a higher one). `undefined` off Linux.
+   */
+  serversHere: number | undefined;
+  serversAlone: number;
 }
 
 /** Every other id is a run's own; one in `SHARE_EVERY` goes to both receivers. */
@@ -205,12 +212,17 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
       children.push(b.child);
       try {
         const perRequest = sum(PARTS.map((part) => cost.parts[part])) + (cost.loadGenerator ?? 0);
-        checks.push(await twoReceivers(shape, [a, b], [load, second], seconds, cores / (perRequest / 1e6)));
+        const serverMicros = async () => {
+          const parts = [ownMicros(a.child.pid, ticks), ownMicros(b.child.pid, ticks), await dbMicros(DATABASE[shape])];
+          return parts.some((part) => part === undefined) ? undefined : sum(parts);
+        };
+        const serversAlone = sum(PARTS.map((part) => cost.parts[part]));
+        checks.push(await twoReceivers(shape, [a, b], [load, second], { seconds, warmupSeconds }, cores / (perRequest / 1e6), serverMicros, serversAlone));
       } finally {
         await Promise.all([a.child.stop(), b.child.stop()]);
       }
     }
-    return report(config, costs, checks, cores, seconds);
+    return report(config, costs, checks, cores, { seconds, warmupSeconds });
   } finally {
     await Promise.all(children.map((child) => child.stop()));
     redis?.disconnect();
@@ -220,7 +232,15 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
 }
 
 /** One run of two receivers sharing a store, each loaded by its own generator at once. */
-async function twoReceivers(shape: Shape, servers: [ServerChild, ServerChild], loads: [Child, Child], seconds: number, predicted: number): Promise<TwoReceivers> {
+async function twoReceivers(
+  shape: Shape,
+  servers: [ServerChild, ServerChild],
+  loads: [Child, Child],
+  { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number },
+  predicted: number,
+  serverMicros: () => Promise<number | undefined>,
+  serversAlone: number,
+): Promise<TwoReceivers> {
   const sharedTag = randomBytes(6).toString('hex');
   const connections = STORE_CONNECTIONS / 2;
   const request = (server: ServerChild): RunRequest => ({
@@ -233,7 +253,16 @@ async function twoReceivers(shape: Shape, servers: [ServerChild, ServerChild], l
     shared: { tag: sharedTag, every: SHARE_EVERY },
   });
   const what = `two receivers, ${SHAPE_LABELS[shape]}`;
+  // Warmed up first, as each shape's single-receiver run is: a receiver started cold pays for its
+  // JIT and its first store connections inside the timed seconds. Each on ids of its own; the ids
+  // the warm-up processed are left out of the check below.
+  if (warmupSeconds > 0) {
+    await Promise.all(servers.map((server, i) => loads[i]!.ask<RunResult>('result', { ...request(server), seconds: warmupSeconds, shared: undefined }, (warmupSeconds + 60) * 1000, what)));
+  }
+  const warm = await Promise.all(servers.map((server) => server.child.ask<{ ids: string[] }>('ids', { type: 'ids' }, 10_000, what)));
+  const before = await serverMicros();
   const results = await Promise.all(servers.map((server, i) => loads[i]!.ask<RunResult>('result', request(server), (seconds + 60) * 1000, what)));
+  const after = await serverMicros();
   const ids = await Promise.all(servers.map((server) => server.child.ask<{ ids: string[] }>('ids', { type: 'ids' }, 10_000, what)));
   const statusCodes: Record<string, number> = {};
   for (const result of results) for (const [code, count] of Object.entries(result.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + count;
@@ -241,7 +270,10 @@ async function twoReceivers(shape: Shape, servers: [ServerChild, ServerChild], l
   if (unexpected.length > 0 || results.some((r) => r.errors > 0 || r.timeouts > 0)) {
     throw new Error(`${what}: the run was not clean: statuses ${JSON.stringify(statusCodes)}, ${sum(results.map((r) => r.errors))} errors, ${sum(results.map((r) => r.timeouts))} timeouts`);
   }
-  const [first, other] = ids.map((reply) => new Set(reply.ids)) as [Set<string>, Set<string>];
+  const [first, other] = ids.map((reply, i) => {
+    const warmedUp = new Set(warm[i]!.ids);
+    return new Set(reply.ids.filter((id) => !warmedUp.has(id)));
+  }) as [Set<string>, Set<string>];
   let twice = 0;
   for (const id of first) if (other.has(id)) twice++;
   // Shared ids both generators sent, short of the last requests a generator may have left unanswered.
@@ -253,12 +285,14 @@ async function twoReceivers(shape: Shape, servers: [ServerChild, ServerChild], l
     const id = `msg_${sharedTag}_${n}`;
     if (!first.has(id) && !other.has(id)) missing++;
   }
-  return { shape, rps: sum(results.map((r) => r.rps)), predicted, processed: first.size + other.size, sharedSent, twice, missing, statusCodes };
+  const answered = sum(results.map((r) => r.total));
+  const serversHere = before === undefined || after === undefined || answered === 0 ? undefined : (after - before) / answered;
+  return { shape, rps: sum(results.map((r) => r.rps)), predicted, processed: first.size + other.size, sharedSent, twice, missing, statusCodes, serversHere, serversAlone };
 }
 
 const us = (micros: number | undefined) => (micros === undefined ? '–' : timeText(micros / 1e6));
 
-function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readonly TwoReceivers[], cores: number, seconds: number): SectionReport {
+function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readonly TwoReceivers[], cores: number, { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number }): SectionReport {
   const total = (cost: ShapeCost) => sum(PARTS.map((part) => cost.parts[part]));
   const partsRows = [
     ...costs.map((cost) => [
@@ -275,6 +309,7 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
     rateText(check.rps),
     rateText(check.predicted),
     fixed(check.rps / check.predicted, 2),
+    `${us(check.serversHere)} (${us(check.serversAlone)})`,
     `${check.processed.toLocaleString('en-US')} processed; ${check.sharedSent.toLocaleString('en-US')} ids sent to both: ${check.twice} processed twice, ${check.missing} by neither`,
     Object.entries(check.statusCodes)
       .map(([code, count]) => `${code}: ${count.toLocaleString('en-US')}`)
@@ -355,13 +390,15 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
     TWO_HEADING,
     '',
     `Two receiver processes of one shape sharing one store (one key space), each loaded by its own autocannon with ` +
-      `${STORE_CONNECTIONS / 2} connections, for ${seconds} s; one id in ${SHARE_EVERY} is sent to both receivers at about the ` +
+      `${STORE_CONNECTIONS / 2} connections, for ${seconds} s after a warm-up of ${warmupSeconds} s (as each shape's run above); one id in ${SHARE_EVERY} is sent to both receivers at about the ` +
       'same moment (a retry landing on the other process). "Predicted" is the model on this machine: its cores divided by ' +
       'the summed CPU time per request measured above, the load generator included (here it shares the cores). Each ' +
       'receiver lists the ids its handler processed: none may be in both lists, and every id sent to both must be in one ' +
-      '(a duplicate is answered 200 and an id being processed 409, and neither reaches the handler).',
+      '(a duplicate is answered 200 and an id being processed 409, and neither reaches the handler). The CPU time of both ' +
+      'receivers and the store during the check, per request, beside the same sum with one receiver, tells a check that ' +
+      'left cores idle (the same cost per request) from one where each request cost more.',
     '',
-    table(['shape', 'req/s, both receivers', 'predicted', 'measured ÷ predicted', 'every id once', 'answers'], checkRows),
+    table(['shape', 'req/s, both receivers', 'predicted', 'measured ÷ predicted', 'receivers + store CPU per request here (with one receiver)', 'every id once', 'answers'], checkRows),
     '',
     SCALE_HEADING,
     '',

@@ -321,8 +321,10 @@ describe('npm run bench -- --quick', () => {
           expect(row[1]).toMatch(/^[\d,]+$/);
           expect(row[2]).toMatch(/^[\d,]+$/);
           expect(row[3]).toMatch(/^\d+\.\d\d$/);
+          // The receivers' and the store's CPU per request during the check, then with one receiver.
+          expect(row[4]).toMatch(/^[\d.]+ (?:ns|µs|ms|s) \([\d.]+ (?:ns|µs|ms|s)\)$/);
           // Every id once is a correctness figure, not a speed: it holds in a smoke run too.
-          expect(row[4]).toMatch(/ ids sent to both: 0 processed twice, 0 by neither$/);
+          expect(row[5]).toMatch(/ ids sent to both: 0 processed twice, 0 by neither$/);
         }
         expect(tableAfter(report, '### Past this machine (extrapolation)').map((row) => row[0])).toEqual(shapes.slice(1));
       } else {
