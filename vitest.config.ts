@@ -126,8 +126,9 @@ export const runWide = {
   // Two cores: keep parallel files modest so timing-sensitive servers stay responsive.
   maxWorkers: 2,
   // One shared redis-server (or REDIS_URL) and one PostgreSQL (or DATABASE_URL) for the run,
-  // started once here for every project, and not at all when only the unit tier runs.
-  globalSetup: ['test/support/redis-setup.ts', 'test/support/postgres-setup.ts'],
+  // started once here for every project, and not at all when only the unit tier runs; and the
+  // command line bundled once for the tests that start it (test/support/cli-entry.ts).
+  globalSetup: ['test/support/redis-setup.ts', 'test/support/postgres-setup.ts', 'test/support/cli-setup.ts'],
 };
 
 export default defineConfig({

@@ -4,13 +4,13 @@
  */
 
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
+import { cliArgs } from '../support/cli-entry.ts';
 import { OTHER_SECRET, SECRET, expectNoSecrets } from '../testing/support.ts';
 
 export const root = resolve(import.meta.dirname, '../..');
 /** The environment without WEBHOOK_SECRET, so only what a test passes is configured. */
 const baseEnv = Object.fromEntries(Object.entries(process.env).filter(([name]) => name !== 'WEBHOOK_SECRET'));
-const CLI = [process.execPath, '--import', 'tsx', join(root, 'src/cli/index.ts')] as const;
 
 export interface Result {
   code: number | null;
@@ -20,8 +20,9 @@ export interface Result {
 
 /** Runs the command to completion (bounded by a timeout), feeding `input` on stdin. */
 export function run(args: string[], options: { input?: string | Uint8Array; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<Result> {
+  const cli = cliArgs();
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(CLI[0], [...CLI.slice(1), ...args], { cwd: root, env: { ...baseEnv, ...options.env }, timeout: options.timeoutMs ?? 20_000 });
+    const child = spawn(process.execPath, [...cli, ...args], { cwd: root, env: { ...baseEnv, ...options.env }, timeout: options.timeoutMs ?? 20_000 });
     let stdout = '';
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -52,7 +53,7 @@ export interface Listening {
  * `killAfterMs` whatever happens, so it never outlives the test file; `waitMs` bounds each wait.
  */
 export async function listen(args: string[], env: Record<string, string> = {}, { killAfterMs = 30_000, waitMs = 10_000 } = {}): Promise<Listening> {
-  const child = spawn(CLI[0], [...CLI.slice(1), 'listen', ...args], { cwd: root, env: { ...baseEnv, ...env } });
+  const child = spawn(process.execPath, [...cliArgs(), 'listen', ...args], { cwd: root, env: { ...baseEnv, ...env } });
   let stdout = '';
   let stderr = '';
   const listeners = new Set<() => void>();

@@ -37,6 +37,7 @@ import type { IdempotencyStore } from '../../src/stores/types.ts';
 import { assertSignedWebhook, assertUnsignedWebhook, webhookMatchers } from '../../src/testing/index.ts';
 import { createVerifier, type VerifierOptions, type WebhookInput } from '../../src/verify.ts';
 import { findWindow, hmacSignature, secretWindows } from '../fuzz/support.ts';
+import { cliArgs } from '../support/cli-entry.ts';
 
 const NOW = 1_700_000_000;
 const now = () => NOW * 1000;
@@ -487,10 +488,9 @@ describe('the testing assertions and matchers', () => {
 
 describe('the CLI', () => {
   const run = promisify(execFile);
-  const cli = new URL('../../src/cli/index.ts', import.meta.url).pathname;
   const exec = async (args: string[], env: Record<string, string>): Promise<string> => {
     try {
-      const { stdout, stderr } = await run(process.execPath, ['--import', 'tsx', cli, ...args], { env: { ...process.env, ...env }, timeout: 20_000 });
+      const { stdout, stderr } = await run(process.execPath, [...cliArgs(), ...args], { env: { ...process.env, ...env }, timeout: 20_000 });
       return `${stdout}\n${stderr}`;
     } catch (error) {
       const { stdout = '', stderr = '', code } = error as { stdout?: string; stderr?: string; code?: number };

@@ -13,6 +13,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { relayEmulator, type RelayEmulator } from '../../src/testing/index.ts';
 import { verifyWebhook } from '../../src/verify.ts';
 import { SECRET } from '../testing/support.ts';
+import { cliArgs } from '../support/cli-entry.ts';
 import { root, run, type Result } from '../cli/support.ts';
 import { KEY, expectNoKeyShown, record, tinyServer } from './support.ts';
 
@@ -79,7 +80,7 @@ async function cli(args: string[], env: Record<string, string> = {}): Promise<Re
  * output passes a check, `stop` kills it whatever happened. It is killed after 150 s regardless.
  */
 function pulling(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/cli/index.ts'), 'relay', 'pull', ...args], {
+  const child = spawn(process.execPath, [...cliArgs(), 'relay', 'pull', ...args], {
     cwd: root,
     env: { ...process.env, RELAY_URL: emulator.url, RELAY_API_KEY: KEY, WEBHOOK_SECRET: SECRET, ...env },
   });
