@@ -13,8 +13,6 @@
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { build } from 'tsdown';
-import projectConfig from '../tsdown.config.ts';
 import { ROOT } from './report.ts';
 
 /** The built entries a section uses, typed by their sources. */
@@ -42,6 +40,9 @@ export async function buildPackage(): Promise<BuiltPackage & { remove(): void }>
   mkdirSync(dir, { recursive: true });
   const remove = () => rmSync(dir, { recursive: true, force: true });
   try {
+    // Loaded here, not at the top: the server children import `importBuilt` from this module and
+    // would otherwise load tsdown at every start.
+    const [{ build }, { default: projectConfig }] = await Promise.all([import('tsdown'), import('../tsdown.config.ts')]);
     const entry = projectConfig.entry;
     if (typeof entry !== 'object' || entry === null || Array.isArray(entry)) throw new Error('tsdown.config.ts must name its entries in an object');
     await build({

@@ -42,7 +42,7 @@ import type { RunRequest, RunResult } from './http-load.ts';
 import { clockTicks, processTreeMicros, redisMicros, skippedWithoutStores, statFields } from './http-stores.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
 import { pgBossRuns } from './inbox.ts';
-import { fixed, rateText, table, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, type SectionReport, table, type TargetResult, timeText } from './report.ts';
 
 
 /** The shapes measured, in the order of the tables. */
@@ -131,7 +131,7 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
   if (skipped !== undefined) return skipped;
   // pg-boss 12 needs Node 22.12 or later: on an older Node its shape is left out, as section 15 does.
   const shapes = SHAPES.filter((shape) => shape !== 'postgres-pg-boss' || pgBossRuns());
-  const seconds = config.quick ? 1 : 3;
+  const seconds = config.quick ? QUICK_RUN_SECONDS : 3;
   const warmupSeconds = config.quick ? 0 : 1;
   const ticks = clockTicks();
   const cores = cpus().length;

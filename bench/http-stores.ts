@@ -30,7 +30,7 @@ import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-s
 import { newSecret } from './fixtures.ts';
 import { POSTGRES_POOL_SIZE, SHARED_STORES, STORE_CONNECTIONS, STORE_INLINE_MODE, STORE_MODE, type SharedStoreKind, type StoreKind } from './http-cases.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type CheckedRun, type ServerChild } from './http.ts';
-import { fixed, rateText, ratioText, table, type BenchConfig, type SectionId, type SectionReport, type TargetResult } from './report.ts';
+import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, type SectionId, type SectionReport, table, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
 const TITLE = '10. Stores behind an adapter (HTTP)';
@@ -220,7 +220,7 @@ export async function runHttpStores(config: BenchConfig): Promise<SectionReport>
   // whole second, so a shorter run saves nothing); three repetitions of the seven cells (five of
   // four before the hand-written routes came) keep the section at about its wall time, some 60 s.
   // The smoke run only proves that every cell works.
-  const seconds = config.quick ? 1 : 2;
+  const seconds = config.quick ? QUICK_RUN_SECONDS : 2;
   const warmupSeconds = config.quick ? 0 : 1;
   const reps = config.quick ? 1 : 3;
 

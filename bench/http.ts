@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { newSecret } from './fixtures.ts';
 import { selectedFrameworks, TARGETED, variantsOf, WEBHOOK_PATH, type Framework, type Variant } from './http-cases.ts';
 import type { RunRequest, RunResult } from './http-load.ts';
-import { fixed, rateText, ratioText, ROOT, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, ROOT, type SectionReport, table, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
 const CONNECTIONS = 10;
@@ -181,7 +181,7 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
   // off a run that another process disturbed.
   // Two seconds a run (formerly three): the CPU-per-request headline settles quicker than req/s,
   // and the whole `npm run bench` must stay under ten minutes on a loaded machine too.
-  const seconds = config.quick ? 1 : 2;
+  const seconds = config.quick ? QUICK_RUN_SECONDS : 2;
   // The smoke run only proves that every cell works: no warm-up.
   const warmupSeconds = config.quick ? 0 : 1;
   const reps = config.quick ? 1 : 5;

@@ -23,7 +23,7 @@
 import { curveTable, type Curve, type CurvePoint } from './charts.ts';
 import { INBOX_CELLS, INBOX_MODE, STORE_CONNECTIONS, STORE_MODE, type InboxCell } from './http-cases.ts';
 import { skippedWithoutStores, withStoreServers } from './http-stores.ts';
-import { fixed, rateText, ratioText, table, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, type SectionReport, table, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 import { fauxqsRuns, startSqsChild } from '../test/support/sqs-child.ts';
 
@@ -89,7 +89,7 @@ export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   if (sqs !== undefined) process.env.BENCH_SQS_URL = sqs.url;
   // As sections 4 and 10: two-second runs after a one-second warm-up; four repetitions (five
   // there) and three per curve point keep the section within its budget.
-  const seconds = config.quick ? 1 : 2;
+  const seconds = config.quick ? QUICK_RUN_SECONDS : 2;
   const warmupSeconds = config.quick ? 0 : 1;
   const reps = config.quick ? 1 : 4;
   const curveReps = config.quick ? 1 : 3;

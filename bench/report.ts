@@ -14,6 +14,12 @@ import type { Summary } from './stats.ts';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 
+/**
+ * Seconds of load per HTTP run in a quick run (`--quick`): enough for every cell to answer a few
+ * hundred requests, which is all the smoke run proves (its figures are not measurements).
+ */
+export const QUICK_RUN_SECONDS = 0.5;
+
 /** Settings every section reads. */
 export interface BenchConfig {
   /** The smoke run: one small size, few iterations, short HTTP runs, a small memory run. */
