@@ -41,7 +41,7 @@ import { STORE_CONNECTIONS, WEBHOOK_PATH } from './http-cases.ts';
 import type { RunRequest, RunResult } from './http-load.ts';
 import { clockTicks, processTreeMicros, redisMicros, skippedWithoutStores, statFields } from './http-stores.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
-import { pgBossRuns } from './inbox.ts';
+import { pgBossRuns } from '../test/support/node-version.ts';
 import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, type SectionReport, table, type TargetResult, timeText } from './report.ts';
 
 
