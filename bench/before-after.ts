@@ -21,7 +21,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { buildPackage } from './build.ts';
-import { jsonBody, KiB, newSecret, signedMessage, type SignedMessage } from './fixtures.ts';
+import { freshCandidate, jsonBody, KiB, newSecret, type SignedMessage } from './fixtures.ts';
 import { ratioText, ROOT, table, timeText } from './report.ts';
 import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
@@ -60,18 +60,7 @@ function candidatesOf(pkg: Index, label: string): Candidate[] {
   const handling = createReceiver({ secrets: secret, idempotency: { store: memoryStore() } });
   let serial = 0;
   const nextId = () => `msg_${label}_${(serial++).toString(36)}`;
-  const fresh = (name: string, signWith: typeof key, run: (message: SignedMessage) => Promise<void>): Candidate => {
-    let batch: SignedMessage[] = [];
-    return {
-      name: `${name}, ${label}`,
-      prepare(n) {
-        batch = Array.from({ length: n }, () => signedMessage(signWith, body, nextId()));
-      },
-      async run(n) {
-        for (let i = 0; i < n; i++) await run(batch[i]!);
-      },
-    };
-  };
+  const fresh = (name: string, signWith: typeof key, run: (message: SignedMessage) => Promise<void>): Candidate => freshCandidate(`${name}, ${label}`, signWith, body, nextId, run);
   return [
     fresh('verify, valid', key, async ({ headers, body: raw }) => {
       sink ^= (await verifier.verify({ headers, body: raw })).id.length;

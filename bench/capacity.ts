@@ -41,7 +41,7 @@ import { STORE_CONNECTIONS, WEBHOOK_PATH } from './http-cases.ts';
 import type { RunRequest, RunResult } from './http-load.ts';
 import { clockTicks, processTreeMicros, redisMicros, skippedWithoutStores, statFields } from './http-stores.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
-import { pgBossRuns } from './inbox.ts';
+import { pgBossRuns } from '../test/support/node-version.ts';
 import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, type SectionReport, table, type TargetResult, timeText } from './report.ts';
 
 
@@ -211,12 +211,14 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
       const b = await startServer(SERVER_ARGS[shape], shared, `${SERVER_ARGS[shape].join(' ')}, receiver 2 of 2`);
       children.push(b.child);
       try {
-        const perRequest = sum(PARTS.map((part) => cost.parts[part])) + (cost.loadGenerator ?? 0);
+        // The receiver's and the store's CPU per request with one receiver; the prediction adds
+        // the load generator's, which runs on the same cores.
+        const serversAlone = sum(PARTS.map((part) => cost.parts[part]));
+        const perRequest = serversAlone + (cost.loadGenerator ?? 0);
         const serverMicros = async () => {
           const parts = [ownMicros(a.child.pid, ticks), ownMicros(b.child.pid, ticks), await dbMicros(DATABASE[shape])];
           return parts.some((part) => part === undefined) ? undefined : sum(parts);
         };
-        const serversAlone = sum(PARTS.map((part) => cost.parts[part]));
         checks.push(await twoReceivers(shape, [a, b], [load, second], { seconds, warmupSeconds }, cores / (perRequest / 1e6), serverMicros, serversAlone));
       } finally {
         await Promise.all([a.child.stop(), b.child.stop()]);

@@ -8,6 +8,7 @@
 
 import { createHmac, createSecretKey, randomBytes, timingSafeEqual, type KeyObject, type webcrypto } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Candidate } from './stats.ts';
 
 export const KiB = 1024;
 export const MiB = 1024 * KiB;
@@ -112,6 +113,23 @@ export function signedMessage(key: HmacKey | Buffer, body: Buffer, id = `msg_${r
     body,
     headers: nodeHeaders(id, timestamp, signature, body),
     signedContent: Buffer.concat([Buffer.from(`${id}.${timestamp}.`), body]),
+  };
+}
+
+/**
+ * A timed candidate that uses up `n` freshly signed messages per batch: signed with `key` before
+ * the batch (untimed), each with the next id of `nextId`, and each handed to `run` in turn.
+ */
+export function freshCandidate(name: string, key: HmacKey | Buffer, body: Buffer, nextId: () => string, run: (message: SignedMessage) => Promise<void>): Candidate {
+  let batch: SignedMessage[] = [];
+  return {
+    name,
+    prepare(n) {
+      batch = Array.from({ length: n }, () => signedMessage(key, body, nextId()));
+    },
+    async run(n) {
+      for (let i = 0; i < n; i++) await run(batch[i]!);
+    },
   };
 }
 

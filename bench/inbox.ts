@@ -25,7 +25,8 @@ import { INBOX_CELLS, INBOX_MODE, STORE_CONNECTIONS, STORE_MODE, type InboxCell 
 import { skippedWithoutStores, withStoreServers } from './http-stores.ts';
 import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, type SectionReport, table, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
-import { fauxqsRuns, startSqsChild } from '../test/support/sqs-child.ts';
+import { fauxqsRuns, pgBossRuns } from '../test/support/node-version.ts';
+import { startSqsChild } from '../test/support/sqs-child.ts';
 
 const TITLE = '15. Inbox: accepting into a queue (HTTP)';
 
@@ -72,11 +73,6 @@ interface Figures {
 
 const emptyFigures = (): Figures => ({ rps: [], cpu: [], dbCpu: [], p50: [], p99: [] });
 
-/** pg-boss 12 runs on Node 22.12 and later. */
-export function pgBossRuns(): boolean {
-  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-  return major > 22 || (major === 22 && minor >= 12);
-}
 
 export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   const skipped = skippedWithoutStores('inbox', TITLE, 'the inbox section');

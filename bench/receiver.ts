@@ -13,7 +13,7 @@
  */
 
 import { BareIdMap } from './bare-map.ts';
-import { jsonBody, KiB, newSecret, signedMessage, type SignedMessage } from './fixtures.ts';
+import { freshCandidate, jsonBody, KiB, newSecret, signedMessage, type SignedMessage } from './fixtures.ts';
 import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
 import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
@@ -51,19 +51,7 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
   const bare = new BareIdMap(max);
   for (let i = 0; i < max; i++) bare.claim(`bare_${i}`);
 
-  /** A candidate that uses up `n` freshly signed messages per batch. */
-  const fresh = (name: string, run: (message: SignedMessage) => Promise<void>): Candidate => {
-    let batch: SignedMessage[] = [];
-    return {
-      name,
-      prepare(n) {
-        batch = Array.from({ length: n }, () => signedMessage(key, body, nextId()));
-      },
-      async run(n) {
-        for (let i = 0; i < n; i++) await run(batch[i]!);
-      },
-    };
-  };
+  const fresh = (name: string, run: (message: SignedMessage) => Promise<void>): Candidate => freshCandidate(name, key, body, nextId, run);
 
   const candidates: Candidate[] = [
     fresh(VERIFY, async ({ headers, body: raw }) => {

@@ -135,7 +135,7 @@ class ReceiverImpl implements Receiver {
     pulledEntries.set(this, {
       hasInbox: this.#gate !== undefined,
       handle: (webhook, handler) => this.#handle(this.#traced(PULLED, undefined, undefined, webhook), handler, undefined),
-      accept: (webhook, contentType) => this.#accept(PULLED, webhook, contentType),
+      accept: (webhook, contentType) => this.#accept(PULLED, { webhook, contentType }),
     });
   }
 
@@ -304,17 +304,17 @@ class ReceiverImpl implements Receiver {
     if (this.#gate === undefined) {
       return Promise.reject(new TypeError('receiver.accept needs an inbox: createReceiver({ secrets, inbox }); without one, receiver.handle(request, handler) runs the handler'));
     }
-    return this.#accept(input, undefined, null);
+    return this.#accept(input, undefined);
   }
 
-  /** Accepts a request (`pulled` undefined: its content type read from it), or a pulled event with its `contentType`. */
-  async #accept(input: WebhookInput | Request, pulled: VerifiedWebhook | undefined, contentType: string | null): Promise<AcceptResult> {
+  /** Accepts a request (its content type read from it once verified), or a pulled event with the content type the relay gave it. */
+  async #accept(input: WebhookInput | Request, pulled: { webhook: VerifiedWebhook; contentType: string | null } | undefined): Promise<AcceptResult> {
     const gate = this.#gate;
     if (gate === undefined) throw new TypeError('this receiver has no inbox');
     // The accepting claim is unordered (never stale): the worker judges the job's entity and version.
     const accepting: Accepting = { namespace: 'default', order: undefined };
-    const claim = (await this.#traced(input, undefined, accepting, pulled)) as ClaimedDelivery;
-    return acceptClaimed(gate, claim, pulled === undefined ? contentTypeOf(input) : contentType, accepting.namespace, accepting.order);
+    const claim = (await this.#traced(input, undefined, accepting, pulled?.webhook)) as ClaimedDelivery;
+    return acceptClaimed(gate, claim, pulled === undefined ? contentTypeOf(input) : pulled.contentType, accepting.namespace, accepting.order);
   }
 
   async ping(): Promise<void> {

@@ -12,6 +12,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { findPostgresBin } from '../support/postgres-server.ts';
 import { ensureNode, NodeLineError } from '../support/node-lines.ts';
 import { findRedisServer, isCI } from '../support/redis-server.ts';
+import { fauxqsRuns, pgBossRuns } from '../support/node-version.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 // The smoke run takes about a minute and a half on a quiet machine (190 s with the load average at
@@ -58,10 +59,9 @@ function tableAfter(markdown: string, heading: string): string[][] {
 const redisPresent = findRedisServer() !== undefined || isCI();
 const storesPresent = redisPresent && (findPostgresBin() !== undefined || Boolean(process.env.DATABASE_URL));
 // pg-boss 12 runs on Node 22.12 and later: on an older Node the inbox section measures BullMQ only.
-const [nodeMajor, nodeMinor] = process.versions.node.split('.').map(Number) as [number, number];
-const inboxEngines = nodeMajor > 22 || (nodeMajor === 22 && nodeMinor >= 12) ? ['bullmq', 'pg-boss'] : ['bullmq'];
+const inboxEngines = pgBossRuns() ? ['bullmq', 'pg-boss'] : ['bullmq'];
 // fauxqs (the local SQS the inbox section accepts into) runs on Node 22.5 and later.
-const sqsRuns = nodeMajor > 22 || (nodeMajor === 22 && nodeMinor >= 5);
+const sqsRuns = fauxqsRuns();
 
 describe('npm run bench -- --quick', () => {
   it(

@@ -33,6 +33,7 @@ import { canStartRedis, startRedisServer } from '../support/redis.ts';
 import { sqsClient } from '../support/sqs.ts';
 import { startSqsChild } from '../support/sqs-child.ts';
 import { chaosBullmqInbox, chaosPgBossInbox, chaosSqsInbox, kindOf } from './inbox-kinds.ts';
+import { fauxqsRuns, pgBossRuns } from '../support/node-version.ts';
 
 const MESSAGES = 500;
 const RUN_BUDGET_MS = 120_000;
@@ -146,14 +147,13 @@ async function sqsEngine(): Promise<Engine> {
   };
 }
 
-const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
 const ENGINES = [
   { name: 'bullmq', available: () => canStartRedis('the inbox chaos test'), make: bullmqEngine },
   // pg-boss 12 needs Node 22.12 or later. Its run takes about a minute: a killed worker's jobs wait
   // for their expiry (3 s here) and pg-boss's supervisor before they are retried.
-  { name: 'pg-boss', available: () => findPostgresBin() !== undefined && (major > 22 || (major === 22 && minor >= 12)), make: pgBossEngine },
+  { name: 'pg-boss', available: () => findPostgresBin() !== undefined && pgBossRuns(), make: pgBossEngine },
   // fauxqs needs Node 22.5 or later; the workers' claims live on a private redis-server.
-  { name: 'sqs', available: () => canStartRedis('the inbox chaos test') && (major > 22 || (major === 22 && minor >= 5)), make: sqsEngine },
+  { name: 'sqs', available: () => canStartRedis('the inbox chaos test') && fauxqsRuns(), make: sqsEngine },
 ] as const;
 
 for (const { name: engineName, available, make } of ENGINES) {

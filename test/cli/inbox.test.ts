@@ -18,6 +18,7 @@ import { sharedPostgresUrl } from '../support/postgres.ts';
 import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';
 import { freshQueues, sqsClient, startSqs } from '../support/sqs.ts';
 import { run } from './support.ts';
+import { fauxqsRuns, pgBossRuns } from '../support/node-version.ts';
 
 describe('webhook-receiver inbox: misuse', () => {
   it('needs a subcommand, a URL and an id, and never repeats the URL', async () => {
@@ -165,10 +166,9 @@ describe.skipIf(sharedRedisUrl === null)('webhook-receiver inbox on BullMQ', () 
   });
 });
 
-const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-const pgBossRuns = sharedPostgresUrl !== null && (major > 22 || (major === 22 && minor >= 12));
+const pgBossAvailable = sharedPostgresUrl !== null && pgBossRuns();
 
-describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
+describe.skipIf(!pgBossAvailable)('webhook-receiver inbox on pg-boss', () => {
   it('lists, retries and purges a dead letter, and leaves the queue\'s retry policy as the app set it', { timeout: 90_000 }, async () => {
     const { PgBoss } = await import('pg-boss');
     const schema = `cli_${randomBytes(4).toString('hex')}`;
@@ -215,7 +215,7 @@ describe.skipIf(!pgBossRuns)('webhook-receiver inbox on pg-boss', () => {
   });
 });
 
-const sqsRuns = major > 22 || (major === 22 && minor >= 5);
+const sqsRuns = fauxqsRuns();
 
 describe.skipIf(!sqsRuns)('webhook-receiver inbox on SQS', () => {
   it('takes a queue URL: lists the dead letters on the queue its redrive policy names, retries one (processed), purges another', { timeout: 90_000 }, async () => {

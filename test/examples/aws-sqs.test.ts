@@ -16,9 +16,9 @@ import { acceptHandler, awsParts } from '../../examples/aws-sqs/accept.ts';
 import { workerHandler } from '../../examples/aws-sqs/worker.ts';
 import { startDynalite, type Dynalite } from '../support/dynamodb.ts';
 import { countIn, freshQueues, lambdaRecord, receiveAsLambda, sqsClient, startSqs, type FauxqsServer } from '../support/sqs.ts';
+import { fauxqsRuns } from '../support/node-version.ts';
 
-const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-const available = major > 22 || (major === 22 && minor >= 5);
+const available = fauxqsRuns();
 
 const secret = generateSecret();
 let server: FauxqsServer;

@@ -18,6 +18,7 @@ import { cloudflareQueueInbox } from '../../src/inbox/cloudflare/index.ts';
 import type { DurableObjectNamespaceLike } from '../../src/stores/durable-object/index.ts';
 import { sharedPostgresUrl } from '../support/postgres.ts';
 import { connectIORedis, sharedRedisUrl } from '../support/redis.ts';
+import { pgBossRuns } from '../support/node-version.ts';
 
 const child = join(import.meta.dirname, 'lifecycle-child.ts');
 const EXIT_BUDGET_MS = 90_000;
@@ -84,10 +85,9 @@ describe.skipIf(sharedRedisUrl === null)('inbox.close() on BullMQ: the process e
   });
 });
 
-const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-const pgBossRuns = sharedPostgresUrl !== null && (major > 22 || (major === 22 && minor >= 12));
+const pgBossAvailable = sharedPostgresUrl !== null && pgBossRuns();
 
-describe.skipIf(!pgBossRuns)('inbox.close() on pg-boss: the process ends by itself', () => {
+describe.skipIf(!pgBossAvailable)('inbox.close() on pg-boss: the process ends by itself', () => {
   const schema = `life_${randomBytes(4).toString('hex')}`;
   const table = `life_claims_${randomBytes(4).toString('hex')}`;
   afterAll(async () => {

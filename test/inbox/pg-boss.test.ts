@@ -20,9 +20,9 @@ import { postgresStore } from '../../src/stores/postgres.ts';
 import { sharedPostgresUrl } from '../support/postgres.ts';
 import { acceptedJob, describeInbox } from './conformance.ts';
 import { describeOrderedInbox } from './ordering.ts';
+import { pgBossRuns } from '../support/node-version.ts';
 
-const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-const supported = major > 22 || (major === 22 && minor >= 12);
+const supported = pgBossRuns();
 if (!supported) console.warn(`NOTICE: pg-boss 12 needs Node 22.12 or later (this is ${process.versions.node}): the pg-boss inbox tests are SKIPPED`);
 const available = sharedPostgresUrl !== null && supported;
 const schema = `inbox_${randomBytes(4).toString('hex')}`;

@@ -22,10 +22,10 @@ import { memoryStore } from '../../src/stores/memory/index.ts';
 import { countIn, freshQueues, lambdaRecord, randomSuffix, receiveAsLambda, sqsClient, startSqs, type FauxqsServer } from '../support/sqs.ts';
 import { acceptedJob, describeInbox, Outcomes } from './conformance.ts';
 import { describeOrderedInbox } from './ordering.ts';
+import { fauxqsRuns } from '../support/node-version.ts';
 
-const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
 // fauxqs needs Node 22.5 or later.
-const available = major > 22 || (major === 22 && minor >= 5);
+const available = fauxqsRuns();
 if (!available) console.warn(`NOTICE: fauxqs needs Node 22.5 or later (this is ${process.versions.node}): the SQS inbox tests are SKIPPED`);
 
 let server: FauxqsServer;

@@ -24,14 +24,14 @@ import { sharedPostgresUrl } from '../support/postgres.ts';
 import { canStartRedis, connectIORedis, sharedRedisUrl, startRedisServer, uniquePrefix, type RedisServer } from '../support/redis.ts';
 import { errorLog } from '../receiver/support.ts';
 import { Outcomes } from './conformance.ts';
+import { pgBossRuns } from '../support/node-version.ts';
 
 const silent = { warn: () => {}, error: () => {} };
 const closers: (() => Promise<void> | void)[] = [];
 let labels = 0;
 const freshId = (label: string) => `msg_${label}_${randomBytes(4).toString('hex')}_${labels++}`;
 
-const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-const pgBossRuns = sharedPostgresUrl !== null && (major > 22 || (major === 22 && minor >= 12));
+const pgBossAvailable = sharedPostgresUrl !== null && pgBossRuns();
 const canRun = sharedRedisUrl !== null && canStartRedis('the inbox store-outage test');
 
 /** An engine under test: a fresh inbox, the jobs it holds for a webhook id, and what a retry of a processed job answers. */
@@ -76,7 +76,7 @@ const engines: Engine[] = [
   },
   {
     name: 'pg-boss',
-    available: pgBossRuns,
+    available: pgBossAvailable,
     async make() {
       const queue = `outage-${randomBytes(6).toString('hex')}`;
       return {
@@ -107,7 +107,7 @@ describe.skipIf(!canRun)('receiver.accept through a store outage (onStoreError: 
     outageStore = redisStore({ client: storeClient, prefix: uniquePrefix('outage-accept'), timeoutMs: 500 });
     sharedRedis = await connectIORedis(sharedRedisUrl!);
     workerStore = redisStore({ client: sharedRedis, prefix: uniquePrefix('outage-work') });
-    if (pgBossRuns) {
+    if (pgBossAvailable) {
       // Loaded only where it can run: pg-boss 12 refuses older Node lines at import.
       const { PgBoss } = await import('pg-boss');
       const instance = new PgBoss({ connectionString: sharedPostgresUrl!, schema, supervise: true, schedule: false });

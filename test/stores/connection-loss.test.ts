@@ -26,6 +26,7 @@ import { generateSecret, signWebhook } from '../../src/sign.ts';
 import type { Cut, LossReply, LossRequest, LossStats } from '../support/connection-loss-protocol.ts';
 import { connectPostgres, sharedPostgresUrl, uniqueTable, type PostgresClient, type PostgresKind } from '../support/postgres.ts';
 import { findPostgresBin, startPostgresServer } from '../support/postgres-server.ts';
+import { pgBossRuns } from '../support/node-version.ts';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 let bundle: string;
@@ -271,8 +272,7 @@ describe('the pg-boss inbox, transactional: an accept whose connection is lost',
   const MESSAGES = 20;
 
   // pg-boss 12 needs Node 22.12 or later; the app runs on this process's Node.
-  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-  const supported = major > 22 || (major === 22 && minor >= 12);
+  const supported = pgBossRuns();
 
   it.skipIf(sharedPostgresUrl === null || !supported)(
     'pg: 10 sessions ended before the job\'s INSERT, the app lives on, one job per message',

@@ -7,12 +7,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 
-/** fauxqs runs on Node 22.5 and later. */
-export function fauxqsRuns(): boolean {
-  const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
-  return major > 22 || (major === 22 && minor >= 5);
-}
-
 /** A running fauxqs child: its process (to send it `{ create }` messages), its port and its stop. */
 export interface SqsChild {
   child: ChildProcess;
