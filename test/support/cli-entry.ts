@@ -8,8 +8,8 @@
  * Started through tsx instead, each run of the command took about twice as long (0.44 s against
  * 0.21 s to print its version, on two idle cores), most of it tsx's loader. The CLI's tests start
  * a few hundred processes, so that was minutes of a loaded CI run. The bundle is built from the
- * sources as the run starts, so a test never runs a stale build (a watch-mode run rebuilds it
- * when it restarts, not on each change).
+ * sources as the run starts, and again before each rerun in watch mode, so a test never runs a
+ * stale build.
  */
 
 import { inject } from 'vitest';

@@ -1,6 +1,6 @@
 /**
- * Vitest global setup: the command line bundled once for the run (see ./cli-entry.ts, which tests
- * read it through), removed at the end.
+ * Vitest global setup: the command line bundled for the run, and again before each rerun in watch
+ * mode (see ./cli-entry.ts, which tests read it through); removed at the end.
  */
 
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
@@ -18,11 +18,9 @@ declare module 'vitest' {
 const root = resolve(import.meta.dirname, '../..');
 let dir: string | undefined;
 
-export async function setup(project: TestProject): Promise<void> {
-  // Under the project, so that the bundle's external imports resolve from its node_modules, and
-  // its `../../package.json` (where the command reads its version) is the project's.
-  mkdirSync(join(root, '.tmp'), { recursive: true });
-  dir = mkdtempSync(join(root, '.tmp', 'cli-'));
+/** Bundles the command line into `into`, replacing what was there. */
+async function bundle(into: string): Promise<void> {
+  rmSync(into, { recursive: true, force: true });
   await build({
     entryPoints: { index: join(root, 'src/cli/index.ts') },
     bundle: true,
@@ -31,10 +29,21 @@ export async function setup(project: TestProject): Promise<void> {
     format: 'esm',
     target: 'node22',
     packages: 'external',
-    outdir: dir,
+    outdir: into,
     logLevel: 'silent',
   });
-  project.provide('cliEntry', join(dir, 'index.js'));
+}
+
+export async function setup(project: TestProject): Promise<void> {
+  // Under the project, so that the bundle's external imports resolve from its node_modules, and
+  // its `../../package.json` (where the command reads its version) is the project's.
+  mkdirSync(join(root, '.tmp'), { recursive: true });
+  const into = mkdtempSync(join(root, '.tmp', 'cli-'));
+  dir = into;
+  await bundle(into);
+  // In watch mode, each rerun gets the command as the sources are now.
+  project.onTestsRerun(() => bundle(into));
+  project.provide('cliEntry', join(into, 'index.js'));
 }
 
 export function teardown(): void {
