@@ -213,7 +213,7 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
       try {
         // The receiver's and the store's CPU per request with one receiver; the prediction adds
         // the load generator's, which runs on the same cores.
-        const serversAlone = sum(PARTS.map((part) => cost.parts[part]));
+        const serversAlone = serversCost(cost);
         const perRequest = serversAlone + (cost.loadGenerator ?? 0);
         const serverMicros = async () => {
           const parts = [ownMicros(a.child.pid, ticks), ownMicros(b.child.pid, ticks), await dbMicros(DATABASE[shape])];
@@ -232,6 +232,9 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
     await pgServer?.close();
   }
 }
+
+/** The receiver's and the store's CPU time per delivery with one receiver (µs): the parts summed. */
+const serversCost = (cost: ShapeCost): number => sum(PARTS.map((part) => cost.parts[part]));
 
 /** One run of two receivers sharing a store, each loaded by its own generator at once. */
 async function twoReceivers(
@@ -295,13 +298,12 @@ async function twoReceivers(
 const us = (micros: number | undefined) => (micros === undefined ? '–' : timeText(micros / 1e6));
 
 function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readonly TwoReceivers[], cores: number, { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number }): SectionReport {
-  const total = (cost: ShapeCost) => sum(PARTS.map((part) => cost.parts[part]));
   const partsRows = [
     ...costs.map((cost) => [
       SHAPE_LABELS[cost.shape],
       ...PARTS.map((part) => us(cost.parts[part])),
-      us(total(cost)),
-      rateText(perCore(total(cost))),
+      us(serversCost(cost)),
+      rateText(perCore(serversCost(cost))),
       us(cost.loadGenerator),
     ]),
     [SQS_SHAPE, ...PARTS.map(() => 'not measured yet'), 'not measured yet', 'not measured yet', 'not measured yet'],

@@ -73,7 +73,6 @@ interface Figures {
 
 const emptyFigures = (): Figures => ({ rps: [], cpu: [], dbCpu: [], p50: [], p99: [] });
 
-
 export async function runInbox(config: BenchConfig): Promise<SectionReport> {
   const skipped = skippedWithoutStores('inbox', TITLE, 'the inbox section');
   if (skipped !== undefined) return skipped;

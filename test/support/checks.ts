@@ -48,13 +48,14 @@ function runScript(script: string): Promise<{ code: number; output: string }> {
 
 /** Runs a lane's scripts one after another, stopping at the first that fails. */
 async function runLane(lane: readonly string[]): Promise<boolean> {
-  for (const script of lane) {
+  for (const [index, script] of lane.entries()) {
     const started = performance.now();
     const { code, output } = await runScript(script);
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
     process.stdout.write(`\nchecks: ${script} ${code === 0 ? 'passed' : `FAILED (exit ${code})`} in ${seconds} s\n${output}`);
     if (code !== 0) {
-      if (lane.indexOf(script) < lane.length - 1) process.stdout.write(`checks: ${lane.slice(lane.indexOf(script) + 1).join(', ')} not run (${script} failed)\n`);
+      const skipped = lane.slice(index + 1);
+      if (skipped.length > 0) process.stdout.write(`checks: ${skipped.join(', ')} not run (${script} failed)\n`);
       return false;
     }
   }
