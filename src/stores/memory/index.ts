@@ -1,8 +1,8 @@
 /**
  * The in-process idempotency store: `memoryStore` from `webhook-receiver`.
  *
- * Signed and unsigned ids are kept in two spaces (`Space`), each a map of live claims and a map of
- * completions with their order, bounded by `max` and `unsignedMax`. Every operation is a
+ * Signed and unsigned ids are kept in two spaces (`Space`), each one map of claims and completions
+ * with the order of its completions, bounded by `max` and `unsignedMax`. Every operation is a
  * synchronous check-and-set, which the receiver calls without a promise.
  */
 

@@ -1,26 +1,27 @@
 /** One key class's entries of the memory store (signed or unsigned ids): live claims and completions, bounded. */
 
 /**
- * A live claim (its owner's token, until when its lock holds) or a completion (its token, until
- * when it is remembered). One shape for both: a completion is its claim's record, moved from one
- * map to the other, so completing allocates nothing.
+ * A claim (its owner's token, until when its lock holds) or, once `done`, a completion (its token,
+ * until when it is remembered). One record for both, in one map: completing a claim flips `done`
+ * in place, so a completion costs no map operation and allocates nothing.
  */
 export interface Entry {
   /** The id's key, so the order of completions can find a completion in the map. */
   key: string;
   token: string;
   until: number;
+  /** A completion (the id is done), else a claim. */
+  done: boolean;
   /** A completion still in the map: set false when it leaves, so the order needs no look-up. */
   live: boolean;
 }
 
-type Completion = Entry;
-
 /**
- * One key class's entries. Live claims and completed ids are kept in two maps. Completions are
- * also queued in the order they were recorded: completions of one endpoint share one TTL, so the
- * first completion is the first to expire, and finding room is a look at the front of the queue
- * rather than a scan.
+ * One key class's entries: claims and completed ids in one map (one look-up answers a claim
+ * whatever the id's state; the previous two maps cost a claim two look-ups and a completion a
+ * delete and an insert). Completions are also queued in the order they were recorded:
+ * completions of one endpoint share one TTL, so the first completion is the first to expire, and
+ * finding room is a look at the front of the queue rather than a scan.
  *
  * The queue is an array with a moving head, not the map's own order: a `Map` keeps the slots of
  * deleted entries until it is rehashed, so reading the first entry of a map used as a queue skips
@@ -28,22 +29,41 @@ type Completion = Entry;
  * over tens of thousands of holes.
  */
 export class Space {
-  readonly claims = new Map<string, Entry>();
-  readonly done = new Map<string, Completion>();
-  #order: Completion[] = [];
+  readonly entries = new Map<string, Entry>();
+  /** How many entries are claims (the rest are completions). */
+  claims = 0;
+  #order: Entry[] = [];
   #head = 0;
   /**
    * A time before which no claim's lock runs out (a lower bound on the earliest `until`): while
    * the clock is below it, a full store of live claims is known without a scan, so a store that
-   * is full under load does not pay a pass over every claim per request.
+   * is full under load does not pay a pass over every entry per request.
    */
   #claimsLiveUntil = 0;
   constructor(readonly max: number) {}
 
-  /** Records a claim's lock, keeping the lower bound true (locks may differ in length). */
-  hold(key: string, entry: Entry): void {
-    this.claims.set(key, entry);
+  /** How many entries are completions. */
+  get completed(): number {
+    return this.entries.size - this.claims;
+  }
+
+  /** The key's live claim, when `token` holds it. */
+  held(key: string, token: string, time: number): Entry | undefined {
+    const entry = this.entries.get(key);
+    return entry !== undefined && !entry.done && entry.token === token && entry.until > time ? entry : undefined;
+  }
+
+  /** Records a new claim's lock for a key with no entry, keeping the lower bound true. */
+  hold(entry: Entry): void {
+    this.entries.set(entry.key, entry);
+    this.claims++;
     this.renew(entry, entry.until);
+  }
+
+  /** Hands an expired claim to a new owner: a new token, a new lock, the same record. */
+  takeOver(lock: Entry, token: string, until: number): void {
+    lock.token = token;
+    this.renew(lock, until);
   }
 
   /** Moves a held lock's end, keeping the lower bound true: an extension may also shorten it. */
@@ -52,23 +72,41 @@ export class Space {
     if (until < this.#claimsLiveUntil) this.#claimsLiveUntil = until;
   }
 
-  /** Records a completion, at the back of the order. */
-  remember(completion: Completion, until: number): void {
+  /** Forgets a claim (released, or replaced by a stale event's record). */
+  release(lock: Entry): void {
+    this.entries.delete(lock.key);
+    this.claims--;
+  }
+
+  /** Turns a held claim into a completion, remembered until `until`, at the back of the order. */
+  complete(lock: Entry, until: number): void {
+    lock.done = true;
+    this.claims--;
+    this.#queue(lock, until);
+  }
+
+  /** Records a completion for a key with no entry (a stale event's), at the back of the order. */
+  remember(completion: Entry, until: number): void {
+    completion.done = true;
+    this.entries.set(completion.key, completion);
+    this.#queue(completion, until);
+  }
+
+  #queue(completion: Entry, until: number): void {
     completion.until = until;
     completion.live = true;
-    this.done.set(completion.key, completion);
     this.#order.push(completion);
     // A completion deleted from the map (its id claimed again after it expired) stays queued until
     // it reaches the front; rebuilt from the map when such leftovers outnumber the live ones, the
     // queue stays within twice the map's size.
-    if (this.#order.length - this.#head > 2 * this.done.size + 1024) {
-      this.#order = [...this.done.values()];
+    if (this.#order.length - this.#head > 2 * this.entries.size + 1024) {
+      this.#order = this.#order.filter((entry) => entry.live);
       this.#head = 0;
     }
   }
 
   /** The oldest completion still remembered, leftovers at the front dropped on the way. */
-  #oldest(): Completion | undefined {
+  #oldest(): Entry | undefined {
     const order = this.#order;
     while (this.#head < order.length) {
       const first = order[this.#head]!;
@@ -84,12 +122,12 @@ export class Space {
   }
 
   /** Forgets a completion (expired, or making room). */
-  drop(completion: Completion): void {
+  drop(completion: Entry): void {
     completion.live = false;
-    this.done.delete(completion.key);
+    this.entries.delete(completion.key);
   }
 
-  #forget(completion: Completion): true {
+  #forget(completion: Entry): true {
     this.drop(completion);
     this.#head++;
     // The array is cut down once its dropped front is at least half of it: amortised O(1).
@@ -107,19 +145,26 @@ export class Space {
    * claim.
    */
   makeRoom(time: number): boolean {
-    if (this.claims.size + this.done.size < this.max) return true;
+    if (this.entries.size < this.max) return true;
     const first = this.#oldest();
     if (first !== undefined && first.until <= time) return this.#forget(first);
-    if (time >= this.#claimsLiveUntil) {
+    // Past the lower bound, a lock may have run out: one pass frees every expired claim and finds
+    // the next bound. The pass walks the completions too, so it frees them all at once rather
+    // than one a pass, and runs at most once per lock length, not once per claim.
+    if (this.claims > 0 && time >= this.#claimsLiveUntil) {
       let earliest = Number.POSITIVE_INFINITY;
-      for (const [key, entry] of this.claims) {
+      let freed = false;
+      for (const entry of this.entries.values()) {
+        if (entry.done) continue;
         if (entry.until <= time) {
-          this.claims.delete(key);
-          return true;
+          this.release(entry);
+          freed = true;
+        } else if (entry.until < earliest) {
+          earliest = entry.until;
         }
-        if (entry.until < earliest) earliest = entry.until;
       }
       this.#claimsLiveUntil = earliest;
+      if (freed) return true;
     }
     if (first !== undefined) return this.#forget(first);
     return false;

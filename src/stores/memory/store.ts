@@ -19,6 +19,9 @@ import { Entities } from './entities.ts';
 import { DEFAULT_MEMORY_STORE_MAX, type MemoryStore, type MemoryStoreOptions } from './options.ts';
 import { Space, type Entry } from './space.ts';
 
+/** {@link idState}'s answer for an id with no entry to take over, made once (it never leaves the store). */
+const NO_LOCK: { lock: Entry | undefined } = Object.freeze({ lock: undefined });
+
 /** A bound option (`max`), checked: its default when absent. */
 function bound(value: number | undefined, name: string, fallback: number): number {
   if (value === undefined) return fallback;
@@ -64,25 +67,17 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const spaceOf = (key: string): Space => (isUnsignedKey(key) ? unsigned : signed);
   const entities = new Entities(max);
 
-  /** The key's live claim, when `token` holds it. */
-  const held = (space: Space, key: string, token: string, time: number): Entry | undefined => {
-    const lock = space.claims.get(key);
-    return lock !== undefined && lock.token === token && lock.until > time ? lock : undefined;
-  };
-
   /**
    * Completes the id `token` holds: `'now'`. Otherwise, idempotent for its own token, whether a
    * completion of that token already landed. Both completions (plain and ordered) start here.
    */
   const completeId = (key: string, token: string, ttlMs: number, time: number): 'now' | boolean => {
     const space = spaceOf(key);
-    const lock = held(space, key, token, time);
-    if (lock === undefined) {
-      const done = space.done.get(key);
-      return done !== undefined && done.token === token && done.until > time;
-    }
-    space.claims.delete(key);
-    space.remember(lock, time + ttlMs);
+    const entry = space.entries.get(key);
+    if (entry === undefined || entry.token !== token) return false;
+    if (entry.done) return entry.until > time;
+    if (entry.until <= time) return false;
+    space.complete(entry, time + ttlMs);
     return 'now';
   };
 
@@ -91,14 +86,15 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
    * has one (to be taken over); an expired completion is forgotten. Both claims start here.
    */
   const idState = (space: Space, key: string, time: number): ClaimResult | { lock: Entry | undefined } => {
-    const done = space.done.get(key);
-    if (done !== undefined) {
-      if (done.until > time) return { status: 'completed' };
-      space.drop(done);
+    const entry = space.entries.get(key);
+    if (entry === undefined) return NO_LOCK;
+    if (entry.done) {
+      if (entry.until > time) return { status: 'completed' };
+      space.drop(entry);
+      return NO_LOCK;
     }
-    const lock = space.claims.get(key);
-    if (lock !== undefined && lock.until > time) return { status: 'processing', retryAfterMs: lock.until - time };
-    return { lock };
+    if (entry.until > time) return { status: 'processing', retryAfterMs: entry.until - time };
+    return { lock: entry };
   };
 
   const operations: SyncOperations = {
@@ -109,12 +105,11 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const id = idState(space, key, time);
       if ('status' in id) return id;
       const { lock } = id;
-      // An expired lock is taken over below (hold() sets the key again).
-      if (lock === undefined && !space.makeRoom(time)) {
-        throw full(space);
-      }
       const token = newToken();
-      space.hold(key, { key, token, until: time + lockMs, live: false });
+      // An expired lock is taken over in place (its old owner's token no longer matches).
+      if (lock !== undefined) space.takeOver(lock, token, time + lockMs);
+      else if (space.makeRoom(time)) space.hold({ key, token, until: time + lockMs, done: false, live: false });
+      else throw full(space);
       return { status: 'acquired', token };
     },
     complete(key, token, ttlMs) {
@@ -124,15 +119,16 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
     release(key, token) {
       checkRelease(key, token);
       const space = spaceOf(key);
-      if (held(space, key, token, now()) === undefined) return false;
-      space.claims.delete(key);
+      const lock = space.held(key, token, now());
+      if (lock === undefined) return false;
+      space.release(lock);
       return true;
     },
     extend(key, token, lockMs) {
       checkExtend(key, token, lockMs);
       const time = now();
       const space = spaceOf(key);
-      const lock = held(space, key, token, time);
+      const lock = space.held(key, token, time);
       if (lock === undefined) return false;
       space.renew(lock, time + lockMs);
       return true;
@@ -157,9 +153,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const entity = entities.get(order.entity, time);
       if (entity?.version !== undefined && entity.version > order.version) {
         // Stale: recorded as done, so its retries are duplicates.
-        if (lock !== undefined) space.claims.delete(key);
+        if (lock !== undefined) space.release(lock);
         else if (!space.makeRoom(time)) throw full(space);
-        space.remember({ key, token: newToken(), until: 0, live: false }, time + ttlMs);
+        space.remember({ key, token: newToken(), until: 0, done: true, live: false }, time + ttlMs);
         return { status: 'stale' };
       }
       if (order.exclusive && entity?.lockToken !== undefined) return { status: 'busy', retryAfterMs: entity.lockUntil - time };
@@ -173,7 +169,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         record.lockToken = token;
         record.lockUntil = time + lockMs;
       }
-      space.hold(key, { key, token, until: time + lockMs, live: false });
+      if (lock !== undefined) space.takeOver(lock, token, time + lockMs);
+      else space.hold({ key, token, until: time + lockMs, done: false, live: false });
       return { status: 'acquired', token };
     },
     complete(key: string, token: string, ttlMs: number, order: EntityOrder): boolean {
@@ -201,8 +198,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         entities.tidy(order.entity, record);
       }
       const space = spaceOf(key);
-      if (held(space, key, token, time) === undefined) return false;
-      space.claims.delete(key);
+      const lock = space.held(key, token, time);
+      if (lock === undefined) return false;
+      space.release(lock);
       return true;
     },
     extend(key: string, token: string, lockMs: number, order: EntityOrder): boolean {
@@ -210,7 +208,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       checkOrder(order);
       const time = now();
       const space = spaceOf(key);
-      const lock = held(space, key, token, time);
+      const lock = space.held(key, token, time);
       if (lock === undefined) return false;
       const record = order.exclusive ? entities.get(order.entity, time) : undefined;
       if (order.exclusive && record?.lockToken !== token) return false;
@@ -261,7 +259,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       },
     },
     usage() {
-      const of = (space: Space) => ({ claims: space.claims.size, completed: space.done.size, max: space.max });
+      const of = (space: Space) => ({ claims: space.claims, completed: space.completed, max: space.max });
       return { signed: of(signed), unsigned: of(unsigned) };
     },
     async ping() {},
