@@ -3,25 +3,33 @@
  * it: `inbox.work(handler)` of the built package on the queue an accepting server of
  * http-server.ts filled, with a store of its own kind for the workers' claims (key class `w`).
  *
- *   capacity-worker.ts <bullmq|pg-boss> <queue name>
+ *   capacity-worker.ts <bullmq|pg-boss|sqs> <queue name>
+ *
+ * `sqs` works the queue of that name on the local SQS (`BENCH_SQS_URL`) with the DynamoDB store on
+ * the local DynamoDB (`BENCH_DYNAMODB_URL`), a table of its own; both clients are counted
+ * (aws-usage.ts).
  *
  * It answers `{ type: 'ready' }` once connected, and is then sent `{ type: 'drain', expected }`:
- * it starts working, and when its handler has processed `expected` jobs it answers
- * `{ type: 'drained', processed, cpuMicros }`, `cpuMicros` being the CPU time this process spent
- * from the request to the last job (its start-up is not a delivery's cost). It exits when the
- * channel closes, after closing what it opened.
+ * it starts working, and when its handler has processed `expected` jobs (with SQS: and their
+ * messages are deleted, the last request a job costs) it answers
+ * `{ type: 'drained', processed, cpuMicros, usage }`: the jobs it processed since the request (the
+ * expected ones, and any that came with them), the CPU time this process spent from the request to
+ * the last job (its start-up is not a delivery's cost) and what it asked of DynamoDB and SQS
+ * meanwhile (`sqs` only). It exits when the channel closes, after
+ * closing what it opened.
  */
 
 import { Redis } from 'ioredis';
 import pg from 'pg';
 import type { Inbox, InboxWorker } from '../src/inbox/types.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
+import { meteredDynamo, meteredSqs, usageBetween, type AwsUsage } from './aws-usage.ts';
 import { importBuilt } from './build.ts';
 
 const [engine, queueName] = process.argv.slice(2);
 const build = process.env.BENCH_BUILD;
-if ((engine !== 'bullmq' && engine !== 'pg-boss') || queueName === undefined || build === undefined) {
-  throw new Error('usage: capacity-worker.ts <bullmq|pg-boss> <queue name>, with BENCH_BUILD set');
+if ((engine !== 'bullmq' && engine !== 'pg-boss' && engine !== 'sqs') || queueName === undefined || build === undefined) {
+  throw new Error('usage: capacity-worker.ts <bullmq|pg-boss|sqs> <queue name>, with BENCH_BUILD set');
 }
 if (typeof process.send !== 'function') throw new Error('capacity-worker.ts runs as a child with an IPC channel');
 
@@ -29,8 +37,42 @@ if (typeof process.send !== 'function') throw new Error('capacity-worker.ts runs
 const quiet = { warn() {}, error() {} };
 
 let closeAll: () => Promise<void> = async () => {};
+/** What the worker asked of DynamoDB and SQS so far (`sqs`). */
+let awsUsage: (() => AwsUsage) | undefined;
+
+/**
+ * The SQS inbox on the queue the `sqs-dynamodb` server filled, its dead-letter queue read from the
+ * queue's redrive policy, and the DynamoDB store in a table of its own: the workers' claims, as a
+ * deployment keeps them. One attempt per request on both clients, so that every request is counted.
+ */
+async function sqsInboxOf(): Promise<{ inbox: Inbox; store: IdempotencyStore }> {
+  const sqsUrl = process.env.BENCH_SQS_URL;
+  const dynamoUrl = process.env.BENCH_DYNAMODB_URL;
+  if (sqsUrl === undefined || dynamoUrl === undefined) throw new Error('BENCH_SQS_URL and BENCH_DYNAMODB_URL must name the local SQS and DynamoDB');
+  const { SQSClient, GetQueueUrlCommand } = await import('@aws-sdk/client-sqs');
+  const { DynamoDBClient } = await import('@aws-sdk/client-dynamodb');
+  const { sqsInbox } = await importBuilt<typeof import('../src/inbox/sqs/index.ts')>(build!, 'sqs');
+  const { dynamoStore } = await importBuilt<typeof import('../src/stores/dynamodb.ts')>(build!, 'dynamodb');
+  const credentials = { accessKeyId: 'bench', secretAccessKey: 'bench' };
+  const sqs = new SQSClient({ endpoint: sqsUrl, region: 'us-east-1', credentials, maxAttempts: 1 });
+  const dynamo = new DynamoDBClient({ endpoint: dynamoUrl, region: 'local', credentials, maxAttempts: 1 });
+  const { QueueUrl: queueUrl } = await sqs.send(new GetQueueUrlCommand({ QueueName: queueName }));
+  const sqsMeter = meteredSqs(sqs);
+  const dynamoMeter = meteredDynamo(dynamo);
+  const store = dynamoStore({ client: dynamoMeter.client, table: `bench-worker-claims-${process.pid}` });
+  await store.setup();
+  const inbox = sqsInbox({ client: sqsMeter.client, queueUrl: queueUrl!, logger: quiet });
+  awsUsage = () => ({ dynamodb: dynamoMeter.usage(), sqs: sqsMeter.usage() });
+  closeAll = async () => {
+    await inbox.close();
+    sqs.destroy();
+    dynamo.destroy();
+  };
+  return { inbox, store };
+}
 
 async function inboxOf(): Promise<{ inbox: Inbox; store: IdempotencyStore }> {
+  if (engine === 'sqs') return sqsInboxOf();
   if (engine === 'bullmq') {
     const url = process.env.BENCH_REDIS_URL;
     if (url === undefined) throw new Error('BENCH_REDIS_URL must name the Redis server');
@@ -73,19 +115,42 @@ async function inboxOf(): Promise<{ inbox: Inbox; store: IdempotencyStore }> {
 const { inbox, store } = await inboxOf();
 let worker: InboxWorker | undefined;
 let processed = 0;
-let waiting: { expected: number; cpuAtStart: NodeJS.CpuUsage } | undefined;
+let waiting: { expected: number; startedWith: number; cpuAtStart: NodeJS.CpuUsage; usageAtStart: AwsUsage | undefined } | undefined;
+
+/** How long the drain waits, after the last job, for SQS to have deleted the jobs' messages. */
+const DELETES_WAIT_MS = 10_000;
+
+/**
+ * Whether every job the drain processed is settled: with SQS, once as many `DeleteMessage`
+ * requests went out as jobs were processed (each is sent after its job's handler and claim are
+ * done), so that the requests counted are whole jobs'.
+ */
+function settledSince(usageAtStart: AwsUsage | undefined, jobs: number): boolean {
+  if (awsUsage === undefined || usageAtStart === undefined) return true;
+  return (usageBetween(usageAtStart, awsUsage()).sqs.requests['DeleteMessage'] ?? 0) >= jobs;
+}
 
 function settle(): void {
   if (waiting === undefined || processed < waiting.expected) return;
-  const cpu = process.cpuUsage(waiting.cpuAtStart);
+  const drain = waiting;
   waiting = undefined;
-  process.send!({ type: 'drained', processed, cpuMicros: cpu.user + cpu.system });
+  const deadline = Date.now() + DELETES_WAIT_MS;
+  const answer = () => {
+    if (!settledSince(drain.usageAtStart, processed - drain.startedWith) && Date.now() < deadline) {
+      setTimeout(answer, 5);
+      return;
+    }
+    const cpu = process.cpuUsage(drain.cpuAtStart);
+    const usage = awsUsage === undefined || drain.usageAtStart === undefined ? undefined : usageBetween(drain.usageAtStart, awsUsage());
+    process.send!({ type: 'drained', processed: processed - drain.startedWith, cpuMicros: cpu.user + cpu.system, usage });
+  };
+  answer();
 }
 
 const failed = (error: unknown) => process.send!({ type: 'error', message: error instanceof Error ? error.stack : String(error) });
 process.on('message', (message: { type?: string; expected?: number }) => {
   if (message?.type !== 'drain' || typeof message.expected !== 'number') return;
-  waiting = { expected: processed + message.expected, cpuAtStart: process.cpuUsage() };
+  waiting = { expected: processed + message.expected, startedWith: processed, cpuAtStart: process.cpuUsage(), usageAtStart: awsUsage?.() };
   if (worker === undefined) {
     inbox
       .work(

@@ -4,10 +4,9 @@
  * two receiver processes sharing one store, against the model's prediction.
  *
  * Shapes: the memory store; the Redis store (ioredis); the Postgres store (`pg` Pool); the Redis
- * store with the BullMQ inbox; the Postgres store with the pg-boss inbox. DynamoDB + SQS has its
- * row reserved ({@link SQS_SHAPE}), marked "not measured yet": section 15 accepts into a local SQS
- * (with the Redis store), but this section has no DynamoDB shape, and its worker
- * (capacity-worker.ts) drains BullMQ and pg-boss only.
+ * store with the BullMQ inbox; the Postgres store with the pg-boss inbox; the DynamoDB store with
+ * the SQS inbox, on dynalite (a local DynamoDB) and fauxqs (a local SQS, Node 22.5 or later), each
+ * in a process of its own.
  *
  * Each shape runs the Fastify adapter of section 10 in its own process (http-server.ts), autocannon
  * in another (http-load.ts), the databases in theirs, on 127.0.0.1. Per delivery:
@@ -19,14 +18,24 @@
  *   runs `inbox.work()` until every accepted job is processed; its CPU time and the database's over
  *   that drain are the worker's share and the database's second share;
  * - the load generator (from /proc): not part of a deployment (the senders are elsewhere), but it
- *   shares this machine's cores, so the prediction for this machine counts it.
+ *   shares this machine's cores, so the prediction for this machine counts it;
+ * - the local AWS stand-ins (DynamoDB + SQS shape): dynalite's and fauxqs's processes (from /proc),
+ *   over the accepting run and the drain. They stand in for managed services, whose CPU is not the
+ *   deployment's to provision, so they are shown beside the parts and not summed with them, as the
+ *   load generator is. DynamoDB and SQS bill by request instead: the receiver's and the worker's
+ *   clients are counted (aws-usage.ts), and the section reports DynamoDB's write units and SQS's
+ *   requests per delivery.
  *
  * The model: deliveries per second = cores ÷ the summed CPU-seconds per delivery. The check: two
  * receivers of the Redis shape, then of the Postgres shape, sharing one store (one key space), each
  * loaded by its own load generator; every tenth id is sent to both receivers at about the same
  * moment (a sender's retry landing on the other process), and each id must be processed by exactly
  * one of them. Throughput past this machine (N receivers) is extrapolated from the per-part figures
- * and said to be.
+ * and said to be; for DynamoDB the ceiling is AWS's published write limit of a partition.
+ *
+ * `BENCH_CAPACITY_SHAPES` (comma-separated shape names, e.g. `dynamodb-sqs`) measures only those
+ * shapes, to work on one without the rest; the two-receiver check then runs for those of its
+ * shapes that were measured.
  */
 
 import { randomBytes } from 'node:crypto';
@@ -34,19 +43,22 @@ import { cpus } from 'node:os';
 import { Redis } from 'ioredis';
 import { startPostgresServer } from '../test/support/postgres-server.ts';
 import { startRedisServer } from '../test/support/redis-server.ts';
+import { startSqsChild, type SqsChild } from '../test/support/sqs-child.ts';
+import { combined, perDelivery, usageBetween, type AwsUsage } from './aws-usage.ts';
 import type { BarChart, Curve } from './charts.ts';
 import { newSecret } from './fixtures.ts';
-import { CAPACITY_TITLE, PARTS_HEADING, SCALE_HEADING, TWO_HEADING } from './labels.ts';
+import { CAPACITY_TITLE, PARTS_HEADING, SCALE_HEADING, TWO_HEADING, USAGE_HEADING } from './labels.ts';
 import { STORE_CONNECTIONS, WEBHOOK_PATH } from './http-cases.ts';
 import type { RunRequest, RunResult } from './http-load.ts';
 import { clockTicks, processTreeMicros, redisMicros, skippedWithoutStores, statFields } from './http-stores.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
-import { pgBossRuns } from '../test/support/node-version.ts';
+import { fauxqsRuns, pgBossRuns } from '../test/support/node-version.ts';
 import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, type SectionReport, table, type TargetResult, timeText } from './report.ts';
+import { startDynaliteProcess } from './stores.ts';
 
 
 /** The shapes measured, in the order of the tables. */
-const SHAPES = ['memory', 'redis', 'postgres', 'redis-bullmq', 'postgres-pg-boss'] as const;
+const SHAPES = ['memory', 'redis', 'postgres', 'redis-bullmq', 'postgres-pg-boss', 'dynamodb-sqs'] as const;
 type Shape = (typeof SHAPES)[number];
 
 const SHAPE_LABELS: Record<Shape, string> = {
@@ -55,9 +67,8 @@ const SHAPE_LABELS: Record<Shape, string> = {
   postgres: 'Postgres store',
   'redis-bullmq': 'Redis store + BullMQ inbox',
   'postgres-pg-boss': 'Postgres store + pg-boss inbox',
+  'dynamodb-sqs': 'DynamoDB store + SQS inbox',
 };
-/** The shape whose row waits for the SQS inbox. */
-const SQS_SHAPE = 'DynamoDB store + SQS inbox';
 
 /** The processes a delivery costs CPU in, as the table's columns name them. */
 const PARTS = ['receiver', 'Redis', 'Postgres', 'queue worker'] as const;
@@ -69,23 +80,44 @@ const SERVER_ARGS: Record<Shape, readonly string[]> = {
   postgres: ['store', 'postgres'],
   'redis-bullmq': ['inbox', 'bullmq'],
   'postgres-pg-boss': ['inbox', 'pg-boss'],
+  'dynamodb-sqs': ['inbox', 'sqs-dynamodb'],
 };
+/** The database process a shape's CPU is read from: DynamoDB's stand-in is not one (see the header). */
 const DATABASE: Record<Shape, 'Redis' | 'Postgres' | undefined> = {
   memory: undefined,
   redis: 'Redis',
   postgres: 'Postgres',
   'redis-bullmq': 'Redis',
   'postgres-pg-boss': 'Postgres',
+  'dynamodb-sqs': undefined,
 };
-const ENGINE: Partial<Record<Shape, 'bullmq' | 'pg-boss'>> = { 'redis-bullmq': 'bullmq', 'postgres-pg-boss': 'pg-boss' };
+const ENGINE: Partial<Record<Shape, 'bullmq' | 'pg-boss' | 'sqs'>> = { 'redis-bullmq': 'bullmq', 'postgres-pg-boss': 'pg-boss', 'dynamodb-sqs': 'sqs' };
+
+/** AWS's published write limit of one DynamoDB partition: 1,000 write units a second. */
+const DYNAMO_PARTITION_WCU = 1000;
 
 /** One shape's costs: µs of CPU per delivery by part, and the load generator's per request. */
 interface ShapeCost {
   shape: Shape;
   parts: Partial<Record<Part, number>>;
   loadGenerator: number | undefined;
+  /** dynalite's and fauxqs's CPU time per delivery, accepting and draining (µs); AWS shapes only. */
+  standIns?: number | undefined;
+  /** What the receiver and the worker asked of DynamoDB and SQS per delivery, and over how many deliveries each was counted. */
+  usage?: AwsCost;
   deliveries: number;
   rps: number;
+}
+
+/**
+ * DynamoDB's and SQS's requests per delivery: the receiver's over the accepting run (per message it
+ * sent), the worker's over the drain (per job its handler processed), and both together.
+ */
+interface AwsCost {
+  receiver: AwsUsage;
+  worker: AwsUsage;
+  both: AwsUsage;
+  counted: { receiver: number; worker: number };
 }
 
 /** The two-receiver check of one shape. */
@@ -129,8 +161,12 @@ const perCore = (micros: number) => 1e6 / micros;
 export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
   const skipped = skippedWithoutStores('capacity', CAPACITY_TITLE, 'the capacity section');
   if (skipped !== undefined) return skipped;
-  // pg-boss 12 needs Node 22.12 or later: on an older Node its shape is left out, as section 15 does.
-  const shapes = SHAPES.filter((shape) => shape !== 'postgres-pg-boss' || pgBossRuns());
+  // pg-boss 12 needs Node 22.12 or later, fauxqs 22.5: on an older Node their shapes are left out,
+  // as section 15 does.
+  const selected = process.env.BENCH_CAPACITY_SHAPES?.split(',').map((name) => name.trim());
+  const unknown = selected?.filter((name) => !(SHAPES as readonly string[]).includes(name)) ?? [];
+  if (unknown.length > 0) throw new TypeError(`BENCH_CAPACITY_SHAPES names no shape ${unknown.join(', ')}: the shapes are ${SHAPES.join(', ')}`);
+  const shapes = SHAPES.filter((shape) => (shape !== 'postgres-pg-boss' || pgBossRuns()) && (shape !== 'dynamodb-sqs' || fauxqsRuns()) && (selected === undefined || selected.includes(shape)));
   const seconds = config.quick ? QUICK_RUN_SECONDS : 3;
   const warmupSeconds = config.quick ? 0 : 1;
   const ticks = clockTicks();
@@ -140,13 +176,28 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
   const children: Child[] = [];
   let pgServer: Awaited<ReturnType<typeof startPostgresServer>> | undefined;
   let redis: Redis | undefined;
+  let dynalite: Awaited<ReturnType<typeof startDynaliteProcess>> | undefined;
+  let sqs: SqsChild | undefined;
   try {
     pgServer = await startPostgresServer();
     const postgres = pgServer;
     const client = (redis = new Redis(redisServer.url, { lazyConnect: true }));
     await client.connect();
     const { secret } = newSecret();
-    const env = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgres.url };
+    const env: Record<string, string> = { BENCH_SECRET: secret, BENCH_BUILD: config.pkg.dir, BENCH_REDIS_URL: redisServer.url, BENCH_POSTGRES_URL: postgres.url };
+    // The AWS shape's stand-ins, each in a process of its own: their CPU is read from /proc.
+    if (shapes.includes('dynamodb-sqs')) {
+      dynalite = await startDynaliteProcess();
+      sqs = await startSqsChild();
+      env.BENCH_DYNAMODB_URL = dynalite.endpoint;
+      env.BENCH_SQS_URL = sqs.url;
+    }
+    const standInPids = [dynalite?.pid, sqs?.child.pid].filter((pid) => pid !== undefined);
+    /** dynalite's and fauxqs's CPU time so far (µs), their child processes included; `undefined` off Linux. */
+    const standInMicros = (): number | undefined => {
+      const each = standInPids.map((pid) => processTreeMicros(pid, ticks));
+      return each.some((micros) => micros === undefined) ? undefined : sum(each);
+    };
     const dbMicros = (database: 'Redis' | 'Postgres' | undefined): Promise<number | undefined> =>
       database === 'Redis' ? redisMicros(client) : database === 'Postgres' ? Promise.resolve(processTreeMicros(postgres.pid, ticks)) : Promise.resolve(undefined);
     const delta = (before: number | undefined, after: number | undefined) => (before === undefined || after === undefined ? undefined : after - before);
@@ -168,30 +219,61 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
         if (warmupSeconds > 0) await checkedRun(load, server, what, warmupSeconds, STORE_CONNECTIONS, poolRps(0), status);
         await reset();
         const database = DATABASE[shape];
+        const aws = shape === 'dynamodb-sqs';
+        const askUsage = async () => (await server.child.ask<{ usage: AwsUsage }>('usage', { type: 'usage' }, 5000, what)).usage;
+        const usageBefore = aws ? await askUsage() : undefined;
         const dbBefore = await dbMicros(database);
+        const standInsBefore = aws ? standInMicros() : undefined;
         const loadBefore = ownMicros(load.pid, ticks);
         const run = await checkedRun(load, server, what, seconds, STORE_CONNECTIONS, poolRps(0), status);
         const loadAfter = ownMicros(load.pid, ticks);
+        const standInsAfter = aws ? standInMicros() : undefined;
         const dbAfter = await dbMicros(database);
+        // With the AWS shape, the receiver's requests once the run's last ones are done, and the
+        // messages it sent: the worker drains exactly those, so both counts are whole deliveries'.
+        const receiverUsage = usageBefore === undefined ? undefined : usageBetween(usageBefore, await settledUsage(askUsage, usageBefore, what));
+        const sentMessages = receiverUsage === undefined ? undefined : (receiverUsage.sqs.requests['SendMessage'] ?? 0);
         const parts: Partial<Record<Part, number>> = { receiver: run.cpuPerRequest };
         let dbTotal = delta(dbBefore, dbAfter);
+        let standInsTotal = delta(standInsBefore, standInsAfter);
+        let workerUsage: AwsUsage | undefined;
+        let workerProcessed = 0;
         if (engine !== undefined) {
           // The accepted jobs, drained by a worker process started now: its start-up is not counted.
-          const queue = `bench-${engine}-${server.child.pid}`;
+          // The queue is named after the server's inbox cell and its process (http-inbox.ts).
+          const queue = `bench-${SERVER_ARGS[shape][1]}-${server.child.pid}`;
           const worker = new Child('capacity-worker.ts', [engine, queue], env);
           children.push(worker);
           await worker.ask('ready', undefined, START_TIMEOUT_MS, `starting the ${engine} worker`);
           const drainBefore = await dbMicros(database);
-          const drained = await worker.ask<{ processed: number; cpuMicros: number }>('drained', { type: 'drain', expected: run.processed }, 300_000, `${engine} worker draining ${run.processed} jobs`);
+          const drainStandInsBefore = aws ? standInMicros() : undefined;
+          const expected = sentMessages ?? run.processed;
+          const drained = await worker.ask<{ processed: number; cpuMicros: number; usage?: AwsUsage }>('drained', { type: 'drain', expected }, 300_000, `${engine} worker draining ${expected} jobs`);
+          const drainStandIns = delta(drainStandInsBefore, aws ? standInMicros() : undefined);
           const drainAfter = await dbMicros(database);
           parts['queue worker'] = drained.cpuMicros / run.processed;
           const drainDb = delta(drainBefore, drainAfter);
           dbTotal = dbTotal === undefined || drainDb === undefined ? undefined : dbTotal + drainDb;
+          standInsTotal = standInsTotal === undefined || drainStandIns === undefined ? undefined : standInsTotal + drainStandIns;
+          workerUsage = drained.usage;
+          workerProcessed = drained.processed;
           await worker.stop();
         }
         if (database !== undefined && dbTotal !== undefined) parts[database] = dbTotal / run.processed;
         const loadMicros = delta(loadBefore, loadAfter);
-        costs.push({ shape, parts, loadGenerator: loadMicros === undefined ? undefined : loadMicros / run.total, deliveries: run.processed, rps: run.rps });
+        const cost: ShapeCost = { shape, parts, loadGenerator: loadMicros === undefined ? undefined : loadMicros / run.total, deliveries: run.processed, rps: run.rps };
+        if (aws) {
+          if (receiverUsage === undefined || sentMessages === undefined || workerUsage === undefined) throw new Error(`${what}: the receiver or the worker reported no AWS usage`);
+          cost.standIns = standInsTotal === undefined ? undefined : standInsTotal / run.processed;
+          // Per delivery each process made: the messages the receiver sent (a request the load
+          // generator left in flight at the end of the run may have been accepted after the run's
+          // count), the jobs the worker processed (those same messages).
+          if (sentMessages === 0 || workerProcessed === 0) throw new Error(`${what}: no message was sent or no job processed`);
+          const receiver = perDelivery(receiverUsage, sentMessages);
+          const worker = perDelivery(workerUsage, workerProcessed);
+          cost.usage = { receiver, worker, both: combined(receiver, worker), counted: { receiver: sentMessages, worker: workerProcessed } };
+        }
+        costs.push(cost);
       } finally {
         await server.child.stop();
       }
@@ -203,7 +285,9 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
     await second.ask('ready', undefined, START_TIMEOUT_MS, 'starting the second load generator');
     const checks: TwoReceivers[] = [];
     for (const shape of ['redis', 'postgres'] as const) {
-      const cost = costs.find((c) => c.shape === shape)!;
+      // Only the shapes measured (all of them unless BENCH_CAPACITY_SHAPES names a few).
+      const cost = costs.find((c) => c.shape === shape);
+      if (cost === undefined) continue;
       const shared = { ...env, BENCH_SHARED_KEYS: `cap${randomBytes(4).toString('hex')}`, BENCH_RECORD_IDS: '1' };
       // One after the other: the Postgres store creates its table on start-up.
       const a = await startServer(SERVER_ARGS[shape], shared, `${SERVER_ARGS[shape].join(' ')}, receiver 1 of 2`);
@@ -230,11 +314,30 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
     redis?.disconnect();
     await redisServer.close();
     await pgServer?.close();
+    await dynalite?.close();
+    await sqs?.stop();
   }
 }
 
 /** The receiver's and the store's CPU time per delivery with one receiver (µs): the parts summed. */
 const serversCost = (cost: ShapeCost): number => sum(PARTS.map((part) => cost.parts[part]));
+
+/**
+ * The receiver's AWS usage once it has finished every request of the run: each accepted delivery
+ * is a claim (`PutItem`), a `SendMessage` and a completion (`UpdateItem`), so the run's last ones
+ * are done when there are as many completions as claims since `before` (a few milliseconds after
+ * the load generator stops). Waits 5 s at most.
+ */
+async function settledUsage(ask: () => Promise<AwsUsage>, before: AwsUsage, what: string): Promise<AwsUsage> {
+  const deadline = Date.now() + 5000;
+  for (;;) {
+    const usage = await ask();
+    const { requests } = usageBetween(before, usage).dynamodb;
+    if ((requests['PutItem'] ?? 0) === (requests['UpdateItem'] ?? 0)) return usage;
+    if (Date.now() > deadline) throw new Error(`${what}: the receiver's claims and completions did not even out: ${JSON.stringify(requests)}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
 /** One run of two receivers sharing a store, each loaded by its own generator at once. */
 async function twoReceivers(
@@ -297,17 +400,63 @@ async function twoReceivers(
 
 const us = (micros: number | undefined) => (micros === undefined ? '–' : timeText(micros / 1e6));
 
+/** DynamoDB write units per delivery, the receiver's and the worker's together; `undefined` for the other shapes. */
+const writeUnitsPerDelivery = (cost: ShapeCost): number | undefined => cost.usage?.both.dynamodb.writeUnits;
+
+/** The store's ceiling in deliveries per second past this machine, and what it is. */
+function ceilingOf(cost: ShapeCost): { ceiling: number; storeText: string } {
+  const units = writeUnitsPerDelivery(cost);
+  if (units !== undefined) {
+    return {
+      ceiling: DYNAMO_PARTITION_WCU / units,
+      storeText: `one DynamoDB partition (${DYNAMO_PARTITION_WCU.toLocaleString('en-US')} WCU/s ÷ ${fixed(units, 2)} WCU per delivery; multiply by the table's partitions; the SQS standard queue sets no ceiling)`,
+    };
+  }
+  const store = cost.parts.Redis ?? cost.parts.Postgres;
+  return {
+    ceiling: store === undefined ? Number.POSITIVE_INFINITY : perCore(store),
+    storeText: cost.parts.Redis !== undefined ? 'one Redis instance (it runs commands on one core; Redis Cluster adds one per shard)' : 'one core of the Postgres primary (multiply by its cores)',
+  };
+}
+
+/** A count per delivery: two decimals, four for the rare requests (a once-a-second backlog read). */
+const countText = (value: number): string => fixed(value, value === 0 || value >= 0.01 ? 2 : 4);
+
+/** `1.00 PutItem, 1.00 UpdateItem`: requests per delivery by operation, most first. */
+function requestsText(requests: Record<string, number>): string {
+  const entries = Object.entries(requests).sort(([, a], [, b]) => b - a);
+  return entries.length === 0 ? '–' : entries.map(([name, n]) => `${countText(n)} ${name}`).join(', ');
+}
+
+/** The rows of the DynamoDB and SQS table: the receiver, the worker, both. */
+function usageRows({ receiver, worker, both }: AwsCost): string[][] {
+  return (
+    [
+      ['receiver (accepting)', receiver],
+      ['queue worker (draining)', worker],
+      ['both', both],
+    ] as const
+  ).map(([who, usage]) => [
+    who,
+    requestsText(usage.dynamodb.requests),
+    countText(usage.dynamodb.conditionFailed),
+    countText(usage.dynamodb.writeUnits),
+    countText(usage.dynamodb.readUnits),
+    requestsText(usage.sqs.requests),
+    countText(sum(Object.values(usage.sqs.requests))),
+  ]);
+}
+
 function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readonly TwoReceivers[], cores: number, { seconds, warmupSeconds }: { seconds: number; warmupSeconds: number }): SectionReport {
-  const partsRows = [
-    ...costs.map((cost) => [
-      SHAPE_LABELS[cost.shape],
-      ...PARTS.map((part) => us(cost.parts[part])),
-      us(serversCost(cost)),
-      rateText(perCore(serversCost(cost))),
-      us(cost.loadGenerator),
-    ]),
-    [SQS_SHAPE, ...PARTS.map(() => 'not measured yet'), 'not measured yet', 'not measured yet', 'not measured yet'],
-  ];
+  const partsRows = costs.map((cost) => [
+    SHAPE_LABELS[cost.shape],
+    ...PARTS.map((part) => us(cost.parts[part])),
+    us(serversCost(cost)),
+    rateText(perCore(serversCost(cost))),
+    us(cost.loadGenerator),
+    us(cost.standIns),
+  ]);
+  const aws = costs.find((cost) => cost.usage !== undefined)?.usage;
   const checkRows = checks.map((check) => [
     SHAPE_LABELS[check.shape],
     rateText(check.rps),
@@ -326,9 +475,7 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
   const points: Curve['points'] = [];
   for (const cost of costs.filter((c) => c.shape !== 'memory')) {
     const node = sum([cost.parts.receiver, cost.parts['queue worker']]);
-    const store = cost.parts.Redis ?? cost.parts.Postgres;
-    const ceiling = store === undefined ? Number.POSITIVE_INFINITY : perCore(store);
-    const storeText = cost.parts.Redis !== undefined ? 'one Redis instance (it runs commands on one core; Redis Cluster adds one per shard)' : 'one core of the Postgres primary (multiply by its cores)';
+    const { ceiling, storeText } = ceilingOf(cost);
     const values = receiverCounts.map((n) => Math.min(n * perCore(node), ceiling));
     for (const [i, n] of receiverCounts.entries()) points.push({ x: n, series: SHAPE_LABELS[cost.shape], y: values[i]! });
     scaleRows.push([SHAPE_LABELS[cost.shape], ...values.map((v) => rateText(v)), `${rateText(ceiling)}: ${storeText}`]);
@@ -385,11 +532,36 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
     '',
     PARTS_HEADING,
     '',
-    table(['shape', ...PARTS.map((part) => `${part}`), 'summed', 'deliveries/s per core', 'load generator, per request'], partsRows),
+    table(['shape', ...PARTS.map((part) => `${part}`), 'summed', 'deliveries/s per core', 'load generator, per request', 'local AWS stand-ins, per delivery'], partsRows),
     '',
-    `The ${SQS_SHAPE} row is not measured yet: section 15 times accepting into a local SQS, but this section has no ` +
-      "worker for the SQS inbox. DynamoDB's cost there is in write units, not CPU (one WCU per KB written, rounded up, " +
-      'failed conditional writes included), so that row will count them beside the CPU time.',
+    aws === undefined
+      ? `_${SHAPE_LABELS['dynamodb-sqs']}: not measured in this run${fauxqsRuns() ? ' (BENCH_CAPACITY_SHAPES left it out)' : `: fauxqs, its local SQS, needs Node 22.5 or later, and this is Node ${process.versions.node}`}._`
+      : `The ${SHAPE_LABELS['dynamodb-sqs']} row runs on dynalite and fauxqs, local stand-ins for DynamoDB and SQS, each in a ` +
+        'process of its own: their CPU time per delivery, accepting and draining, is the last column, shown as the load ' +
+        'generator\'s is and not summed, because a deployment does not provision cores for AWS\'s managed services; it ' +
+        'pays them by request, counted below. The receiver and the queue worker are real costs, summed as for the other ' +
+        'shapes. (The two-receiver check below does not run this shape; a prediction for this machine would count the ' +
+        'stand-ins, as it counts the load generator.)',
+    ...(aws === undefined
+      ? []
+      : [
+          '',
+          USAGE_HEADING,
+          '',
+          `What the ${SHAPE_LABELS['dynamodb-sqs']} shape asked of DynamoDB and SQS, per delivery: counted from the requests ` +
+            "the receiver's and the worker's SDK clients sent (a wrapper around each client's `send`; the store and the " +
+            "inbox send what they send in production): the receiver's over the accepting run, per message it sent " +
+            `(${aws.counted.receiver.toLocaleString('en-US')}), the worker's over the drain, per job it processed ` +
+            `(${aws.counted.worker.toLocaleString('en-US')}). DynamoDB bills 1 write unit (WCU) per KB of item written, rounded up, at least 1: ` +
+            "the item's size is its attribute names' UTF-8 bytes plus its values' (a string's UTF-8 bytes, a number's 1 byte " +
+            'per two significant digits plus 1); a `PutItem` is charged the larger of the item it replaces and the new one, ' +
+            'an `UpdateItem` the larger of the item before and after, a `DeleteItem` the item deleted, and a write whose ' +
+            `condition fails the same as if it had applied. The largest item written here was ${aws.both.dynamodb.largestItemBytes} bytes` +
+            `${aws.both.dynamodb.largestItemBytes <= 1024 ? ', so every write is 1 WCU' : ''}. SQS bills per request (each 64 KB of a payload counts as one; the largest message ` +
+            `sent here was ${aws.both.sqs.largestBodyBytes.toLocaleString('en-US')} bytes). The worker keeps its claims in a DynamoDB table of its own.`,
+          '',
+          table(['process', 'DynamoDB requests', 'failed conditions', 'WCU', 'RCU', 'SQS requests', 'SQS requests, total'], usageRows(aws)),
+        ]),
     '',
     TWO_HEADING,
     '',
@@ -409,7 +581,11 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
     'An extrapolation, not a measurement: N receiver processes, each on a core of its own (with an inbox, a worker core ' +
       "beside each), limited by the store's ceiling: one Redis instance runs its commands on one core (Redis Cluster " +
       'splits the ids by slot, one core per shard), the Postgres store writes to one primary (its ceiling here is per ' +
-      'core of the primary: multiply by the cores it has; replicas do not take writes). Deliveries per second:',
+      'core of the primary: multiply by the cores it has; replicas do not take writes). For the DynamoDB store, the ' +
+      "ceiling is AWS's published limit of one partition, 1,000 write units a second, divided by the write units a " +
+      "delivery costs (counted above): a table spreads its items over partitions by the hash of their key, and ids " +
+      "differ, so the table's ceiling is that times its partitions. AWS publishes standard SQS queues as taking a nearly " +
+      'unlimited number of requests a second per action, so the queue adds no ceiling of its own. Deliveries per second:',
     '',
     table(['shape', ...receiverCounts.map((n) => `${n} receiver${n === 1 ? '' : 's'}`), 'store ceiling'], scaleRows),
   ].join('\n');

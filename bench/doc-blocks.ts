@@ -9,7 +9,7 @@
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CAPACITY_TITLE, HAND, HAND_BUFFER, HAND_GITHUB, OURS, PARTS_HEADING, SCALE_HEADING, TWO_HEADING, FLOOR } from './labels.ts';
+import { CAPACITY_TITLE, HAND, HAND_BUFFER, HAND_GITHUB, OURS, PARTS_HEADING, SCALE_HEADING, TWO_HEADING, FLOOR, USAGE_HEADING } from './labels.ts';
 import { firstTable } from './readme.ts';
 import { ROOT, table } from './report.ts';
 
@@ -93,6 +93,7 @@ export function capacityBlock(results: string): string {
   const section = sectionOf(results, CAPACITY_TITLE);
   const parts = section === undefined ? undefined : tableAfter(section, PARTS_HEADING);
   if (parts === undefined) return NOT_MEASURED;
+  const usage = tableAfter(section!, USAGE_HEADING);
   const two = tableAfter(section!, TWO_HEADING);
   const scale = tableAfter(section!, SCALE_HEADING);
   const warned = /^\*\*Warning\*\*: the load average/m.test(section!);
@@ -103,6 +104,15 @@ export function capacityBlock(results: string): string {
     '',
     '![CPU time per delivery, by process](benchmarks/capacity-parts.svg)',
     '',
+    // A run on a Node that fauxqs does not run on has no AWS shape, and no such table.
+    ...(usage === undefined
+      ? []
+      : [
+          "What the DynamoDB store + SQS inbox shape asked of DynamoDB and SQS per delivery, counted from the requests the receiver's and the worker's clients sent (DynamoDB bills write units, SQS requests):",
+          '',
+          usage,
+          '',
+        ]),
     'The measured check: two receiver processes sharing one store, against the model (this machine\'s cores divided by the summed CPU time per request, the load generator included because it shares the cores here):',
     '',
     two ?? NOT_MEASURED,

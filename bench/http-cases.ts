@@ -59,9 +59,10 @@ export const STORE_INLINE_MODE = 'store-inline';
  * The servers of the inbox section: the Fastify adapter accepting into BullMQ (Redis
  * store), into pg-boss (Postgres store) and into SQS (Redis store), each beside a hand-written
  * route doing the same work (http-inbox.ts). The synchronous mode they are shown beside is section
- * 10's `store` servers.
+ * 10's `store` servers. `sqs-dynamodb` (the adapter accepting into SQS with the DynamoDB store) is
+ * the capacity section's shape, not the inbox section's.
  */
-export const INBOX_CELLS = ['bullmq', 'bullmq-inline', 'pg-boss', 'pg-boss-inline', 'sqs', 'sqs-inline'] as const;
+export const INBOX_CELLS = ['bullmq', 'bullmq-inline', 'pg-boss', 'pg-boss-inline', 'sqs', 'sqs-inline', 'sqs-dynamodb'] as const;
 export type InboxCell = (typeof INBOX_CELLS)[number];
 
 /** The argument that makes http-server.ts serve an inbox cell: `inbox <cell>`. */

@@ -14,7 +14,11 @@
  * - `sqs`: `sqsInbox({ client, queueUrl, maxMessageBytes })` with the Redis store, on a local SQS
  *   (fauxqs in a process of its own, `BENCH_SQS_URL`);
  * - `sqs-inline`: the hand-written check, the Redis store's two scripts sent bare, and one
- *   `SendMessage` of the same message (the job in the inbox's envelope) on the same `SQSClient`.
+ *   `SendMessage` of the same message (the job in the inbox's envelope) on the same `SQSClient`;
+ * - `sqs-dynamodb` (the capacity section's, not the inbox section's): `sqsInbox` with the DynamoDB
+ *   store (dynalite, `BENCH_DYNAMODB_URL`), on a queue with a dead-letter queue and a redrive
+ *   policy, as a deployment has, for the worker of capacity-worker.ts to drain; both clients
+ *   counted (aws-usage.ts), and the counts answered to `usage()`.
  *
  * The server's count of processed events is the number of jobs in its queue (read after a run,
  * so counting costs the requests nothing); `reset` empties the queue between runs, so the inbox's
@@ -28,6 +32,8 @@ import type pg from 'pg';
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { NodeRedisClientLike, RedisClientLike } from '../src/stores/redis.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
+import type { AwsClient } from '../src/lib/aws.ts';
+import { emptyDynamoUsage, meteredSqs, type AwsUsage, type DynamoUsage } from './aws-usage.ts';
 import { bareRedisDelivery, barePostgresDelivery, type BareDelivery } from './bare-store.ts';
 import { importBuilt } from './build.ts';
 import { WEBHOOK_PATH as PATH, type InboxCell } from './http-cases.ts';
@@ -42,6 +48,8 @@ export interface InboxApp {
   /** Empties the cell's queue. */
   reset(): Promise<void>;
   close(): Promise<void>;
+  /** What the cell asked of DynamoDB and SQS so far (`sqs-dynamodb`, whose clients are counted). */
+  usage?(): AwsUsage;
 }
 
 /**
@@ -58,6 +66,12 @@ export type StoreBackend =
       makeStore: (client: pg.Pool) => IdempotencyStore;
       /** Deliveries after which the store's commands repeat (its `CLEANUP_EVERY`): what bare-store.ts records. */
       cycle: number;
+    }
+  | {
+      kind: 'dynamodb';
+      store: IdempotencyStore;
+      /** What the store's client sent so far (aws-usage.ts). */
+      usage: () => DynamoUsage;
     };
 
 const ENQUEUED = '{"enqueued":true}';
@@ -192,27 +206,43 @@ async function pgBossCell(cell: 'pg-boss' | 'pg-boss-inline', build: string, sec
   };
 }
 
-async function sqsCell(cell: 'sqs' | 'sqs-inline', build: string, secret: string, key: HmacKey, backend: StoreBackend & { kind: 'ioredis' }): Promise<InboxApp> {
+/** `maxReceiveCount` of the `sqs-dynamodb` queue's redrive policy: above the inbox's 12 attempts, as it asks. */
+const MAX_RECEIVE_COUNT = MAX_ATTEMPTS + 2;
+
+async function sqsCell(cell: 'sqs' | 'sqs-inline' | 'sqs-dynamodb', build: string, secret: string, key: HmacKey, backend: StoreBackend & { kind: 'ioredis' | 'dynamodb' }): Promise<InboxApp> {
   const endpoint = process.env.BENCH_SQS_URL;
   if (endpoint === undefined) throw new Error(`${cell} needs BENCH_SQS_URL, the local SQS the section starts`);
-  const { SQSClient, CreateQueueCommand, PurgeQueueCommand, SendMessageCommand } = await import('@aws-sdk/client-sqs');
+  const { SQSClient, CreateQueueCommand, GetQueueAttributesCommand, PurgeQueueCommand, SendMessageCommand } = await import('@aws-sdk/client-sqs');
   const client = new SQSClient({ endpoint, region: 'us-east-1', credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' }, maxAttempts: 1 });
-  const { QueueUrl: queueUrl } = await client.send(new CreateQueueCommand({ QueueName: `bench-${cell}-${process.pid}` }));
+  // Named as every cell names its queue: the capacity section's worker finds it by this name.
+  const name = `bench-${cell}-${process.pid}`;
+  let attributes: Record<string, string> | undefined;
+  if (cell === 'sqs-dynamodb') {
+    // A dead-letter queue and a redrive policy, as a deployment has: the worker reads them.
+    const { QueueUrl: deadUrl } = await client.send(new CreateQueueCommand({ QueueName: `${name}-dead` }));
+    const dead = await client.send(new GetQueueAttributesCommand({ QueueUrl: deadUrl, AttributeNames: ['QueueArn'] }));
+    attributes = { RedrivePolicy: JSON.stringify({ deadLetterTargetArn: dead.Attributes?.QueueArn, maxReceiveCount: String(MAX_RECEIVE_COUNT) }) };
+  }
+  const { QueueUrl: queueUrl } = await client.send(new CreateQueueCommand({ QueueName: name, ...(attributes === undefined ? {} : { Attributes: attributes }) }));
+  // The capacity cell's requests are counted (aws-usage.ts); section 15's cells go to the client as they did.
+  const metered = cell === 'sqs-dynamodb' ? meteredSqs(client) : undefined;
+  const sending: AwsClient = metered?.client ?? client;
   // The jobs SQS acknowledged since the last reset (fauxqs's own counts lag until a receive),
-  // counted the same way in both cells: by the client both send through.
+  // counted the same way in every cell: by the client each sends through.
   let sent = 0;
   const counting = {
     async send(command: object, options?: { abortSignal?: AbortSignal }): Promise<unknown> {
-      const reply = await client.send(command as never, options);
+      const reply = await sending.send(command, options);
       if (command instanceof SendMessageCommand) sent++;
       return reply;
     },
   };
   let app: FastifyInstance;
-  if (cell === 'sqs') {
+  if (cell === 'sqs' || cell === 'sqs-dynamodb') {
     const { sqsInbox } = await importBuilt<typeof import('../src/inbox/sqs/index.ts')>(build, 'sqs');
     app = await adapter(build, secret, sqsInbox({ client: counting, queueUrl: queueUrl!, maxMessageBytes: 1_048_576, logger: quiet }), backend.store);
   } else {
+    if (backend.kind !== 'ioredis') throw new Error(`${cell} runs on the ioredis store`);
     const bare = await bareRedisDelivery(backend.client, backend.makeStore, LOCK_MS, TTL_MS);
     const send = (_storeKey: string, job: ReturnType<typeof jobOf>) => counting.send(new SendMessageCommand({ QueueUrl: queueUrl, MessageBody: JSON.stringify({ job, attemptsBefore: 0, generation: 0 }) }));
     app = handWritten(key, send, bare);
@@ -226,6 +256,7 @@ async function sqsCell(cell: 'sqs' | 'sqs-inline', build: string, secret: string
       sent = 0;
     },
     close: async () => client.destroy(),
+    ...(metered === undefined ? {} : { usage: () => ({ dynamodb: backend.kind === 'dynamodb' ? backend.usage() : emptyDynamoUsage(), sqs: metered.usage() }) }),
   };
 }
 
@@ -235,8 +266,8 @@ export async function inboxApp(cell: InboxCell, build: string, secret: string, k
     if (backend.kind !== 'ioredis') throw new Error(`${cell} runs on the ioredis store`);
     return bullmqCell(cell, build, secret, key, backend);
   }
-  if (cell === 'sqs' || cell === 'sqs-inline') {
-    if (backend.kind !== 'ioredis') throw new Error(`${cell} runs on the ioredis store`);
+  if (cell === 'sqs' || cell === 'sqs-inline' || cell === 'sqs-dynamodb') {
+    if (backend.kind !== storeKindOf(cell) || (backend.kind !== 'ioredis' && backend.kind !== 'dynamodb')) throw new Error(`${cell} runs on the ${storeKindOf(cell)} store`);
     return sqsCell(cell, build, secret, key, backend);
   }
   if (backend.kind !== 'postgres' || postgresUrl === undefined) throw new Error(`${cell} runs on the Postgres store`);
@@ -244,6 +275,7 @@ export async function inboxApp(cell: InboxCell, build: string, secret: string, k
 }
 
 /** The store each cell runs on. */
-export function storeKindOf(cell: InboxCell): 'ioredis' | 'postgres' {
+export function storeKindOf(cell: InboxCell): 'ioredis' | 'postgres' | 'dynamodb' {
+  if (cell === 'sqs-dynamodb') return 'dynamodb';
   return cell.startsWith('bullmq') || cell.startsWith('sqs') ? 'ioredis' : 'postgres';
 }

@@ -3,7 +3,8 @@
  * webhook, on 127.0.0.1 at a port the OS picks. Started by bench/http.ts with an IPC channel:
  * it sends `{ port }` when it listens, answers `{ type: 'stats' }` with how many events its
  * handler processed and the CPU time it has used, `{ type: 'ids' }` with the ids it processed (a
- * store cell with `BENCH_RECORD_IDS` set), and exits when the channel closes.
+ * store cell with `BENCH_RECORD_IDS` set), `{ type: 'usage' }` with what it asked of DynamoDB and
+ * SQS so far (the `sqs-dynamodb` cell; aws-usage.ts), and exits when the channel closes.
  *
  *   http-server.ts <framework> <variant>
  *   variants: none (no verification), inline (hand-written node:crypto check),
@@ -19,10 +20,12 @@
  *             the hand-written route on the same Fastify doing the same work: the hand-written
  *             check, that store's own commands sent bare around the handler (section 10,
  *             hand-written-route.ts)
- *   http-server.ts inbox <bullmq|bullmq-inline|pg-boss|pg-boss-inline|sqs|sqs-inline>
+ *   http-server.ts inbox <bullmq|bullmq-inline|pg-boss|pg-boss-inline|sqs|sqs-inline|sqs-dynamodb>
  *             the Fastify adapter accepting into an inbox, or the hand-written route doing the
  *             same work (the inbox section, http-inbox.ts): it answers 202, its processed events
- *             are the jobs in its queue, and `{ type: 'reset' }` empties the queue
+ *             are the jobs in its queue, and `{ type: 'reset' }` empties the queue; SQS's endpoint
+ *             arrives in BENCH_SQS_URL, and the DynamoDB store's (sqs-dynamodb) in
+ *             BENCH_DYNAMODB_URL
  *
  * Every variant but the inbox cells ends the same way: the handler gets the parsed JSON event,
  * counts it, and answers 204. The secret arrives in the environment (BENCH_SECRET), and so does the directory of
@@ -66,6 +69,7 @@ import {
   type StoreKind,
   type Variant,
 } from './http-cases.ts';
+import type { AwsUsage } from './aws-usage.ts';
 import type { StoreBackend } from './http-inbox.ts';
 
 const UNAUTHORIZED = JSON.stringify({ error: 'SIGNATURE_MISMATCH', message: 'invalid signature' });
@@ -359,7 +363,7 @@ async function storeOf(kind: StoreKind, build: string): Promise<IdempotencyStore
  * A shared store and the client it runs on (the inbox cells put their queue on that client, the
  * hand-written routes send the store's commands on it).
  */
-async function backendOf(kind: SharedStoreKind, build: string): Promise<StoreBackend> {
+async function backendOf(kind: SharedStoreKind, build: string): Promise<Exclude<StoreBackend, { kind: 'dynamodb' }>> {
   if (kind === 'postgres') {
     const url = process.env.BENCH_POSTGRES_URL;
     if (url === undefined) throw new Error('BENCH_POSTGRES_URL must name the Postgres server');
@@ -391,6 +395,26 @@ async function backendOf(kind: SharedStoreKind, build: string): Promise<StoreBac
   // node-redis' client types are generic over its modules and scripts: the store takes it by shape.
   const client = redis as unknown as NodeRedisClientLike;
   return { kind, store: makeStore(client), client, makeStore };
+}
+
+/**
+ * The DynamoDB store on the local DynamoDB the capacity section starts (`BENCH_DYNAMODB_URL`), its
+ * client counted (aws-usage.ts): the `sqs-dynamodb` cell's. One attempt per request (the store's
+ * guide advises two in production): every request the store sends is then one the count sees, and
+ * one that failed would fail the run.
+ */
+async function dynamoBackend(build: string): Promise<Extract<StoreBackend, { kind: 'dynamodb' }>> {
+  const endpoint = process.env.BENCH_DYNAMODB_URL;
+  if (endpoint === undefined) throw new Error('BENCH_DYNAMODB_URL must name the local DynamoDB');
+  const { dynamoStore } = await importBuilt<typeof import('../src/stores/dynamodb.ts')>(build, 'dynamodb');
+  const { DynamoDBClient } = await import('@aws-sdk/client-dynamodb');
+  const { meteredDynamo } = await import('./aws-usage.ts');
+  const client = new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' }, maxAttempts: 1 });
+  const metered = meteredDynamo(client);
+  const store = dynamoStore({ client: metered.client, table: `bench-http-claims-${keySpace}` });
+  await store.setup();
+  closeStore = async () => client.destroy();
+  return { kind: 'dynamodb', store, usage: metered.usage };
 }
 
 /** The Fastify adapter cell of section 4 (memory store) with the store of `kind`. */
@@ -498,14 +522,18 @@ async function frameworkApp(framework: Framework, variant: Variant, secret: stri
 let processedCount: () => number | Promise<number> = () => processed;
 /** What `{ type: 'reset' }` does: empties an inbox cell's queue. */
 let reset: () => Promise<void> = async () => {};
+/** What `{ type: 'usage' }` answers: the `sqs-dynamodb` cell's requests to DynamoDB and SQS. */
+let awsUsage: (() => AwsUsage) | undefined;
 
 /** An inbox cell: the adapter accepting into an engine, or the hand-written route doing the same (http-inbox.ts). */
 async function inboxServer(cell: InboxCell, secret: string, key: HmacKey, build: string): Promise<Server> {
   const { inboxApp, storeKindOf } = await import('./http-inbox.ts');
-  const backend = await backendOf(storeKindOf(cell), build);
+  const kind = storeKindOf(cell);
+  const backend = kind === 'dynamodb' ? await dynamoBackend(build) : await backendOf(kind, build);
   const app = await inboxApp(cell, build, secret, key, backend, process.env.BENCH_POSTGRES_URL);
   processedCount = () => app.jobs();
   reset = () => app.reset();
+  awsUsage = app.usage;
   const storeClose = closeStore;
   closeStore = async () => {
     await app.close();
@@ -552,6 +580,9 @@ async function main(): Promise<void> {
       process.send!({ type: 'ids', ids: processedIds ?? [] });
     } else if (message?.type === 'reset') {
       reset().then(() => process.send!({ type: 'reset' }), failed);
+    } else if (message?.type === 'usage') {
+      if (awsUsage === undefined) failed(new Error('this server counts no AWS requests: only the sqs-dynamodb cell does'));
+      else process.send!({ type: 'usage', usage: awsUsage() });
     }
   });
   process.once('disconnect', () => {

@@ -49,6 +49,8 @@ const LABELS: Record<Cell, string> = {
   'postgres-sync': 'our adapter, synchronous mode (204, trivial handler)',
   sqs: 'our adapter accepting (202), `sqsInbox`',
   'sqs-inline': 'hand-written: verify + the same store commands + `SendMessage` (202)',
+  // Section 16's shape: this section does not run it.
+  'sqs-dynamodb': 'our adapter accepting (202), `sqsInbox`, DynamoDB store',
 };
 
 /** The arguments of http-server.ts for a cell. */

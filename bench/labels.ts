@@ -14,6 +14,8 @@ export const HAND_GITHUB = 'hand-written check, GitHub scheme';
 export const CAPACITY_TITLE = '16. Capacity: CPU per delivery, and two receivers';
 /** The heading of the per-part table, which docs/operating.md's generated block copies. */
 export const PARTS_HEADING = '### CPU time per delivery, by process';
+/** The heading of the DynamoDB write units and SQS requests per delivery, copied the same way. */
+export const USAGE_HEADING = '### DynamoDB write units and SQS requests per delivery';
 /** The heading of the two-receiver check's table, copied the same way. */
 export const TWO_HEADING = '### Two receivers sharing one store';
 /** The heading of the extrapolation's table. */

@@ -57,8 +57,11 @@ async function closedLoop(op: () => Promise<unknown>, width: number, ms: number)
   return { perSecond: latencies.length / elapsed, p99Ms: latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * 0.99))]! };
 }
 
-/** dynalite as a server of its own (a child process), so its CPU is not the bench's. */
-async function startDynaliteProcess(): Promise<{ endpoint: string; close(): Promise<void> }> {
+/**
+ * dynalite as a server of its own (a child process), so its CPU is not the bench's; its pid for the
+ * capacity section, which reads that CPU time from /proc.
+ */
+export async function startDynaliteProcess(): Promise<{ endpoint: string; pid: number; close(): Promise<void> }> {
   const port = await freePort();
   const cli = createRequire(import.meta.url).resolve('dynalite/cli.js');
   const child = spawn(process.execPath, [cli, '--host', '127.0.0.1', '--port', String(port), '--createTableMs', '0'], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -66,6 +69,7 @@ async function startDynaliteProcess(): Promise<{ endpoint: string; close(): Prom
   await once(child.stdout!, 'data');
   return {
     endpoint: `http://127.0.0.1:${port}`,
+    pid: child.pid!,
     async close() {
       child.kill();
       if (child.exitCode === null) await once(child, 'exit');

@@ -298,14 +298,23 @@ describe('npm run bench -- --quick', () => {
       } else {
         expect(report).toContain('so the inbox section cannot run');
       }
-      // Section 16: CPU time per delivery by process for each shape (the SQS shape's row waiting,
-      // marked), the two-receiver check, and the extrapolation to N receivers.
+      // Section 16: CPU time per delivery by process for each shape, DynamoDB's write units and
+      // SQS's requests for the AWS shape (on a Node that runs fauxqs), the two-receiver check, and
+      // the extrapolation to N receivers.
       if (storesPresent) {
-        const shapes = ['memory store', 'Redis store', 'Postgres store', 'Redis store + BullMQ inbox', ...(inboxEngines.includes('pg-boss') ? ['Postgres store + pg-boss inbox'] : [])];
+        const aws = 'DynamoDB store + SQS inbox';
+        const shapes = [
+          'memory store',
+          'Redis store',
+          'Postgres store',
+          'Redis store + BullMQ inbox',
+          ...(inboxEngines.includes('pg-boss') ? ['Postgres store + pg-boss inbox'] : []),
+          ...(sqsRuns ? [aws] : []),
+        ];
         const parts = tableAfter(report, '### CPU time per delivery, by process');
-        expect(parts.map((row) => row[0])).toEqual([...shapes, 'DynamoDB store + SQS inbox']);
+        expect(parts.map((row) => row[0])).toEqual(shapes);
         const time = /^[\d.]+ [nµm]?s$/;
-        for (const row of parts.slice(0, -1)) {
+        for (const row of parts) {
           expect(row[1]).toMatch(time);
           // Redis, Postgres, the queue worker: measured where the shape has that process, '–' where not.
           expect(row[2]).toMatch(row[0]!.startsWith('Redis') ? time : /^–$/);
@@ -313,8 +322,23 @@ describe('npm run bench -- --quick', () => {
           expect(row[4]).toMatch(row[0]!.includes('inbox') ? time : /^–$/);
           expect(row[5]).toMatch(time);
           expect(row[6]).toMatch(/^[\d,]+$/);
+          // The local AWS stand-ins' CPU (dynalite, fauxqs): the AWS shape's only.
+          expect(row[8]).toMatch(row[0] === aws ? time : /^–$/);
         }
-        expect(parts.at(-1)!.slice(1).every((cell) => cell === 'not measured yet')).toBe(true);
+        if (sqsRuns) {
+          // Counted from the requests sent, whole deliveries each: a claim and a completion on each
+          // side, 1 WCU each (the items are about 100 bytes), and one message sent and deleted.
+          const usage = tableAfter(report, '### DynamoDB write units and SQS requests per delivery');
+          expect(usage.map((row) => [row[0], row[1], row[2], row[3]])).toEqual([
+            ['receiver (accepting)', '1.00 PutItem, 1.00 UpdateItem', '0.00', '2.00'],
+            ['queue worker (draining)', '1.00 PutItem, 1.00 UpdateItem', '0.00', '2.00'],
+            ['both', '2.00 PutItem, 2.00 UpdateItem', '0.00', '4.00'],
+          ]);
+          expect(usage[0]![5]).toMatch(/^1\.00 SendMessage/);
+          expect(usage[1]![5]).toMatch(/^1\.00 DeleteMessage, [\d.]+ ReceiveMessage/);
+        } else {
+          expect(report).toContain(`${aws}: not measured in this run: fauxqs, its local SQS, needs Node 22.5 or later`);
+        }
         const two = tableAfter(report, '### Two receivers sharing one store');
         expect(two.map((row) => row[0])).toEqual(['Redis store', 'Postgres store']);
         for (const row of two) {
@@ -326,7 +350,9 @@ describe('npm run bench -- --quick', () => {
           // Every id once is a correctness figure, not a speed: it holds in a smoke run too.
           expect(row[5]).toMatch(/ ids sent to both: 0 processed twice, 0 by neither$/);
         }
-        expect(tableAfter(report, '### Past this machine (extrapolation)').map((row) => row[0])).toEqual(shapes.slice(1));
+        const scale = tableAfter(report, '### Past this machine (extrapolation)');
+        expect(scale.map((row) => row[0])).toEqual(shapes.slice(1));
+        if (sqsRuns) expect(scale.at(-1)!.at(-1)).toMatch(/^[\d,]+: one DynamoDB partition \(1,000 WCU\/s ÷ 4\.00 WCU per delivery;/);
       } else {
         expect(report).toContain('so the capacity section cannot run');
       }

@@ -5,7 +5,7 @@ import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { README_END, README_START, readmeHeadline, withReadmeHeadline } from '../../bench/readme.ts';
 import { capacityBlock, DOC_BLOCKS, node24Block, withBlock } from '../../bench/doc-blocks.ts';
-import { CAPACITY_TITLE, PARTS_HEADING, SCALE_HEADING, TWO_HEADING } from '../../bench/labels.ts';
+import { CAPACITY_TITLE, PARTS_HEADING, SCALE_HEADING, TWO_HEADING, USAGE_HEADING } from '../../bench/labels.ts';
 import { KEPT_MARKER, loadIsHigh, loadWarning, withKeptPart } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -167,6 +167,15 @@ Text.
     );
   });
 
+  const usageSection = `
+${USAGE_HEADING}
+
+Text.
+
+| process | WCU |
+| --- | --- |
+| both | 4.00 |
+`;
   const capacity = `${TARGETS}
 ## ${CAPACITY_TITLE}
 
@@ -177,8 +186,10 @@ ${PARTS_HEADING}
 | shape | receiver | Redis |
 | --- | --- | --- |
 | Redis store | 30.0 µs | 10.0 µs |
-| DynamoDB store + SQS inbox | not measured yet | not measured yet |
+| DynamoDB store + SQS inbox | 200 µs | – |
 
+Text.
+${usageSection}
 ${TWO_HEADING}
 
 Text.
@@ -199,7 +210,10 @@ _Section wall time: 30.0 s (budget 90 s); load average (1 min) 0.1–0.9 on 2 co
   it('the capacity block copies section 16 tables, with their charts and where they came from', () => {
     const block = capacityBlock(capacity);
     expect(block).toMatch(/^Measured on one machine, from bench\/RESULTS\.md \(full run on Node v26\.1\.0, 2026-11-24 03:00 UTC\)\. CPU time per delivery, by process:\n/);
-    expect(block).toContain('| Redis store | 30.0 µs | 10.0 µs |\n| DynamoDB store + SQS inbox | not measured yet | not measured yet |\n');
+    expect(block).toContain('| Redis store | 30.0 µs | 10.0 µs |\n| DynamoDB store + SQS inbox | 200 µs | – |\n');
+    // The AWS shape's write units and requests, where the run measured them.
+    expect(block).toContain('DynamoDB bills write units, SQS requests):\n\n| process | WCU |\n| --- | --- |\n| both | 4.00 |\n');
+    expect(capacityBlock(capacity.replace(usageSection, ''))).not.toContain('| process | WCU |');
     expect(block).toContain('| Redis store | 20,000 |');
     expect(block).toContain('| Redis store | 33,333 |');
     expect(block).toContain('![CPU time per delivery, by process](benchmarks/capacity-parts.svg)');
