@@ -105,7 +105,7 @@ export const SECTION_BUDGET_SECONDS: Record<SectionId, number> = {
   curves: 90,
   ordering: 30,
   inbox: 150,
-  capacity: 90,
+  capacity: 240,
 };
 
 // ---------------------------------------------------------------------------------------------
