@@ -113,7 +113,7 @@ export function capacityBlock(results: string): string {
           usage,
           '',
         ]),
-    "The measured check: two receiver processes sharing one store, each loaded as one is loaded alone, against the model (this machine's cores divided by the summed CPU time per request of one receiver loaded alone in the same repetition, the load generator included because it shares the cores here; the median of the repetitions, min–max in brackets):",
+    "The measured check: two receiver processes sharing one store, each given the load one receiver is given alone, against the model (this machine's cores divided by the summed CPU time per request of one receiver running alone in the same repetition, the load generator included because it shares the cores here; the median of the repetitions, min–max in brackets):",
     '',
     two ?? NOT_MEASURED,
     '',
