@@ -10,10 +10,11 @@ export interface Entry {
   key: string;
   token: string;
   until: number;
-  /** A completion (the id is done), else a claim. */
+  /**
+   * A completion still remembered (the id is done), else a claim. Set false again when a
+   * completion is forgotten: the order of completions then skips it without a look-up.
+   */
   done: boolean;
-  /** A completion still in the map: set false when it leaves, so the order needs no look-up. */
-  live: boolean;
 }
 
 /**
@@ -94,13 +95,12 @@ export class Space {
 
   #queue(completion: Entry, until: number): void {
     completion.until = until;
-    completion.live = true;
     this.#order.push(completion);
     // A completion deleted from the map (its id claimed again after it expired) stays queued until
     // it reaches the front; rebuilt from the map when such leftovers outnumber the live ones, the
     // queue stays within twice the map's size.
     if (this.#order.length - this.#head > 2 * this.entries.size + 1024) {
-      this.#order = this.#order.filter((entry) => entry.live);
+      this.#order = this.#order.filter((entry) => entry.done);
       this.#head = 0;
     }
   }
@@ -110,7 +110,7 @@ export class Space {
     const order = this.#order;
     while (this.#head < order.length) {
       const first = order[this.#head]!;
-      if (first.live) return first;
+      if (first.done) return first;
       this.#head++;
     }
     // Drained: start again at the beginning of a fresh array rather than grow this one forever.
@@ -123,7 +123,7 @@ export class Space {
 
   /** Forgets a completion (expired, or making room). */
   drop(completion: Entry): void {
-    completion.live = false;
+    completion.done = false;
     this.entries.delete(completion.key);
   }
 

@@ -108,7 +108,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const token = newToken();
       // An expired lock is taken over in place (its old owner's token no longer matches).
       if (lock !== undefined) space.takeOver(lock, token, time + lockMs);
-      else if (space.makeRoom(time)) space.hold({ key, token, until: time + lockMs, done: false, live: false });
+      else if (space.makeRoom(time)) space.hold({ key, token, until: time + lockMs, done: false });
       else throw full(space);
       return { status: 'acquired', token };
     },
@@ -155,7 +155,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         // Stale: recorded as done, so its retries are duplicates.
         if (lock !== undefined) space.release(lock);
         else if (!space.makeRoom(time)) throw full(space);
-        space.remember({ key, token: newToken(), until: 0, done: true, live: false }, time + ttlMs);
+        space.remember({ key, token: newToken(), until: 0, done: true }, time + ttlMs);
         return { status: 'stale' };
       }
       if (order.exclusive && entity?.lockToken !== undefined) return { status: 'busy', retryAfterMs: entity.lockUntil - time };
@@ -170,7 +170,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         record.lockUntil = time + lockMs;
       }
       if (lock !== undefined) space.takeOver(lock, token, time + lockMs);
-      else space.hold({ key, token, until: time + lockMs, done: false, live: false });
+      else space.hold({ key, token, until: time + lockMs, done: false });
       return { status: 'acquired', token };
     },
     complete(key: string, token: string, ttlMs: number, order: EntityOrder): boolean {
