@@ -56,7 +56,8 @@ import type { RunRequest, RunResult } from './http-load.ts';
 import { clockTicks, processTreeMicros, redisMicros, skippedWithoutStores, statFields } from './http-stores.ts';
 import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
 import { fauxqsRuns, pgBossRuns } from '../test/support/node-version.ts';
-import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, type SectionReport, table, type TargetResult, timeText } from './report.ts';
+import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, type SectionReport, table, type TargetResult, timeText } from './report.ts';
+import { summarize, type Summary } from './stats.ts';
 import { startDynaliteProcess } from './stores.ts';
 
 
@@ -131,7 +132,7 @@ interface TwoReceivers {
   /** What the model predicts for this machine, requests per second (the median over repetitions). */
   predicted: number;
   /** Measured ÷ predicted, each repetition's own. */
-  ratio: RatioRange;
+  ratio: Summary;
   repetitions: number;
   processed: number;
   /** Ids sent to both receivers. */
@@ -160,6 +161,9 @@ function ownMicros(pid: number, ticks: number): number | undefined {
 }
 
 const sum = (values: readonly (number | undefined)[]) => values.reduce<number>((total, v) => total + (v ?? 0), 0);
+
+/** What a reading grew by between two reads; `undefined` when either could not be read. */
+const delta = (before: number | undefined, after: number | undefined) => (before === undefined || after === undefined ? undefined : after - before);
 
 /** Deliveries per second one core gives a part that costs `micros` per delivery. */
 const perCore = (micros: number) => 1e6 / micros;
@@ -206,7 +210,6 @@ export async function runCapacity(config: BenchConfig): Promise<SectionReport> {
     };
     const dbMicros = (database: 'Redis' | 'Postgres' | undefined): Promise<number | undefined> =>
       database === 'Redis' ? redisMicros(client) : database === 'Postgres' ? Promise.resolve(processTreeMicros(postgres.pid, ticks)) : Promise.resolve(undefined);
-    const delta = (before: number | undefined, after: number | undefined) => (before === undefined || after === undefined ? undefined : after - before);
 
     const load = new Child('http-load.ts', [], env);
     children.push(load);
@@ -341,19 +344,6 @@ async function settledUsage(ask: () => Promise<AwsUsage>, before: AwsUsage, what
 /** Repetitions of the check (one receiver alone, then both, in an order that rotates). */
 const CHECK_REPETITIONS = 3;
 
-/** Measured ÷ predicted over the check's repetitions, in the report's range form. */
-interface RatioRange {
-  median: number;
-  min: number;
-  max: number;
-}
-
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((x, y) => x - y);
-  const middle = sorted.length >> 1;
-  return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
-
 /**
  * The check of one shape: repetitions of one receiver loaded alone (the model's costs, measured
  * here and now) and both receivers loaded at once (the throughput the model predicts from them),
@@ -393,7 +383,6 @@ async function twoReceivers(
   // A receiver's CPU time from its own process.cpuUsage (any OS); the store's and the load
   // generator's from /proc or Redis (`undefined` where they cannot be read: left out of the sums).
   const receiverMicros = async (server: ServerChild) => (await server.child.ask<{ cpuMicros: number }>('stats', { type: 'stats' }, 10_000, what)).cpuMicros;
-  const delta = (before: number | undefined, after: number | undefined) => (before === undefined || after === undefined ? undefined : after - before);
   // Warmed up first, as each shape's single-receiver run is: a receiver started cold pays for its
   // JIT and its first store connections inside the timed seconds. Each on ids of its own; the ids
   // the warm-up processed are left out of the check below.
@@ -429,14 +418,11 @@ async function twoReceivers(
 
   const runs: { predicted: number; alone: number | undefined; both: Awaited<ReturnType<typeof both>> }[] = [];
   for (let rep = 0; rep < repetitions; rep++) {
-    if (rep % 2 === 0) {
-      const one = await alone();
-      runs.push({ predicted: one.predicted, alone: one.servers, both: await both() });
-    } else {
-      const two = await both();
-      const one = await alone();
-      runs.push({ predicted: one.predicted, alone: one.servers, both: two });
-    }
+    // The order rotates: alone first in even repetitions, both first in odd ones.
+    const early = rep % 2 === 0 ? await alone() : undefined;
+    const two = await both();
+    const one = early ?? (await alone());
+    runs.push({ predicted: one.predicted, alone: one.servers, both: two });
   }
 
   const ids = await Promise.all(servers.map((server) => server.child.ask<{ ids: string[] }>('ids', { type: 'ids' }, 10_000, what)));
@@ -459,26 +445,22 @@ async function twoReceivers(
       if (!first.has(id) && !other.has(id)) missing++;
     }
   }
-  const ratios = runs.map((run) => run.both.rps / run.predicted);
-  const here = runs.map((run) => run.both.serversHere);
-  const aloneServers = runs.map((run) => run.alone);
+  const medianOf = (values: readonly (number | undefined)[]) => (values.some((v) => v === undefined) ? undefined : summarize(values as number[]).median);
   return {
     shape,
-    rps: median(runs.map((run) => run.both.rps)),
-    predicted: median(runs.map((run) => run.predicted)),
-    ratio: { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) },
+    rps: summarize(runs.map((run) => run.both.rps)).median,
+    predicted: summarize(runs.map((run) => run.predicted)).median,
+    ratio: summarize(runs.map((run) => run.both.rps / run.predicted)),
     repetitions,
     processed: first.size + other.size,
     sharedSent,
     twice,
     missing,
     statusCodes,
-    serversHere: here.some((v) => v === undefined) ? undefined : median(here as number[]),
-    serversAlone: aloneServers.some((v) => v === undefined) ? undefined : median(aloneServers as number[]),
+    serversHere: medianOf(runs.map((run) => run.both.serversHere)),
+    serversAlone: medianOf(runs.map((run) => run.alone)),
   };
 }
-
-const ratioRangeText = ({ median: mid, min, max }: RatioRange) => (min === max ? fixed(mid, 2) : `${fixed(mid, 2)} (${fixed(min, 2)}–${fixed(max, 2)})`);
 
 const us = (micros: number | undefined) => (micros === undefined ? '–' : timeText(micros / 1e6));
 
@@ -543,7 +525,7 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
     SHAPE_LABELS[check.shape],
     rateText(check.rps),
     rateText(check.predicted),
-    ratioRangeText(check.ratio),
+    ratioText(check.ratio),
     `${us(check.serversHere)} (${us(check.serversAlone)})`,
     `${check.processed.toLocaleString('en-US')} processed; ${check.sharedSent.toLocaleString('en-US')} ids sent to both: ${check.twice} processed twice, ${check.missing} by neither`,
     Object.entries(check.statusCodes)
@@ -569,7 +551,7 @@ function report(config: BenchConfig, costs: readonly ShapeCost[], checks: readon
       {
         what: `two receivers sharing one ${check.shape === 'redis' ? 'Redis' : 'Postgres'}: measured ÷ predicted throughput (cores ÷ summed CPU per delivery)`,
         target: '0.75–1.25',
-        measured: ratioRangeText(check.ratio),
+        measured: ratioText(check.ratio),
         context: `${rateText(check.rps)} req/s measured vs ${rateText(check.predicted)} predicted on ${cores} cores (medians of ${check.repetitions} repetitions)`,
         pass: ratio >= 0.75 && ratio <= 1.25,
       },
