@@ -24,6 +24,7 @@
  */
 
 import type { AwsClient } from '../src/lib/aws.ts';
+import { isConditionFailure } from '../src/stores/dynamodb/items.ts';
 
 /** An attribute value as the low-level DynamoDB client sends it (the store writes S and N only). */
 interface AttributeValue {
@@ -131,18 +132,16 @@ function updated(before: Item | undefined, input: { Key: Item; UpdateExpression?
   return after;
 }
 
-const isConditionFailure = (error: unknown) => (error as { name?: unknown } | null)?.name === 'ConditionalCheckFailedException';
-
 /**
  * A DynamoDB client that counts what goes through it: requests by operation, the write units of
- * each `PutItem`, `UpdateItem` and `DeleteItem` (whether its condition held or not), and reads.
- * `keyAttributes` are the table's key (the store's: `pk`).
+ * each `PutItem`, `UpdateItem` and `DeleteItem` (whether its condition held or not), and reads,
+ * on a table keyed by `pk` (the store's).
  */
-export function meteredDynamo(client: AwsClient, keyAttributes: readonly string[] = ['pk']): { client: AwsClient; usage(): DynamoUsage } {
+export function meteredDynamo(client: AwsClient): { client: AwsClient; usage(): DynamoUsage } {
   const usage = emptyDynamoUsage();
   /** The items this process's writes left, by table and key. */
   const items = new Map<string, Item>();
-  const keyOf = (table: string, item: Item) => `${table}\u0000${keyAttributes.map((name) => JSON.stringify(item[name] ?? null)).join('\u0000')}`;
+  const keyOf = (table: string, item: Item) => `${table}\u0000${JSON.stringify(item['pk'] ?? null)}`;
   const send: Send = async (command, options) => {
     const operation = operationOf(command);
     usage.requests[operation] = (usage.requests[operation] ?? 0) + 1;

@@ -24,6 +24,7 @@ import pg from 'pg';
 import type { Inbox, InboxWorker } from '../src/inbox/types.ts';
 import type { IdempotencyStore } from '../src/stores/types.ts';
 import { meteredDynamo, meteredSqs, usageBetween, type AwsUsage } from './aws-usage.ts';
+import { localConfig } from '../test/support/dynamodb.ts';
 import { importBuilt } from './build.ts';
 
 const [engine, queueName] = process.argv.slice(2);
@@ -53,9 +54,8 @@ async function sqsInboxOf(): Promise<{ inbox: Inbox; store: IdempotencyStore }> 
   const { DynamoDBClient } = await import('@aws-sdk/client-dynamodb');
   const { sqsInbox } = await importBuilt<typeof import('../src/inbox/sqs/index.ts')>(build!, 'sqs');
   const { dynamoStore } = await importBuilt<typeof import('../src/stores/dynamodb.ts')>(build!, 'dynamodb');
-  const credentials = { accessKeyId: 'bench', secretAccessKey: 'bench' };
-  const sqs = new SQSClient({ endpoint: sqsUrl, region: 'us-east-1', credentials, maxAttempts: 1 });
-  const dynamo = new DynamoDBClient({ endpoint: dynamoUrl, region: 'local', credentials, maxAttempts: 1 });
+  const sqs = new SQSClient({ endpoint: sqsUrl, region: 'us-east-1', credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' }, maxAttempts: 1 });
+  const dynamo = new DynamoDBClient({ ...localConfig(dynamoUrl), maxAttempts: 1 });
   const { QueueUrl: queueUrl } = await sqs.send(new GetQueueUrlCommand({ QueueName: queueName }));
   const sqsMeter = meteredSqs(sqs);
   const dynamoMeter = meteredDynamo(dynamo);

@@ -49,6 +49,7 @@ import type { IdempotencyStore } from '../src/stores/types.ts';
 import type { VerifiedWebhook } from '../src/verify.ts';
 import { BareIdMap } from './bare-map.ts';
 import { barePostgresDelivery, bareRedisDelivery } from './bare-store.ts';
+import { localConfig } from '../test/support/dynamodb.ts';
 import { importBuilt } from './build.ts';
 import { handWrittenVerify, hmacKey, type HmacKey } from './fixtures.ts';
 import { handWrittenRoute, LOCK_MS, TTL_MS } from './hand-written-route.ts';
@@ -409,7 +410,7 @@ async function dynamoBackend(build: string): Promise<Extract<StoreBackend, { kin
   const { dynamoStore } = await importBuilt<typeof import('../src/stores/dynamodb.ts')>(build, 'dynamodb');
   const { DynamoDBClient } = await import('@aws-sdk/client-dynamodb');
   const { meteredDynamo } = await import('./aws-usage.ts');
-  const client = new DynamoDBClient({ endpoint, region: 'local', credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' }, maxAttempts: 1 });
+  const client = new DynamoDBClient({ ...localConfig(endpoint), maxAttempts: 1 });
   const metered = meteredDynamo(client);
   const store = dynamoStore({ client: metered.client, table: `bench-http-claims-${keySpace}` });
   await store.setup();
