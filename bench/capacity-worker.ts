@@ -121,13 +121,13 @@ let waiting: { expected: number; startedWith: number; cpuAtStart: NodeJS.CpuUsag
 const DELETES_WAIT_MS = 10_000;
 
 /**
- * Whether every job the drain processed is settled: with SQS, once as many `DeleteMessage`
- * requests went out as jobs were processed (each is sent after its job's handler and claim are
- * done), so that the requests counted are whole jobs'.
+ * How many of the drain's `jobs` are settled: with SQS, the `DeleteMessage` requests sent since
+ * the drain started (each goes out after its job's handler and claim are done), so that the
+ * requests counted are whole jobs'; without it, all of them.
  */
-function settledSince(usageAtStart: AwsUsage | undefined, jobs: number): boolean {
-  if (awsUsage === undefined || usageAtStart === undefined) return true;
-  return (usageBetween(usageAtStart, awsUsage()).sqs.requests['DeleteMessage'] ?? 0) >= jobs;
+function deletedSince(usageAtStart: AwsUsage | undefined, jobs: number): number {
+  if (awsUsage === undefined || usageAtStart === undefined) return jobs;
+  return usageBetween(usageAtStart, awsUsage()).sqs.requests['DeleteMessage'] ?? 0;
 }
 
 function settle(): void {
@@ -136,8 +136,12 @@ function settle(): void {
   waiting = undefined;
   const deadline = Date.now() + DELETES_WAIT_MS;
   const answer = () => {
-    if (!settledSince(drain.usageAtStart, processed - drain.startedWith) && Date.now() < deadline) {
-      setTimeout(answer, 5);
+    const jobs = processed - drain.startedWith;
+    const deleted = deletedSince(drain.usageAtStart, jobs);
+    if (deleted < jobs) {
+      if (Date.now() < deadline) setTimeout(answer, 5);
+      // Counts of part of the jobs would be reported as whole deliveries': refused instead.
+      else failed(new Error(`the worker's SQS deletes did not catch up with its jobs within ${DELETES_WAIT_MS / 1000} s: ${deleted} of ${jobs}`));
       return;
     }
     const cpu = process.cpuUsage(drain.cpuAtStart);
