@@ -10,6 +10,7 @@ import { DEFAULT_UNSIGNED_MAX } from '../../src/index.ts';
 import { StoreError } from '../../src/stores/types.ts';
 import { syncOperations, type SyncOperations } from '../../src/stores/internal.ts';
 import { token } from '../support/stores.ts';
+import { owns, Tokens, type Entry } from '../../src/stores/memory/space.ts';
 
 function direct(store: ReturnType<typeof memoryStore>): SyncOperations {
   const operations = syncOperations(store);
@@ -246,6 +247,52 @@ describe('memoryStore', () => {
     now = 1000;
     expect(await store.complete('msg_1', owner, 5000)).toBe(false);
     expect(await store.release('msg_1', owner)).toBe(false);
+  });
+
+  it('hands out distinct 128-bit hex tokens and fences a stale owner whose token differs only in its serial or its prefix', async () => {
+    let now = 0;
+    const store = memoryStore({ now: () => now });
+    const seen = new Set<string>();
+    for (let i = 0; i < 1000; i++) seen.add(token(await store.claim(`d:s:${i}`, 1000)));
+    expect(seen.size).toBe(1000);
+    for (const issued of seen) expect(issued).toMatch(/^[0-9a-f]{32}$/);
+    // An owner whose lock was taken over cannot complete, release or extend; the new one can, twice.
+    const first = token(await store.claim('d:s:taken', 1000));
+    now = 1000;
+    const second = token(await store.claim('d:s:taken', 1000));
+    expect(second).not.toBe(first);
+    expect(await store.complete('d:s:taken', first, 60_000)).toBe(false);
+    expect(await store.extend('d:s:taken', first, 1000)).toBe(false);
+    expect(await store.release('d:s:taken', first)).toBe(false);
+    expect(await store.complete('d:s:taken', second, 60_000)).toBe(true);
+    expect(await store.complete('d:s:taken', second, 60_000)).toBe(true);
+    expect(await store.complete('d:s:taken', first, 60_000)).toBe(false);
+    // Not the same text in another case, nor longer or shorter.
+    const third = token(await store.claim('d:s:case', 1000));
+    for (const near of [third.toUpperCase(), `${third}0`, third.slice(1), ` ${third.slice(1)}`]) expect(await store.complete('d:s:case', near, 60_000)).toBe(false);
+    expect(await store.complete('d:s:case', third, 60_000)).toBe(true);
+  });
+
+  it('starts a new series with a new random prefix when a series of serials runs out', () => {
+    const tokens = new Tokens();
+    const a = tokens.issue();
+    const entryOf = (): Entry => ({ key: 'k', prefix: tokens.prefix, serial: tokens.serial, until: 1, done: false });
+    const first = entryOf();
+    expect(a.slice(24)).toBe('00000000');
+    expect(tokens.issue().slice(24)).toBe('00000001');
+    tokens.serial = 2 ** 30 - 2;
+    const last = tokens.issue();
+    expect(last.slice(24)).toBe((2 ** 30 - 1).toString(16).padStart(8, '0'));
+    expect(last.slice(0, 24)).toBe(a.slice(0, 24));
+    const next = tokens.issue();
+    // The next series: serial 0 again under a prefix of its own, so no token of the first series repeats.
+    expect(next.slice(24)).toBe('00000000');
+    expect(next.slice(0, 24)).not.toBe(a.slice(0, 24));
+    expect(next).not.toBe(a);
+    expect(owns(first, a)).toBe(true);
+    expect(owns(first, next)).toBe(false);
+    expect(owns(entryOf(), next)).toBe(true);
+    expect(owns(entryOf(), a)).toBe(false);
   });
 
   it('checks its options', () => {

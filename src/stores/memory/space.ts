@@ -1,20 +1,69 @@
 /** One key class's entries of the memory store (signed or unsigned ids): live claims and completions, bounded. */
 
+import { newToken } from '../../lib/token.ts';
+
 /**
  * A claim (its owner's token, until when its lock holds) or, once `done`, a completion (its token,
  * until when it is remembered). One record for both, in one map: completing a claim flips `done`
  * in place, so a completion costs no map operation and allocates nothing.
+ *
+ * The token is kept as its two parts (see {@link Tokens}), not as a string: a string per id, kept
+ * for the whole `ttlSeconds`, was the largest object a remembered id held, and the garbage
+ * collector's work grows with the objects a full store keeps.
  */
 export interface Entry {
   /** The id's key, so the order of completions can find a completion in the map. */
   key: string;
-  token: string;
+  /** The token's first 24 hex digits, shared by every token of its series. */
+  prefix: string;
+  /** The token's serial in its series (its last 8 hex digits). */
+  serial: number;
   until: number;
   /**
    * A completion still remembered (the id is done), else a claim. Set false again when a
    * completion is forgotten: the order of completions then skips it without a look-up.
    */
   done: boolean;
+}
+
+/** Serials per series: below 2^30, so a serial is always a small integer V8 keeps in the record itself. */
+const SERIALS = 2 ** 30;
+/** Hex digits of the random prefix: 96 bits, the serial's 8 digits making the 128-bit token. */
+const PREFIX_DIGITS = 24;
+
+/** A token's text from its parts: 32 lower-case hex digits, as every store's tokens. */
+function tokenText(prefix: string, serial: number): string {
+  return prefix + serial.toString(16).padStart(8, '0');
+}
+
+/**
+ * The memory store's ownership tokens: 128 bits in 32 lower-case hex digits, like every store's,
+ * made of a random 96-bit prefix and a serial. A series of 2^30 tokens shares one prefix; the
+ * next series draws a new one. Within one store no two claims get the same token (the serial
+ * never repeats under a prefix, and a prefix repeats with odds of 2^-96), which is all fencing
+ * needs: tokens never leave the process.
+ */
+export class Tokens {
+  /** The last token's prefix. */
+  prefix = '';
+  /** The last token's serial: starts at the end of a series, so the first token draws a prefix. */
+  serial = SERIALS - 1;
+
+  /** A fresh token; its parts are {@link prefix} and {@link serial} until the next one. */
+  issue(): string {
+    if (this.serial === SERIALS - 1) {
+      this.prefix = newToken().slice(0, PREFIX_DIGITS);
+      this.serial = 0;
+    } else {
+      this.serial++;
+    }
+    return tokenText(this.prefix, this.serial);
+  }
+}
+
+/** Whether `token` is the one `entry` was given. */
+export function owns(entry: Entry, token: string): boolean {
+  return token.length === PREFIX_DIGITS + 8 && tokenText(entry.prefix, entry.serial) === token;
 }
 
 /**
@@ -51,7 +100,7 @@ export class Space {
   /** The key's live claim, when `token` holds it. */
   held(key: string, token: string, time: number): Entry | undefined {
     const entry = this.entries.get(key);
-    return entry !== undefined && !entry.done && entry.token === token && entry.until > time ? entry : undefined;
+    return entry !== undefined && !entry.done && entry.until > time && owns(entry, token) ? entry : undefined;
   }
 
   /** Records a new claim's lock for a key with no entry, keeping the lower bound true. */
@@ -61,9 +110,10 @@ export class Space {
     this.renew(entry, entry.until);
   }
 
-  /** Hands an expired claim to a new owner: a new token, a new lock, the same record. */
-  takeOver(lock: Entry, token: string, until: number): void {
-    lock.token = token;
+  /** Hands an expired claim to a new owner: the token `tokens` issued last, a new lock, the same record. */
+  takeOver(lock: Entry, tokens: Tokens, until: number): void {
+    lock.prefix = tokens.prefix;
+    lock.serial = tokens.serial;
     this.renew(lock, until);
   }
 

@@ -9,7 +9,6 @@ import {
   checkRelease,
   checkUnsignedMax,
   isUnsignedKey,
-  newToken,
   offerSyncOperations,
   unsignedLimitError,
   type SyncOperations,
@@ -17,7 +16,7 @@ import {
 import { StoreError, type ClaimResult, type EntityOrder, type OrderedClaimResult } from '../types.ts';
 import { Entities } from './entities.ts';
 import { DEFAULT_MEMORY_STORE_MAX, type MemoryStore, type MemoryStoreOptions } from './options.ts';
-import { Space, type Entry } from './space.ts';
+import { owns, Space, Tokens, type Entry } from './space.ts';
 
 /** {@link idState}'s answer for an id with no entry to take over, made once (it never leaves the store). */
 const NO_LOCK: { lock: Entry | undefined } = Object.freeze({ lock: undefined });
@@ -66,6 +65,9 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const unsigned = new Space(unsignedMax);
   const spaceOf = (key: string): Space => (isUnsignedKey(key) ? unsigned : signed);
   const entities = new Entities(max);
+  const tokens = new Tokens();
+  /** A new record for `key`, holding the token `tokens` issued last. */
+  const newEntry = (key: string, until: number, done: boolean): Entry => ({ key, prefix: tokens.prefix, serial: tokens.serial, until, done });
 
   /**
    * Completes the id `token` holds: `'now'`. Otherwise, idempotent for its own token, whether a
@@ -74,7 +76,7 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const completeId = (key: string, token: string, ttlMs: number, time: number): 'now' | boolean => {
     const space = spaceOf(key);
     const entry = space.entries.get(key);
-    if (entry === undefined || entry.token !== token) return false;
+    if (entry === undefined || !owns(entry, token)) return false;
     if (entry.done) return entry.until > time;
     if (entry.until <= time) return false;
     space.complete(entry, time + ttlMs);
@@ -105,11 +107,12 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
       const id = idState(space, key, time);
       if ('status' in id) return id;
       const { lock } = id;
-      const token = newToken();
+      // Room first: a refused claim issues no token.
+      if (lock === undefined && !space.makeRoom(time)) throw full(space);
+      const token = tokens.issue();
       // An expired lock is taken over in place (its old owner's token no longer matches).
-      if (lock !== undefined) space.takeOver(lock, token, time + lockMs);
-      else if (space.makeRoom(time)) space.hold({ key, token, until: time + lockMs, done: false });
-      else throw full(space);
+      if (lock !== undefined) space.takeOver(lock, tokens, time + lockMs);
+      else space.hold(newEntry(key, time + lockMs, false));
       return { status: 'acquired', token };
     },
     complete(key, token, ttlMs) {
@@ -155,22 +158,23 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
         // Stale: recorded as done, so its retries are duplicates.
         if (lock !== undefined) space.release(lock);
         else if (!space.makeRoom(time)) throw full(space);
-        space.remember({ key, token: newToken(), until: 0, done: true }, time + ttlMs);
+        tokens.issue();
+        space.remember(newEntry(key, 0, true), time + ttlMs);
         return { status: 'stale' };
       }
       if (order.exclusive && entity?.lockToken !== undefined) return { status: 'busy', retryAfterMs: entity.lockUntil - time };
       if (lock === undefined && !space.makeRoom(time)) throw full(space);
-      const token = newToken();
+      const token = tokens.issue();
       if (order.exclusive) {
-        const record = entity ?? entities.make(order.entity, time);
-        if (record === undefined) {
+        const locked = entity ?? entities.make(order.entity, time);
+        if (locked === undefined) {
           throw new StoreError('memory', 'full', `memory store: all ${entities.max} ordering entities are locked by running handlers, so a new one was refused (raise max, or use a shared store)`);
         }
-        record.lockToken = token;
-        record.lockUntil = time + lockMs;
+        locked.lockToken = token;
+        locked.lockUntil = time + lockMs;
       }
-      if (lock !== undefined) space.takeOver(lock, token, time + lockMs);
-      else space.hold({ key, token, until: time + lockMs, done: false });
+      if (lock !== undefined) space.takeOver(lock, tokens, time + lockMs);
+      else space.hold(newEntry(key, time + lockMs, false));
       return { status: 'acquired', token };
     },
     complete(key: string, token: string, ttlMs: number, order: EntityOrder): boolean {
