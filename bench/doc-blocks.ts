@@ -1,15 +1,32 @@
 /**
  * The blocks of the guides that carry measured figures, generated from bench/RESULTS.md as the
  * README's headline is (readme.ts) and written between markers: docs/benchmarks.md's Node 24
- * block (section 1's table on Node 24: what keying with a `KeyObject` gains there) and
- * docs/operating.md's capacity block (section 16's tables). A full `npm run bench` regenerates them
+ * block (section 1's table on Node 24: what keying with a `KeyObject` gains there), its split of
+ * what claim + complete adds (section 11's rows) and docs/operating.md's capacity block (section
+ * 16's tables). A full `npm run bench` regenerates them
  * after writing RESULTS.md, `npm run bench -- --readme` does it alone; where RESULTS.md has no
  * figure yet, the block says "not measured yet" and invents none.
  */
 
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { CAPACITY_TITLE, HAND, HAND_BUFFER, HAND_GITHUB, OURS, PARTS_HEADING, SCALE_HEADING, TWO_HEADING, FLOOR, USAGE_HEADING } from './labels.ts';
+import {
+  BARE_MAP,
+  CAPACITY_TITLE,
+  CLAIM,
+  FLOOR,
+  HAND,
+  HAND_BUFFER,
+  HAND_GITHUB,
+  OURS,
+  PARTS_HEADING,
+  RECEIVER_ONLY,
+  RECEIVER_TITLE,
+  SCALE_HEADING,
+  STORE_ONLY,
+  TWO_HEADING,
+  USAGE_HEADING,
+} from './labels.ts';
 import { firstTable } from './readme.ts';
 import { ROOT, table } from './report.ts';
 
@@ -125,8 +142,33 @@ export function capacityBlock(results: string): string {
   ].join('\n');
 }
 
+/** What each part of claim + complete costs, as docs/benchmarks.md shows it: section 11's rows. */
+const SPLIT_ROWS: readonly [string, string][] = [
+  [BARE_MAP, 'the floor: a verification + a bare bounded `Map`'],
+  [CLAIM, 'claim + complete (the target: ≤ 1.15 of the floor)'],
+  [RECEIVER_ONLY, "the receiver's claim protocol, the bare `Map` as its store"],
+  [STORE_ONLY, 'the memory store alone, after a verification'],
+];
+
+/** docs/benchmarks.md's split of what claim + complete adds to the floor, from section 11. */
+export function receiverSplitBlock(results: string): string {
+  const section = sectionOf(results, RECEIVER_TITLE);
+  const rows = section === undefined ? [] : firstTable(section, 0);
+  const found = SPLIT_ROWS.map(([name, label]) => [label, rows.find((row) => row[0] === name)] as const);
+  if (found.some(([, row]) => row === undefined)) return NOT_MEASURED;
+  return [
+    `From ${stamp(results)}, section 11 (time per delivery: median, min–max; each ratio taken within a repetition):`,
+    '',
+    table(
+      ['what', 'time per delivery', '÷ the floor'],
+      found.map(([label, row]) => [label, row![1]!, row![3]!]),
+    ),
+  ].join('\n');
+}
+
 export const DOC_BLOCKS: readonly DocBlock[] = [
   { file: join('docs', 'benchmarks.md'), ...markers('bench-node24'), render: node24Block },
+  { file: join('docs', 'benchmarks.md'), ...markers('bench-receiver-split'), render: receiverSplitBlock },
   { file: join('docs', 'operating.md'), ...markers('bench-capacity'), render: capacityBlock },
 ];
 

@@ -4,7 +4,8 @@
  * it sends `{ port }` when it listens, answers `{ type: 'stats' }` with how many events its
  * handler processed and the CPU time it has used, `{ type: 'ids' }` with the ids it processed (a
  * store cell with `BENCH_RECORD_IDS` set), `{ type: 'usage' }` with what it asked of DynamoDB and
- * SQS so far (the `sqs-dynamodb` cell; aws-usage.ts), and exits when the channel closes.
+ * SQS so far (the `sqs-dynamodb` cell; aws-usage.ts), `{ type: 'profile' }` by starting or
+ * stopping V8's CPU profiler (profile.ts), and exits when the channel closes.
  *
  *   http-server.ts <framework> <variant>
  *   variants: none (no verification), inline (hand-written node:crypto check),
@@ -40,6 +41,7 @@ const build: string = buildDir;
 const { DEFAULT_MEMORY_STORE_MAX } = await importBuilt<typeof import('../src/index.ts')>(build, 'index');
 
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { Session } from 'node:inspector/promises';
 import type { AddressInfo } from 'node:net';
 import type { Type } from '@nestjs/common';
 import type { Response as ExpressResponse } from 'express';
@@ -543,6 +545,30 @@ async function inboxServer(cell: InboxCell, secret: string, key: HmacKey, build:
   return app.server;
 }
 
+/** bench/profile.ts's requests: start sampling, or stop and send the profile. */
+interface ProfileMessage {
+  action: 'start' | 'stop';
+  intervalMicros?: number;
+}
+
+let inspector: Session | undefined;
+
+/** Starts V8's CPU profiler in this process (`undefined`), or stops it and returns its profile. */
+async function profiler(message: ProfileMessage): Promise<object | undefined> {
+  if (message.action === 'start') {
+    inspector ??= new Session();
+    inspector.connect();
+    await inspector.post('Profiler.enable');
+    await inspector.post('Profiler.setSamplingInterval', { interval: message.intervalMicros ?? 200 });
+    await inspector.post('Profiler.start');
+    return undefined;
+  }
+  if (inspector === undefined) throw new Error('the profiler was stopped before it was started');
+  const { profile } = await inspector.post('Profiler.stop');
+  inspector.disconnect();
+  return profile;
+}
+
 async function main(): Promise<void> {
   const [framework, variant] = process.argv.slice(2) as [Framework | typeof STORE_MODE | typeof STORE_INLINE_MODE | typeof INBOX_MODE, Variant | StoreKind | InboxCell];
   const storeMode = framework === STORE_MODE && (STORES as readonly string[]).includes(variant);
@@ -581,6 +607,10 @@ async function main(): Promise<void> {
       process.send!({ type: 'ids', ids: processedIds ?? [] });
     } else if (message?.type === 'reset') {
       reset().then(() => process.send!({ type: 'reset' }), failed);
+    } else if (message?.type === 'profile') {
+      // bench/profile.ts: a CPU profile of the window between 'start' and 'stop', sampled every
+      // `intervalMicros` by V8's own profiler (what `node --cpu-prof` writes), sent back whole.
+      profiler(message as ProfileMessage).then((profile) => process.send!({ type: 'profile', profile }), failed);
     } else if (message?.type === 'usage') {
       if (awsUsage === undefined) failed(new Error('this server counts no AWS requests: only the sqs-dynamodb cell does'));
       else process.send!({ type: 'usage', usage: awsUsage() });

@@ -24,7 +24,7 @@ import type { RunRequest, RunResult } from './http-load.ts';
 import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, ROOT, type SectionReport, table, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
-const CONNECTIONS = 10;
+export const CONNECTIONS = 10;
 // A bound on a hang, not a timing: a framework's servers start together, and at a load average of
 // 9 to 14 on two cores one of seven took over 30 s to listen.
 export const START_TIMEOUT_MS = 120_000;

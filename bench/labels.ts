@@ -20,3 +20,10 @@ export const USAGE_HEADING = '### DynamoDB write units and SQS requests per deli
 export const TWO_HEADING = '### Two receivers sharing one store';
 /** The heading of the extrapolation's table. */
 export const SCALE_HEADING = '### Past this machine (extrapolation)';
+
+export const RECEIVER_TITLE = '11. Receiver: claim and complete';
+/** Section 11's rows that docs/benchmarks.md's generated block reads back. */
+export const CLAIM = 'claim + complete';
+export const BARE_MAP = 'verify + a bare Map: look up, forget the oldest, insert, mark done';
+export const RECEIVER_ONLY = 'the receiver without a store (`idempotency: false`) + the bare Map';
+export const STORE_ONLY = 'verify + the memory store called directly (claim, complete)';

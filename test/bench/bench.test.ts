@@ -263,6 +263,8 @@ describe('npm run bench -- --quick', () => {
         'verify alone',
         'claim + complete',
         'verify + a bare Map: look up, forget the oldest, insert, mark done',
+        'the receiver without a store (`idempotency: false`) + the bare Map',
+        'verify + the memory store called directly (claim, complete)',
         'handle, a handler that does nothing',
       ]);
       expect(tableAfter(report, '## 12. Tenant keys').map((row) => row[0])).toEqual(['static verifier, same keys', 'tenant keys, tenant cached']);

@@ -4,8 +4,8 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { README_END, README_START, readmeHeadline, withReadmeHeadline } from '../../bench/readme.ts';
-import { capacityBlock, DOC_BLOCKS, node24Block, withBlock } from '../../bench/doc-blocks.ts';
-import { CAPACITY_TITLE, PARTS_HEADING, SCALE_HEADING, TWO_HEADING, USAGE_HEADING } from '../../bench/labels.ts';
+import { capacityBlock, DOC_BLOCKS, node24Block, receiverSplitBlock, withBlock } from '../../bench/doc-blocks.ts';
+import { BARE_MAP, CAPACITY_TITLE, CLAIM, PARTS_HEADING, RECEIVER_ONLY, RECEIVER_TITLE, SCALE_HEADING, STORE_ONLY, TWO_HEADING, USAGE_HEADING } from '../../bench/labels.ts';
 import { KEPT_MARKER, loadIsHigh, loadWarning, withKeptPart } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -222,8 +222,46 @@ _Section wall time: 30.0 s (budget 90 s); load average (1 min) 0.1–0.9 on 2 co
     expect(capacityBlock(capacity.replace('_Section wall time', '**Warning**: the load average (1 min) reached 4.0\n\n_Section wall time'))).toContain('the machine was loaded during this run');
   });
 
+  it("the receiver split block copies section 11's floor, claim + complete and its two parts, and nothing else", () => {
+    const section = [
+      `## ${RECEIVER_TITLE}`,
+      '',
+      'Some text.',
+      '',
+      '| candidate | time per call | ÷ verify alone | ÷ verify + a bare Map |',
+      '| --- | --- | --- | --- |',
+      '| verify alone | 3.50 µs (3.40 µs–3.60 µs) | 1 | 0.66 (0.62–0.67) |',
+      `| ${CLAIM} | 6.60 µs (6.50 µs–6.90 µs) | 1.89 (1.80–1.96) | 1.26 (1.22–1.30) |`,
+      `| ${BARE_MAP} | 5.20 µs (5.10 µs–5.40 µs) | 1.49 (1.41–1.53) | 1 |`,
+      `| ${RECEIVER_ONLY} | 5.60 µs (5.40 µs–5.80 µs) | 1.60 (1.52–1.66) | 1.07 (1.06–1.08) |`,
+      `| ${STORE_ONLY} | 5.80 µs (5.70 µs–6.10 µs) | 1.66 (1.59–1.68) | 1.10 (1.08–1.17) |`,
+      '| handle, a handler that does nothing | 7.00 µs (6.80 µs–7.50 µs) | 2.00 (1.90–2.14) | 1.35 (1.28–1.43) |',
+      '',
+      '## 12. Tenant keys',
+      '',
+      '| a | b |',
+      '| --- | --- |',
+      '| x | y |',
+      '',
+    ].join('\n');
+    expect(receiverSplitBlock(TARGETS + section)).toBe(
+      [
+        'From bench/RESULTS.md (full run on Node v26.1.0, 2026-11-24 03:00 UTC), section 11 (time per delivery: median, min–max; each ratio taken within a repetition):',
+        '',
+        '| what | time per delivery | ÷ the floor |',
+        '| --- | --- | --- |',
+        '| the floor: a verification + a bare bounded `Map` | 5.20 µs (5.10 µs–5.40 µs) | 1 |',
+        '| claim + complete (the target: ≤ 1.15 of the floor) | 6.60 µs (6.50 µs–6.90 µs) | 1.26 (1.22–1.30) |',
+        "| the receiver's claim protocol, the bare `Map` as its store | 5.60 µs (5.40 µs–5.80 µs) | 1.07 (1.06–1.08) |",
+        '| the memory store alone, after a verification | 5.80 µs (5.70 µs–6.10 µs) | 1.10 (1.08–1.17) |',
+      ].join('\n'),
+    );
+    // A results file whose section 11 lacks one of the rows (an older run) gets no block of guesses.
+    expect(receiverSplitBlock(TARGETS + section.replace(`| ${STORE_ONLY} |`, '| something else |'))).toMatch(/^Not measured yet: /);
+  });
+
   it('says "not measured yet" where the results hold no figure, and invents none', () => {
-    for (const render of [node24Block, capacityBlock]) {
+    for (const render of [node24Block, capacityBlock, receiverSplitBlock]) {
       const text = render(TARGETS + PEERS);
       expect(text).toMatch(/^Not measured yet: /);
       expect(text).not.toMatch(/\d µs/);
@@ -233,7 +271,7 @@ _Section wall time: 30.0 s (budget 90 s); load average (1 min) 0.1–0.9 on 2 co
   });
 
   it('replaces only the text between its markers, and refuses a file without them', () => {
-    const block = DOC_BLOCKS[1]!;
+    const block = DOC_BLOCKS.find((each) => each.render === capacityBlock)!;
     const text = `# x\n\nbefore\n${block.start}\nold\n${block.end}\nafter\n`;
     expect(withBlock(text, block, capacity)).toBe(`# x\n\nbefore\n${block.start}\n${capacityBlock(capacity)}\n${block.end}\nafter\n`);
     expect(() => withBlock('# x\n', block, capacity)).toThrow(`${block.file} lacks the markers`);
