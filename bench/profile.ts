@@ -15,14 +15,14 @@
  * - the functions with the most samples of their own.
  *
  *   npm run bench:profile -- node:http/adapter node:http/inline-store
- *   npm run bench:profile -- fastify/verify fastify/inline --seconds 3 --reps 3 --interval 200 --top 25
+ *   npm run bench:profile -- fastify/verify fastify/inline --seconds 4 --reps 3 --interval 500 --top 25
  *   npm run bench:profile -- … --out <dir>      also writes each cell's .cpuprofile (for DevTools)
  *   npm run bench:profile -- … --node 24        on that Node line (default: the newest LTS, as `npm run bench`)
  *
  * Cells: the HTTP section's `<framework>/<variant>` pairs (http-server.ts lists them). A profile
  * costs its server some speed (a sample every `--interval` µs): compare cells profiled together,
  * never with `npm run bench`'s figures. At this grain a part moves by a microsecond or so between
- * runs: read parts as sizes.
+ * runs, and a whole cell by up to a fifth: read parts as sizes.
  */
 
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -228,9 +228,9 @@ async function main(): Promise<void> {
   const { values, positionals } = parseArgs({
     allowPositionals: true,
     options: {
-      seconds: { type: 'string', default: '3' },
+      seconds: { type: 'string', default: '4' },
       reps: { type: 'string', default: '3' },
-      interval: { type: 'string', default: '200' },
+      interval: { type: 'string', default: '500' },
       top: { type: 'string', default: '15' },
       diff: { type: 'boolean', default: false },
       out: { type: 'string' },
@@ -276,7 +276,7 @@ async function main(): Promise<void> {
       `Written by \`npm run bench:profile -- --write ${values.write}\` (bench/profile.ts): each targeted framework's four cells ` +
       '(our adapter with the memory store and the hand-written check with a bare bounded `Map`; our adapter verifying only and the ' +
       'hand-written check), profiled together. A profile costs its server some speed: compare these cells with each other, not with ' +
-      'bench/RESULTS.md. At this grain a part moves by a microsecond or so between runs.\n\n';
+      'bench/RESULTS.md. Between runs a part moves by a microsecond or more and a whole cell by up to a fifth: read parts as sizes.\n\n';
     writeFileSync(values.write, `${heading}${report}\n`);
   }
 }
