@@ -29,7 +29,7 @@ import { findPostgresBin, startPostgresServer } from '../test/support/postgres-s
 import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-server.ts';
 import { newSecret } from './fixtures.ts';
 import { POSTGRES_POOL_SIZE, SHARED_STORES, STORE_CONNECTIONS, STORE_INLINE_MODE, STORE_MODE, type SharedStoreKind, type StoreKind } from './http-cases.ts';
-import { checkedRun, Child, poolRps, START_TIMEOUT_MS, startServer, type CheckedRun, type ServerChild } from './http.ts';
+import { Child, sizedRuns, START_TIMEOUT_MS, startServer, type CheckedRun, type ServerChild } from './http.ts';
 import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, type SectionId, type SectionReport, table, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
@@ -189,16 +189,14 @@ export async function withStoreServers<K extends string, T>(config: BenchConfig,
       if (database === 'postgres') return postgres === undefined ? undefined : processTreeMicros(postgres.pid, ticks);
       return undefined;
     };
-    const fastest = new Map<string, number>();
+    const sized = sizedRuns(generator);
     let onTheFly = 0;
     return await run({
       servers: started,
       async measure(key, seconds, connections, { database, status }) {
-        const name = `${key} ${connections}`;
         const dbBefore = await dbMicros(database);
-        const result = await checkedRun(generator, started.get(key)!, `${servers.get(key)!.join(' ')}, ${connections} connections`, seconds, connections, poolRps(fastest.get(name) ?? 0), status);
+        const result = await sized(`${key} ${connections}`, started.get(key)!, `${servers.get(key)!.join(' ')}, ${connections} connections`, seconds, connections, status);
         const dbAfter = await dbMicros(database);
-        fastest.set(name, Math.max(fastest.get(name) ?? 0, result.rps));
         onTheFly += result.signedOnTheFly;
         return { ...result, dbCpu: dbBefore === undefined || dbAfter === undefined ? undefined : (dbAfter - dbBefore) / result.processed };
       },

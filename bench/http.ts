@@ -156,6 +156,20 @@ export async function checkedRun(load: Child, server: ServerChild, what: string,
   return { ...result, processed, cpuPerRequest: (after.cpuMicros - before.cpuMicros) / processed };
 }
 
+/**
+ * Checked runs whose pool of pre-signed requests is sized by the fastest run so far of the same
+ * `key` (poolRps): a request signed on the fly costs the load generator time, which would slow
+ * the cells it bottlenecks.
+ */
+export function sizedRuns(load: Child): (key: string, server: ServerChild, what: string, seconds: number, connections: number, status?: number) => Promise<CheckedRun> {
+  const fastest = new Map<string, number>();
+  return async (key, server, what, seconds, connections, status) => {
+    const result = await checkedRun(load, server, what, seconds, connections, poolRps(fastest.get(key) ?? 0), status);
+    fastest.set(key, Math.max(fastest.get(key) ?? 0, result.rps));
+    return result;
+  };
+}
+
 /** Starts a server child (http-server.ts with `args`) and waits for its port. */
 export async function startServer(args: readonly string[], env: Record<string, string>, what: string): Promise<ServerChild> {
   const child = new Child('http-server.ts', args, env);
@@ -193,9 +207,7 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
   const frameworks = selectedFrameworks(process.env.BENCH_HTTP_FRAMEWORKS);
   const load = new Child('http-load.ts', [], env);
   const cells = new Map<string, Cell>();
-  // Each cell's pool is sized by its own fastest run (poolRps): a request signed on the fly costs
-  // the load generator time, which would slow the cells it bottlenecks.
-  const fastest = new Map<string, number>();
+  const sized = sizedRuns(load);
   const cellOf = (framework: Framework, variant: Variant): Cell => {
     const name = `${framework} ${variant}`;
     let cell = cells.get(name);
@@ -216,8 +228,7 @@ export async function runHttp(config: BenchConfig): Promise<SectionReport> {
         if (failed !== undefined) throw failed.reason;
         const measure = async (variant: Variant, duration: number): Promise<CheckedRun> => {
           const what = `${framework} ${variant}`;
-          const result = await checkedRun(load, servers.get(variant)!, what, duration, CONNECTIONS, poolRps(fastest.get(what) ?? 0));
-          fastest.set(what, Math.max(fastest.get(what) ?? 0, result.rps));
+          const result = await sized(what, servers.get(variant)!, what, duration, CONNECTIONS);
           cellOf(framework, variant).signedOnTheFly += result.signedOnTheFly;
           return result;
         };

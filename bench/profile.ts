@@ -28,10 +28,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { ensureNode, FULL_SUITE_LINE, runWith } from '../test/support/node-lines.ts';
+import { FULL_SUITE_LINE, rerunOnLine } from '../test/support/node-lines.ts';
 import { buildPackage } from './build.ts';
 import { newSecret } from './fixtures.ts';
-import { Child, checkedRun, CONNECTIONS, poolRps, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
+import { Child, CONNECTIONS, sizedRuns, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
 import { FRAMEWORKS, VARIANTS } from './http-cases.ts';
 import { table } from './report.ts';
 
@@ -189,12 +189,8 @@ async function profileCells(cells: readonly (readonly [string, string])[], optio
   try {
     await load.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
     for (const [framework, variant] of cells) servers.push([`${framework}/${variant}`, await startServer([framework, variant], env, `${framework} ${variant}`)]);
-    const fastest = new Map<string, number>();
-    const run = async (cell: string, server: ServerChild, duration: number) => {
-      const result = await checkedRun(load, server, cell, duration, CONNECTIONS, poolRps(fastest.get(cell) ?? 0));
-      fastest.set(cell, Math.max(fastest.get(cell) ?? 0, result.rps));
-      return result;
-    };
+    const sized = sizedRuns(load);
+    const run = (cell: string, server: ServerChild, duration: number) => sized(cell, server, cell, duration, CONNECTIONS);
     for (const [cell, server] of servers) await run(cell, server, 1);
     const totals = new Map(servers.map(([cell]) => [cell, { requests: 0, cpuMicros: 0 }]));
     for (const [cell, server] of servers) await server.child.ask('profile', { type: 'profile', action: 'start', intervalMicros: options.interval }, 5000, `profiling ${cell}`);
@@ -249,12 +245,8 @@ async function main(): Promise<void> {
   const diff = values.diff || positionals.length === 0;
 
   const line = values.node ?? String(FULL_SUITE_LINE);
-  if (!/^\d+$/.test(line)) throw new TypeError(`--node takes a major version such as 24; got ${JSON.stringify(line)}`);
-  if (Number(process.versions.node.split('.')[0]) !== Number(line)) {
-    const binary = await ensureNode(Number(line), { log: (text) => process.stderr.write(`bench:profile: ${text}\n`) });
-    process.stderr.write(`bench:profile: running on Node v${binary.version}\n`);
-    const args = process.argv.slice(2).filter((arg, i, all) => arg !== '--node' && all[i - 1] !== '--node' && !arg.startsWith('--node='));
-    process.exitCode = await runWith(binary.path, ['--import', 'tsx', join('bench', 'profile.ts'), ...args]);
+  if (process.versions.node.split('.')[0] !== line) {
+    process.exitCode = await rerunOnLine(line, join('bench', 'profile.ts'), process.argv.slice(2), 'bench:profile');
     return;
   }
 

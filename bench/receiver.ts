@@ -25,7 +25,7 @@ const HANDLE = 'handle, a handler that does nothing';
 let sink = 0;
 
 export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
-  const { createReceiver, createVerifier, memoryStore, DEFAULT_MEMORY_STORE_MAX } = config.pkg.index;
+  const { createReceiver, createVerifier, memoryStore, DEFAULT_MEMORY_STORE_MAX, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } = config.pkg.index;
   const { secret, key } = newSecret();
   const body = jsonBody(KiB);
   const verifier = createVerifier({ secrets: secret });
@@ -54,12 +54,14 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
   // protocol with the bare Map in place of a store, and the store's records without the receiver.
   const unstored = createReceiver({ secrets: secret, idempotency: false });
   const direct = memoryStore({ max });
+  // The receiver's key of a signed id in the default namespace, and its defaults with this store.
   const keyOf = (id: string) => `default:s:${id}`;
-  const LOCK_MS = 30_000;
-  const TTL_MS = 86_400_000;
+  const LOCK_MS = DEFAULT_RENEWED_LOCK_SECONDS * 1000;
+  const TTL_MS = DEFAULT_TTL_SECONDS * 1000;
   for (let i = 0; i < max; i++) {
-    const claimed = await direct.claim(keyOf(`direct_${i}`), LOCK_MS);
-    if (claimed.status !== 'acquired' || !(await direct.complete(keyOf(`direct_${i}`), claimed.token, TTL_MS))) throw new Error('filling the second store failed');
+    const key = keyOf(`direct_${i}`);
+    const claimed = await direct.claim(key, LOCK_MS);
+    if (claimed.status !== 'acquired' || !(await direct.complete(key, claimed.token, TTL_MS))) throw new Error('filling the second store failed');
   }
 
   const fresh = (name: string, run: (message: SignedMessage) => Promise<void>): Candidate => freshCandidate(name, key, body, nextId, run);

@@ -27,7 +27,7 @@ import { cpus, loadavg } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
-import { ensureNode, FULL_SUITE_LINE, runWith } from '../test/support/node-lines.ts';
+import { FULL_SUITE_LINE, rerunOnLine } from '../test/support/node-lines.ts';
 import { buildPackage } from './build.ts';
 import { runCapacity } from './capacity.ts';
 import { writeCharts } from './charts.ts';
@@ -203,7 +203,7 @@ function readme(from: string): void {
   } else {
     process.stderr.write(`bench: README.md benchmark block regenerated${from ? ` ${from}` : ''}\n`);
   }
-  // The guides' blocks of measured figures (docs/benchmarks.md's Node 24 block, docs/operating.md's capacity block).
+  // The guides' blocks of measured figures (docs/benchmarks.md's Node 24 and claim + complete blocks, docs/operating.md's capacity block).
   for (const file of updateDocBlocks()) process.stderr.write(`bench: ${file} has no generated block's markers, so it was left alone\n`);
 }
 
@@ -212,17 +212,8 @@ function readme(from: string): void {
  * V8 than this package does, so the margins differ by line), without `--node`: the child's report
  * records the Node it ran on.
  */
-async function onLine(line: string, args: string[]): Promise<number> {
-  const major = Number(line);
-  if (!/^\d+$/.test(line)) throw new TypeError(`--node takes a major version such as 24; got ${JSON.stringify(line)}`);
-  const binary = await ensureNode(major, { log: (text) => process.stderr.write(`bench: ${text}\n`) });
-  process.stderr.write(`bench: running on Node v${binary.version} (${binary.path})\n`);
-  const rest: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    if (args[i] === '--node') i++;
-    else if (!args[i]!.startsWith('--node=')) rest.push(args[i]!);
-  }
-  return runWith(binary.path, ['--import', 'tsx', join('bench', 'run.ts'), ...rest]);
+function onLine(line: string, args: string[]): Promise<number> {
+  return rerunOnLine(line, join('bench', 'run.ts'), args, 'bench');
 }
 
 main().then(

@@ -23,7 +23,7 @@ const IN_FLIGHT = 64;
  */
 const threadCpuUsage = (process as NodeJS.Process & { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage?.bind(process);
 const mainThreadClock = (): number => {
-  // An early Node 22 release has no per-thread CPU time: the event loop's active time stands in there.
+  // On a Node without per-thread CPU time, the event loop's active time stands in.
   if (threadCpuUsage === undefined) return performance.eventLoopUtilization().active;
   const { user, system } = threadCpuUsage();
   return (user + system) / 1000;

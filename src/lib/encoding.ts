@@ -32,7 +32,7 @@ export function useBulkBase64Encoder(encode: (bytes: Uint8Array) => string): voi
 }
 
 /** '00' to 'ff': one look-up per byte. */
-const HEX_PAIRS = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
+export const HEX_PAIRS: readonly string[] = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, '0'));
 
 /** `Uint8Array.prototype.toHex` (ES2026), where the runtime has it (Node 26, current browsers). */
 const nativeToHex = (Uint8Array.prototype as { toHex?: (this: Uint8Array) => string }).toHex;

@@ -293,6 +293,13 @@ describe('memoryStore', () => {
     expect(owns(first, next)).toBe(false);
     expect(owns(entryOf(), next)).toBe(true);
     expect(owns(entryOf(), a)).toBe(false);
+    // Every digit of the serial is read: a token one digit off in any of its last eight is not the owner's.
+    tokens.serial = 0x12345677;
+    const text = tokens.issue();
+    const stamped = entryOf();
+    expect(text.slice(24)).toBe('12345678');
+    for (let at = 24; at < 32; at++) expect(owns(stamped, `${text.slice(0, at)}${text[at] === '0' ? '1' : '0'}${text.slice(at + 1)}`)).toBe(false);
+    expect(owns(stamped, text)).toBe(true);
   });
 
   it('checks its options', () => {

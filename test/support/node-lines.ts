@@ -158,3 +158,20 @@ export function runWith(path: string, args: string[], env: NodeJS.ProcessEnv = p
     child.once('exit', (code) => resolvePromise(code ?? 1));
   });
 }
+
+/**
+ * Runs a command that takes `--node <major>` again under Node `line` (installed from npm on first
+ * use): `script` (from the repository root) under tsx, with `args` less their `--node` option.
+ * Says on stderr which Node it runs on, after `label`. Resolves to the exit code.
+ */
+export async function rerunOnLine(line: string, script: string, args: readonly string[], label: string): Promise<number> {
+  if (!/^\d+$/.test(line)) throw new TypeError(`--node takes a major version such as 24; got ${JSON.stringify(line)}`);
+  const binary = await ensureNode(Number(line), { log: (text) => process.stderr.write(`${label}: ${text}\n`) });
+  process.stderr.write(`${label}: running on Node v${binary.version} (${binary.path})\n`);
+  const rest: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--node') i++;
+    else if (!args[i]!.startsWith('--node=')) rest.push(args[i]!);
+  }
+  return runWith(binary.path, ['--import', 'tsx', script, ...rest]);
+}

@@ -1,5 +1,6 @@
 /** One key class's entries of the memory store (signed or unsigned ids): live claims and completions, bounded. */
 
+import { HEX_PAIRS } from '../../lib/encoding.ts';
 import { newToken } from '../../lib/token.ts';
 
 /**
@@ -30,6 +31,7 @@ export interface Entry {
 const SERIALS = 2 ** 30;
 /** Hex digits of the random prefix: 96 bits, the serial's 8 digits making the 128-bit token. */
 const PREFIX_DIGITS = 24;
+const TOKEN_DIGITS = PREFIX_DIGITS + 8;
 
 /** A token's text from its parts: 32 lower-case hex digits, as every store's tokens. */
 function tokenText(prefix: string, serial: number): string {
@@ -61,9 +63,17 @@ export class Tokens {
   }
 }
 
-/** Whether `token` is the one `entry` was given. */
+/**
+ * Whether `token` is the one `entry` was given: its prefix, then its serial's four bytes in hex,
+ * read in place (a completion, release or renewal builds no string to compare).
+ */
 export function owns(entry: Entry, token: string): boolean {
-  return token.length === PREFIX_DIGITS + 8 && tokenText(entry.prefix, entry.serial) === token;
+  if (token.length !== TOKEN_DIGITS || !token.startsWith(entry.prefix)) return false;
+  const { serial } = entry;
+  for (let shift = 24, at = PREFIX_DIGITS; shift >= 0; shift -= 8, at += 2) {
+    if (!token.startsWith(HEX_PAIRS[(serial >>> shift) & 255]!, at)) return false;
+  }
+  return true;
 }
 
 /**
