@@ -276,7 +276,8 @@ describe('memoryStore', () => {
   it('starts a new series with a new random prefix when a series of serials runs out', () => {
     const tokens = new Tokens();
     const a = tokens.issue();
-    const entryOf = (): Entry => ({ key: 'k', prefix: tokens.prefix, serial: tokens.serial, until: 1, done: false });
+    // A completion's record: it keeps the parts only, so `owns` reads the token's digits.
+    const entryOf = (): Entry => ({ key: 'k', prefix: tokens.prefix, serial: tokens.serial, until: 1, token: undefined, done: true });
     const first = entryOf();
     expect(a.slice(24)).toBe('00000000');
     expect(tokens.issue().slice(24)).toBe('00000001');
@@ -300,6 +301,32 @@ describe('memoryStore', () => {
     expect(text.slice(24)).toBe('12345678');
     for (let at = 24; at < 32; at++) expect(owns(stamped, `${text.slice(0, at)}${text[at] === '0' ? '1' : '0'}${text.slice(at + 1)}`)).toBe(false);
     expect(owns(stamped, text)).toBe(true);
+    // Tokens share their first 30 digits 256 at a time: across that boundary each one is still its serial's.
+    tokens.serial = 0x2fa;
+    for (let serial = 0x2fb; serial < 0x40a; serial++) expect(tokens.issue()).toBe(`${tokens.prefix}${serial.toString(16).padStart(8, '0')}`);
+  });
+
+  it("recognises a live claim's own token, and only its text, before and after the claim settles", async () => {
+    let now = 0;
+    const store = memoryStore({ now: () => now });
+    const owner = token(await store.claim('d:s:live', 1000));
+    // The same text built anew (not the string the claim handed out) is the owner too.
+    const copy = [...owner].join('');
+    expect(await store.extend('d:s:live', copy, 1000)).toBe(true);
+    for (const near of [owner.toUpperCase(), `${owner}0`, owner.slice(1), `${owner.slice(0, 31)}${owner[31] === 'f' ? '0' : 'f'}`]) {
+      expect(await store.extend('d:s:live', near, 1000)).toBe(false);
+      expect(await store.complete('d:s:live', near, 60_000)).toBe(false);
+    }
+    expect(await store.complete('d:s:live', owner, 60_000)).toBe(true);
+    // Completed, the record keeps the token's parts only: the owner's retry is still told yes, others no.
+    expect(await store.complete('d:s:live', copy, 60_000)).toBe(true);
+    expect(await store.complete('d:s:live', `${owner.slice(0, 31)}${owner[31] === 'f' ? '0' : 'f'}`, 60_000)).toBe(false);
+    // Taken over after its lock ran out, the record holds the new owner's text.
+    const stale = token(await store.claim('d:s:over', 1000));
+    now = 1000;
+    const fresh = token(await store.claim('d:s:over', 1000));
+    expect(await store.release('d:s:over', stale)).toBe(false);
+    expect(await store.release('d:s:over', fresh)).toBe(true);
   });
 
   it('checks its options', () => {

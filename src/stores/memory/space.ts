@@ -8,9 +8,11 @@ import { newToken } from '../../lib/token.ts';
  * until when it is remembered). One record for both, in one map: completing a claim flips `done`
  * in place, so a completion costs no map operation and allocates nothing.
  *
- * The token is kept as its two parts (see {@link Tokens}), not as a string: a string per id, kept
- * for the whole `ttlSeconds`, was the largest object a remembered id held, and the garbage
- * collector's work grows with the objects a full store keeps.
+ * A completion keeps its token as two parts (see {@link Tokens}), not as a string: a string per id,
+ * kept for the whole `ttlSeconds`, was the largest object a remembered id held, and the garbage
+ * collector's work grows with the objects a full store keeps. A claim also keeps the token's text
+ * until it settles: its owner hands back that very string, so its completion is recognised
+ * without reading the token (the parts are the check for any other string).
  */
 export interface Entry {
   /** The id's key, so the order of completions can find a completion in the map. */
@@ -20,6 +22,8 @@ export interface Entry {
   /** The token's serial in its series (its last 8 hex digits). */
   serial: number;
   until: number;
+  /** The token's text while the claim is held, `undefined` once it is a completion. */
+  token: string | undefined;
   /**
    * A completion still remembered (the id is done), else a claim. Set false again when a
    * completion is forgotten: the order of completions then skips it without a look-up.
@@ -32,11 +36,8 @@ const SERIALS = 2 ** 30;
 /** Hex digits of the random prefix: 96 bits, the serial's 8 digits making the 128-bit token. */
 const PREFIX_DIGITS = 24;
 const TOKEN_DIGITS = PREFIX_DIGITS + 8;
-
-/** A token's text from its parts: 32 lower-case hex digits, as every store's tokens. */
-function tokenText(prefix: string, serial: number): string {
-  return prefix + serial.toString(16).padStart(8, '0');
-}
+/** Hex digits a token shares with the 255 tokens issued around it (all but its last two). */
+const HEAD_DIGITS = TOKEN_DIGITS - 2;
 
 /**
  * The memory store's ownership tokens: 128 bits in 32 lower-case hex digits, like every store's,
@@ -50,8 +51,16 @@ export class Tokens {
   prefix = '';
   /** The last token's serial: starts at the end of a series, so the first token draws a prefix. */
   serial = SERIALS - 1;
+  /** The last token's text. */
+  last = '';
+  /**
+   * The first 30 digits of the tokens of serials `#headOf * 256` to `#headOf * 256 + 255`: the
+   * prefix and the serial's upper six, so a token is one join of two strings that already exist.
+   */
+  #head = '';
+  #headOf = -1;
 
-  /** A fresh token; its parts are {@link prefix} and {@link serial} until the next one. */
+  /** A fresh token: {@link last}, its parts {@link prefix} and {@link serial}, until the next one. */
   issue(): string {
     if (this.serial === SERIALS - 1) {
       this.prefix = newToken().slice(0, PREFIX_DIGITS);
@@ -59,7 +68,14 @@ export class Tokens {
     } else {
       this.serial++;
     }
-    return tokenText(this.prefix, this.serial);
+    const high = this.serial >>> 8;
+    // A new series starts at serial 0, so its first token always makes a new head.
+    if (high !== this.#headOf || this.serial === 0) {
+      this.#head = this.prefix + high.toString(16).padStart(HEAD_DIGITS - PREFIX_DIGITS, '0');
+      this.#headOf = high;
+    }
+    this.last = this.#head + HEX_PAIRS[this.serial & 255]!;
+    return this.last;
   }
 }
 
@@ -68,6 +84,7 @@ export class Tokens {
  * read in place (a completion, release or renewal builds no string to compare).
  */
 export function owns(entry: Entry, token: string): boolean {
+  if (entry.token === token) return true;
   if (token.length !== TOKEN_DIGITS || !token.startsWith(entry.prefix)) return false;
   const { serial } = entry;
   for (let shift = 24, at = PREFIX_DIGITS; shift >= 0; shift -= 8, at += 2) {
@@ -124,6 +141,7 @@ export class Space {
   takeOver(lock: Entry, tokens: Tokens, until: number): void {
     lock.prefix = tokens.prefix;
     lock.serial = tokens.serial;
+    lock.token = tokens.last;
     this.renew(lock, until);
   }
 
@@ -142,6 +160,7 @@ export class Space {
   /** Turns a held claim into a completion, remembered until `until`, at the back of the order. */
   complete(lock: Entry, until: number): void {
     lock.done = true;
+    lock.token = undefined;
     this.claims--;
     this.#queue(lock, until);
   }

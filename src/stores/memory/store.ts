@@ -66,8 +66,8 @@ export function memoryStore(options: MemoryStoreOptions = {}): MemoryStore {
   const spaceOf = (key: string): Space => (isUnsignedKey(key) ? unsigned : signed);
   const entities = new Entities(max);
   const tokens = new Tokens();
-  /** A new record for `key`, holding the token `tokens` issued last. */
-  const newEntry = (key: string, until: number, done: boolean): Entry => ({ key, prefix: tokens.prefix, serial: tokens.serial, until, done });
+  /** A new record for `key`, holding the token `tokens` issued last (its text too while it is a claim). */
+  const newEntry = (key: string, until: number, done: boolean): Entry => ({ key, prefix: tokens.prefix, serial: tokens.serial, until, token: done ? undefined : tokens.last, done });
 
   /**
    * Completes the id `token` holds: `'now'`. Otherwise, idempotent for its own token, whether a
