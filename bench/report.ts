@@ -86,26 +86,27 @@ export type SectionId = (typeof SECTION_IDS)[number];
 
 /**
  * Each section's time budget in a full run, in seconds: a section that takes longer is
- * flagged in the report, and the growth curves stop sampling points when theirs runs out. Together
- * with the build they stay under {@link FULL_RUN_BUDGET_SECONDS}, with room for a loaded machine.
+ * flagged in the report, and the growth curves and the tenant-key curve stop sampling points when
+ * theirs runs out. Each leaves its section room for a loaded machine, so together they come to
+ * more than {@link FULL_RUN_BUDGET_SECONDS}, which a run on a quiet machine keeps.
  */
 export const SECTION_BUDGET_SECONDS: Record<SectionId, number> = {
   peers: 90,
   rotation: 15,
   webcrypto: 30,
-  http: 360,
+  http: 420,
   redis: 30,
   memory: 30,
   sign: 15,
   forged: 30,
-  stores: 90,
+  stores: 120,
   'http-stores': 90,
   receiver: 20,
   keys: 45,
   curves: 90,
   ordering: 30,
-  inbox: 150,
-  capacity: 240,
+  inbox: 165,
+  capacity: 270,
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -210,8 +211,8 @@ export interface RunInfo {
   only: SectionId | undefined;
 }
 
-/** What `npm run bench` must stay under, all sections together: 15 minutes. */
-export const FULL_RUN_BUDGET_SECONDS = 900;
+/** What `npm run bench` must stay under, all sections together: 20 minutes (about 18 on a quiet two-core machine). */
+export const FULL_RUN_BUDGET_SECONDS = 1200;
 
 export function renderReport(sections: readonly SectionReport[], run: RunInfo): string {
   const targets = sections.flatMap((s) => s.targets);
