@@ -30,7 +30,7 @@ import { findRedisServer, isCI, startRedisServer } from '../test/support/redis-s
 import { newSecret } from './fixtures.ts';
 import { POSTGRES_POOL_SIZE, SHARED_STORES, STORE_CONNECTIONS, STORE_INLINE_MODE, STORE_MODE, type SharedStoreKind, type StoreKind } from './http-cases.ts';
 import { Child, sizedRuns, START_TIMEOUT_MS, startServer, type CheckedRun, type ServerChild } from './http.ts';
-import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, ratioText, type SectionId, type SectionReport, table, type TargetResult } from './report.ts';
+import { type BenchConfig, fixed, QUICK_RUN_SECONDS, rateText, judged, ratioText, type SectionId, type SectionReport, table, type TargetResult } from './report.ts';
 import { ratios, summarize } from './stats.ts';
 
 const TITLE = '10. Stores behind an adapter (HTTP)';
@@ -277,11 +277,10 @@ export async function runHttpStores(config: BenchConfig): Promise<SectionReport>
     return {
       what: `${store} behind the Fastify adapter, server CPU per request ÷ hand-written verify + the same store commands, ${STORE_CONNECTIONS} connections`,
       target: '≤ 1.25',
-      measured: ratioText(overHand),
+      ...judged(overHand, '≤', 1.25),
       context:
         `server CPU ${fixed(median(ours.cpu), 1)} vs ${fixed(median(hand.cpu), 1)} µs per request${db}; ` +
         `req/s ${rateText(median(ours.rps))} vs ${rateText(median(hand.rps))}, ratio ${ratioText(summarize(ratios(ours.rps, hand.rps)))}`,
-      pass: overHand.median <= 1.25,
     };
   };
   const targets = [

@@ -36,7 +36,7 @@ import { ensureNode, FULL_SUITE_LINE, NODE_LINES } from '../test/support/node-li
 import type { BuiltPackage } from './build.ts';
 import type { BarChart } from './charts.ts';
 import { handWrittenGithubVerify, handWrittenVerify, hmacKey, jsonBody, KiB, MiB, newSecret, nowSeconds, signedMessage, sizeLabel } from './fixtures.ts';
-import { peerVersions, ratioText, ROOT, table, timeSummary, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
+import { peerVersions, judged, ratioText, ROOT, table, timeSummary, timeText, type BenchConfig, type SectionReport, type TargetResult } from './report.ts';
 import { microTiming, oneAtATime, ratios, series, summarize, timeInterleaved, times, type Candidate, type Timings, type TimingOptions } from './stats.ts';
 
 import { FLOOR, HAND, HAND_BUFFER, HAND_GITHUB, OURS } from './labels.ts';
@@ -188,10 +188,10 @@ function featureTable(): string {
   return table(['library', 'scheme', 'timestamp window', 'message id signed', 'secret rotation', 'typed errors', 'parses JSON in verify', 'crypto'], FEATURES);
 }
 
-/** `peer ÷ ours` of one case, and whether the peer is slower or tied (a range spanning 1 is a tie). */
+/** `peer ÷ ours` of one case: 1 or more when the peer is no faster (judged with {@link judged}: a range spanning 1 is a tie). */
 function peerOverOurs(timings: Timings, name: string) {
   const ratio = summarize(ratios(series(timings, name), series(timings, OURS)));
-  return { name, ratio, notFaster: ratio.median >= 1 || ratio.max >= 1 };
+  return { name, ratio };
 }
 
 /** One candidate's figures on one request, as a line's table prints them. */
@@ -269,9 +269,8 @@ export async function runPeers(config: BenchConfig): Promise<SectionReport> {
     targets.push({
       what: `fastest peer ÷ ours (node:crypto), ${peerCase.label}`,
       target: '≥ 1 (a range spanning 1 is a tie)',
-      measured: `${ratioText(fastest.ratio)}${fastest.ratio.median < 1 && fastest.notFaster ? ': a tie' : ''}`,
+      ...judged(fastest.ratio, '≥', 1),
       context: `${fastest.name}: ${median(fastest.name)} vs ours ${median(OURS)}`,
-      pass: fastest.notFaster,
     });
     if (peerCase.label === '1 KiB, valid' || peerCase.label === '1 KiB, forged') {
       const overHand = summarize(ratios(ours, series(timings, HAND)));
@@ -280,9 +279,8 @@ export async function runPeers(config: BenchConfig): Promise<SectionReport> {
       targets.push({
         what: `ours (node:crypto) ÷ the hand-written check, ${peerCase.label}`,
         target: `≤ ${limit}`,
-        measured: ratioText(overHand),
+        ...judged(overHand, '≤', limit),
         context: `${median(OURS)} vs ${median(HAND)}; ÷ bare HMAC ${ratioText(summarize(ratios(ours, floor)))}`,
-        pass: overHand.median <= limit,
       });
     }
     if (peerCase.size === MiB) {
@@ -290,9 +288,8 @@ export async function runPeers(config: BenchConfig): Promise<SectionReport> {
       targets.push({
         what: `ours (node:crypto) ÷ bare HMAC (the floor), ${peerCase.label}`,
         target: '≤ 1.05',
-        measured: ratioText(overFloor),
+        ...judged(overFloor, '≤', 1.05),
         context: `${median(OURS)} vs ${median(FLOOR)}`,
-        pass: overFloor.median <= 1.05,
       });
     }
   }

@@ -7,7 +7,7 @@
 
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT, table } from './report.ts';
+import { ROOT, table, TIES_LINE_START } from './report.ts';
 
 export const README_START = '<!-- bench-table:start (generated from bench/RESULTS.md by `npm run bench -- --readme`) -->';
 export const README_END = '<!-- bench-table:end -->';
@@ -55,7 +55,9 @@ export function readmeHeadline(results: string): string {
   if (targets === null) throw new Error('bench/RESULTS.md has no "## Targets" table');
   const stamp = /^Written by `npm run bench`: (.+?), started (.+? UTC)/m.exec(results);
   const when = stamp ? ` (${stamp[1]}, ${stamp[2]})` : '';
-  const met = `${targets[1]} of ${targets[2]} targets met${when}; every figure, the machine and the fairness notes are in [bench/RESULTS.md](bench/RESULTS.md), how to read them in [docs/benchmarks.md](docs/benchmarks.md).`;
+  const ties = new RegExp(`^${TIES_LINE_START} (\\d+) of them`, 'm').exec(results);
+  const tieText = ties === null ? '' : ` (${ties[1]} of them ${ties[1] === '1' ? 'a tie' : 'ties'}: a range of repetitions that spans the target)`;
+  const met = `${targets[1]} of ${targets[2]} targets met${tieText}${when}; every figure, the machine and the fairness notes are in [bench/RESULTS.md](bench/RESULTS.md), how to read them in [docs/benchmarks.md](docs/benchmarks.md).`;
   const heading = PEERS_HEADING.exec(results);
   const rows = heading === null ? [] : firstTable(results, heading.index);
   const cell = (candidate: string, request: string) => rows.find((row) => row[0] === request && row[1] === candidate);

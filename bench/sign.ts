@@ -13,7 +13,7 @@
 
 import { createHmac } from 'node:crypto';
 import { jsonBody, KiB, newSecret, nowSeconds } from './fixtures.ts';
-import { ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
+import { judged, ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
 import { microTiming, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
 const SIGNER = 'createSigner(secret), then sign()';
@@ -89,9 +89,8 @@ export async function runSign(config: BenchConfig): Promise<SectionReport> {
       {
         what: 'reusable signer ÷ bare `createHmac`, 1 KiB',
         target: '≤ 1.3',
-        measured: ratioText(signerOverBare),
+        ...judged(signerOverBare, '≤', 1.3),
         context: `${median(SIGNER)} vs ${median(BARE)}; signWebhook ${median(SIGN_WEBHOOK)}`,
-        pass: signerOverBare.median <= 1.3,
       },
     ],
   };

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { README_END, README_START, readmeHeadline, withReadmeHeadline } from '../../bench/readme.ts';
 import { capacityBlock, DOC_BLOCKS, node24Block, receiverSplitBlock, withBlock } from '../../bench/doc-blocks.ts';
 import { BARE_MAP, CAPACITY_TITLE, CLAIM, PARTS_HEADING, RECEIVER_ONLY, RECEIVER_TITLE, SCALE_HEADING, STORE_ONLY, TWO_HEADING, USAGE_HEADING } from '../../bench/labels.ts';
-import { KEPT_MARKER, loadIsHigh, loadWarning, withKeptPart } from '../../bench/report.ts';
+import { judged, KEPT_MARKER, loadIsHigh, loadWarning, renderReport, withKeptPart, type SectionReport } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -74,6 +74,11 @@ describe('readmeHeadline', () => {
     expect(readmeHeadline(TARGETS)).toBe(`No peer comparison in bench/RESULTS.md yet: run \`npm run bench\`. ${STAMP}`);
   });
 
+  it('says how many of the targets met are ties', () => {
+    const withTies = TARGETS.replace('## Targets (1 of 2 met)\n', '## Targets (2 of 3 met)\n\nMet: 1 of them is a tie: the rest of the line.\n');
+    expect(readmeHeadline(withTies)).toBe(`No peer comparison in bench/RESULTS.md yet: run \`npm run bench\`. ${STAMP.replace('1 of 2 targets met', '2 of 3 targets met (1 of them a tie: a range of repetitions that spans the target)')}`);
+  });
+
   it('refuses results without a targets table', () => {
     expect(() => readmeHeadline('# Benchmark results\n')).toThrow('bench/RESULTS.md has no "## Targets" table');
   });
@@ -113,6 +118,31 @@ describe('withKeptPart', () => {
     expect(results.indexOf(KEPT_MARKER)).toBeGreaterThan(0);
     expect(kept).toContain('## Verify on each Node line');
     expect(kept).toContain('## Telemetry overhead');
+  });
+});
+
+describe('judging a target', () => {
+  it('meets it on the median, calls it a tie when only the range reaches it, and misses it otherwise, either way round', () => {
+    expect(judged({ median: 1.1, min: 1.0, max: 1.2 }, '≤', 1.15)).toEqual({ measured: '1.10 (1.00–1.20)', pass: true, tie: false });
+    expect(judged({ median: 1.2, min: 1.1, max: 1.3 }, '≤', 1.15)).toEqual({ measured: '1.20 (1.10–1.30): a tie', pass: true, tie: true });
+    expect(judged({ median: 1.3, min: 1.2, max: 1.4 }, '≤', 1.15)).toEqual({ measured: '1.30 (1.20–1.40)', pass: false, tie: false });
+    expect(judged({ median: 0.95, min: 0.9, max: 1.01 }, '≥', 1)).toEqual({ measured: '0.95 (0.90–1.01): a tie', pass: true, tie: true });
+    expect(judged({ median: 0.95, min: 0.9, max: 0.99 }, '≥', 1)).toEqual({ measured: '0.95 (0.90–0.99)', pass: false, tie: false });
+  });
+
+  it('the report marks a tie as such, counts it as met, and says how many there are', () => {
+    const target = (what: string, s: { median: number; min: number; max: number }) => ({ what, target: '≤ 1.15', context: 'x', ...judged(s, '≤', 1.15) });
+    const section: SectionReport = {
+      id: 'receiver',
+      title: '11. Receiver',
+      body: 'text',
+      targets: [target('met', { median: 1, min: 1, max: 1 }), target('tied', { median: 1.2, min: 1.1, max: 1.3 }), target('missed', { median: 1.3, min: 1.2, max: 1.4 })],
+    };
+    const report = renderReport([section], { startedAt: new Date(0), seconds: 1, quick: false, only: 'receiver' });
+    expect(report).toContain('## Targets (2 of 3 met)\n\nMet: 1 of them is a tie: ');
+    expect(report).toContain('| tied | ≤ 1.15 | 1.20 (1.10–1.30): a tie | x | tie |');
+    expect(report).toContain('| missed | ≤ 1.15 | 1.30 (1.20–1.40) | x | **MISS** |');
+    expect(readmeHeadline(report)).toContain('2 of 3 targets met (1 of them a tie: a range of repetitions that spans the target)');
   });
 });
 
