@@ -124,14 +124,14 @@ export function fixed(value: number, digits = 2): string {
  * range (min–max over repetitions) reaches it, counted as met and said so in `measured`; else
  * missed. Spread into a {@link TargetResult}.
  */
-export function judged(s: Summary, bound: '≤' | '≥', limit: number): Pick<TargetResult, 'measured' | 'pass' | 'tie'> {
+export function judged(s: Pick<Summary, 'median' | 'min' | 'max'>, bound: '≤' | '≥', limit: number): Pick<TargetResult, 'measured' | 'pass' | 'tie'> {
   const within = (value: number) => (bound === '≤' ? value <= limit : value >= limit);
   const tie = !within(s.median) && within(bound === '≤' ? s.min : s.max);
   return { measured: `${ratioText(s)}${tie ? ': a tie' : ''}`, pass: tie || within(s.median), tie };
 }
 
 /** `1.26 (1.20–1.31)`: a ratio's median and its spread. */
-export function ratioText(s: Summary, digits = 2): string {
+export function ratioText(s: Pick<Summary, 'median' | 'min' | 'max'>, digits = 2): string {
   return `${fixed(s.median, digits)} (${fixed(s.min, digits)}–${fixed(s.max, digits)})`;
 }
 
