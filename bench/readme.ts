@@ -56,7 +56,8 @@ export function readmeHeadline(results: string): string {
   const stamp = /^Written by `npm run bench`: (.+?), started (.+? UTC)/m.exec(results);
   const when = stamp ? ` (${stamp[1]}, ${stamp[2]})` : '';
   const ties = new RegExp(`^${TIES_LINE_START} (\\d+) of them`, 'm').exec(results);
-  const tieText = ties === null ? '' : ` (${ties[1]} of them ${ties[1] === '1' ? 'a tie' : 'ties'}: a range of repetitions that spans the target)`;
+  // What a tie is, docs/benchmarks.md says ("Met, tied, missed").
+  const tieText = ties === null ? '' : `, ${ties[1]} of them ${ties[1] === '1' ? 'a tie' : 'ties'}`;
   const met = `${targets[1]} of ${targets[2]} targets met${tieText}${when}; every figure, the machine and the fairness notes are in [bench/RESULTS.md](bench/RESULTS.md), how to read them in [docs/benchmarks.md](docs/benchmarks.md).`;
   const heading = PEERS_HEADING.exec(results);
   const rows = heading === null ? [] : firstTable(results, heading.index);
