@@ -54,6 +54,8 @@ export interface RunRequest {
    * as a sender's retry can land on another process (the capacity section's two receivers).
    */
   shared?: { tag: string; every: number };
+  /** Requests a second across all connections, sent at that pace whatever the answers' speed (absent: as fast as the server answers). */
+  rate?: number;
 }
 
 export interface RunResult {
@@ -91,6 +93,7 @@ async function run(request: RunRequest): Promise<RunResult> {
     connections: request.connections,
     pipelining: 1,
     duration: request.seconds,
+    ...(request.rate === undefined ? {} : { overallRate: request.rate }),
     body,
     headers: { 'content-type': 'application/json' },
     requests: [

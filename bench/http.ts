@@ -131,7 +131,16 @@ export function poolRps(fastestOfCell: number): number {
  * inbox's 202) and every one of them a processed event (a few more may have been processed while
  * autocannon closed its connections at the end); anything else fails the run.
  */
-export async function checkedRun(load: Child, server: ServerChild, what: string, seconds: number, connections: number, expectedRps: number, status = 204): Promise<CheckedRun> {
+export async function checkedRun(
+  load: Child,
+  server: ServerChild,
+  what: string,
+  seconds: number,
+  connections: number,
+  expectedRps: number,
+  status = 204,
+  rate?: number,
+): Promise<CheckedRun> {
   type Stats = { processed: number; cpuMicros: number };
   const before = await server.child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
   const request: RunRequest = {
@@ -141,6 +150,7 @@ export async function checkedRun(load: Child, server: ServerChild, what: string,
     connections,
     expectedRps,
     tag: randomBytes(6).toString('hex'),
+    ...(rate === undefined ? {} : { rate }),
   };
   const result = await load.ask<RunResult>('result', request, (seconds + 60) * 1000, `load on ${what}`);
   const after = await server.child.ask<Stats>('stats', { type: 'stats' }, 5000, what);
@@ -161,10 +171,12 @@ export async function checkedRun(load: Child, server: ServerChild, what: string,
  * `key` (poolRps): a request signed on the fly costs the load generator time, which would slow
  * the cells it bottlenecks.
  */
-export function sizedRuns(load: Child): (key: string, server: ServerChild, what: string, seconds: number, connections: number, status?: number) => Promise<CheckedRun> {
+export function sizedRuns(
+  load: Child,
+): (key: string, server: ServerChild, what: string, seconds: number, connections: number, status?: number, rate?: number) => Promise<CheckedRun> {
   const fastest = new Map<string, number>();
-  return async (key, server, what, seconds, connections, status) => {
-    const result = await checkedRun(load, server, what, seconds, connections, poolRps(fastest.get(key) ?? 0), status);
+  return async (key, server, what, seconds, connections, status, rate) => {
+    const result = await checkedRun(load, server, what, seconds, connections, poolRps(fastest.get(key) ?? 0), status, rate);
     fastest.set(key, Math.max(fastest.get(key) ?? 0, result.rps));
     return result;
   };

@@ -18,6 +18,8 @@
  *   npm run bench:profile -- fastify/verify fastify/inline --seconds 4 --reps 3 --interval 500 --top 25
  *   npm run bench:profile -- … --out <dir>      also writes each cell's .cpuprofile (for DevTools)
  *   npm run bench:profile -- … --node 24        on that Node line (default: the newest LTS, as `npm run bench`)
+ *   npm run bench:profile -- … --rate 5000      load at that many requests a second instead of as fast
+ *                                                as each server answers: every cell then sees the same load
  *
  * Cells: the HTTP section's `<framework>/<variant>` pairs (http-server.ts lists them). A profile
  * costs its server some speed (a sample every `--interval` µs): compare cells profiled together,
@@ -177,6 +179,8 @@ interface ProfileOptions {
   reps: number;
   interval: number;
   out: string | undefined;
+  /** Requests a second the load is sent at; absent: as fast as each server answers. */
+  rate: number | undefined;
 }
 
 /** Runs `cells` (each `[framework, variant]`) interleaved under load and profiles each. */
@@ -190,7 +194,7 @@ async function profileCells(cells: readonly (readonly [string, string])[], optio
     await load.ask('ready', undefined, START_TIMEOUT_MS, 'starting the load generator');
     for (const [framework, variant] of cells) servers.push([`${framework}/${variant}`, await startServer([framework, variant], env, `${framework} ${variant}`)]);
     const sized = sizedRuns(load);
-    const run = (cell: string, server: ServerChild, duration: number) => sized(cell, server, cell, duration, CONNECTIONS);
+    const run = (cell: string, server: ServerChild, duration: number) => sized(cell, server, cell, duration, CONNECTIONS, undefined, options.rate);
     for (const [cell, server] of servers) await run(cell, server, 1);
     const totals = new Map(servers.map(([cell]) => [cell, { requests: 0, cpuMicros: 0 }]));
     for (const [cell, server] of servers) await server.child.ask('profile', { type: 'profile', action: 'start', intervalMicros: options.interval }, 5000, `profiling ${cell}`);
@@ -232,6 +236,7 @@ async function main(): Promise<void> {
       out: { type: 'string' },
       write: { type: 'string' },
       node: { type: 'string' },
+      rate: { type: 'string' },
     },
   });
   const number = (name: string, text: string) => {
@@ -239,7 +244,13 @@ async function main(): Promise<void> {
     if (!Number.isInteger(value) || value < 1) throw new TypeError(`--${name} takes a whole number above 0; got ${JSON.stringify(text)}`);
     return value;
   };
-  const options: ProfileOptions = { seconds: number('seconds', values.seconds), reps: number('reps', values.reps), interval: number('interval', values.interval), out: values.out };
+  const options: ProfileOptions = {
+    seconds: number('seconds', values.seconds),
+    reps: number('reps', values.reps),
+    interval: number('interval', values.interval),
+    out: values.out,
+    rate: values.rate === undefined ? undefined : number('rate', values.rate),
+  };
   const top = number('top', values.top);
   const groups = positionals.length > 0 ? [positionals.map(parseCell)] : TARGET_FRAMEWORKS.map((framework) => TARGET_CELLS.map((variant) => [framework, variant] as const));
   const diff = values.diff || positionals.length === 0;
@@ -251,7 +262,7 @@ async function main(): Promise<void> {
   }
 
   const sections = [
-    `Node ${process.versions.node}; per cell ${options.reps} runs of ${options.seconds} s under load (10 connections), interleaved, ` +
+    `Node ${process.versions.node}; per cell ${options.reps} runs of ${options.seconds} s under load (10 connections${options.rate === undefined ? '' : `, ${options.rate} requests a second`}), interleaved, ` +
       `after a 1 s warm-up; a sample every ${options.interval} µs. Figures are per request.`,
   ];
   for (const cells of groups) {

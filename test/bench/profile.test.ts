@@ -61,22 +61,26 @@ describe('profileParts', () => {
   });
 });
 
+/** `bench/profile.ts` with `args`, on this process's own Node line (it re-runs itself on Node 26 unless told otherwise). */
+async function profileCommand(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const line = process.versions.node.split('.')[0]!;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/profile.ts', ...args, '--node', line], { cwd: root, timeout: TIME_LIMIT_MS });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const code = await new Promise<number | null>((done, fail) => {
+    child.once('error', fail);
+    child.once('close', done);
+  });
+  return { code, stdout, stderr };
+}
+
 describe('npm run bench:profile', () => {
   it('profiles two cells under load and reports parts that add up to the sampled time', { timeout: TIME_LIMIT_MS }, async () => {
     const out = mkdtempSync(join(tmpdir(), 'bench-profile-'));
     onTestFinished(() => rmSync(out, { recursive: true, force: true }));
-    // On this process's own Node line: the command re-runs itself on Node 26 unless told otherwise.
-    const line = process.versions.node.split('.')[0]!;
-    const args = ['--import', 'tsx', 'bench/profile.ts', 'node:http/verify', 'node:http/inline', '--seconds', '1', '--reps', '1', '--diff', '--out', out, '--node', line];
-    const child = spawn(process.execPath, args, { cwd: root, timeout: TIME_LIMIT_MS });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const code = await new Promise<number | null>((done, fail) => {
-      child.once('error', fail);
-      child.once('close', done);
-    });
+    const { code, stdout, stderr } = await profileCommand(['node:http/verify', 'node:http/inline', '--seconds', '1', '--reps', '1', '--diff', '--out', out]);
     expect(code, stderr).toBe(0);
     expect(stdout).toContain(`Node ${process.versions.node}`);
 
@@ -105,5 +109,26 @@ describe('npm run bench:profile', () => {
     expect(written).toEqual(['node-http-inline.cpuprofile', 'node-http-verify.cpuprofile']);
     const saved = JSON.parse(readFileSync(join(out, written[0]!), 'utf8')) as CpuProfile;
     expect(saved.samples.length).toBeGreaterThan(0);
+  });
+
+  it('with --rate, loads every cell at that pace, whatever its speed', { timeout: TIME_LIMIT_MS }, async () => {
+    const { code, stdout, stderr } = await profileCommand(['node:http/verify', 'node:http/inline', '--seconds', '2', '--reps', '1', '--rate', '1000']);
+    expect(code, stderr).toBe(0);
+    expect(stdout).toContain('under load (10 connections, 1000 requests a second)');
+    const counts = /requests profiled: node:http\/verify (\d+), node:http\/inline (\d+)/.exec(stdout);
+    expect(counts, stdout).not.toBeNull();
+    // Two seconds at 1000 a second each, where either server answers tens of thousands as fast as
+    // it can. autocannon paces in bursts and catches up after a slow start: up to a second's worth
+    // more was seen in a two-second run.
+    for (const count of [Number(counts![1]), Number(counts![2])]) {
+      expect(count).toBeGreaterThan(1400);
+      expect(count).toBeLessThan(4000);
+    }
+  });
+
+  it('refuses a --rate that is not a whole number above 0', { timeout: TIME_LIMIT_MS }, async () => {
+    const { code, stderr } = await profileCommand(['node:http/verify', '--rate', 'fast']);
+    expect(code).not.toBe(0);
+    expect(stderr).toContain('--rate takes a whole number above 0; got "fast"');
   });
 });
