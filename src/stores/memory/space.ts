@@ -58,6 +58,7 @@ export class Tokens {
    * prefix and the serial's upper six, so a token is one join of two strings that already exist.
    */
   #head = '';
+  /** The serial's upper part `#head` was made for; -1 when a new prefix made it stale. */
   #headOf = -1;
 
   /** A fresh token: {@link last}, its parts {@link prefix} and {@link serial}, until the next one. */
@@ -65,12 +66,12 @@ export class Tokens {
     if (this.serial === SERIALS - 1) {
       this.prefix = newToken().slice(0, PREFIX_DIGITS);
       this.serial = 0;
+      this.#headOf = -1;
     } else {
       this.serial++;
     }
     const high = this.serial >>> 8;
-    // A new series starts at serial 0, so its first token always makes a new head.
-    if (high !== this.#headOf || this.serial === 0) {
+    if (high !== this.#headOf) {
       this.#head = this.prefix + high.toString(16).padStart(HEAD_DIGITS - PREFIX_DIGITS, '0');
       this.#headOf = high;
     }
@@ -80,8 +81,8 @@ export class Tokens {
 }
 
 /**
- * Whether `token` is the one `entry` was given: its prefix, then its serial's four bytes in hex,
- * read in place (a completion, release or renewal builds no string to compare).
+ * Whether `token` is the one `entry` was given: the very text a live claim keeps, else its prefix,
+ * then its serial's four bytes in hex, read in place (no string is built to compare).
  */
 export function owns(entry: Entry, token: string): boolean {
   if (entry.token === token) return true;
