@@ -32,6 +32,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { FULL_SUITE_LINE, rerunOnLine } from '../test/support/node-lines.ts';
 import { buildPackage } from './build.ts';
+import { runAsCommand, wholeNumber } from './command.ts';
 import { newSecret } from './fixtures.ts';
 import { Child, CONNECTIONS, sizedRuns, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
 import { FRAMEWORKS, VARIANTS } from './http-cases.ts';
@@ -39,7 +40,7 @@ import { table } from './report.ts';
 
 /** The part of a V8 CPU profile (`Profiler.stop`'s `profile`) this file reads. */
 export interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }[];
   samples: number[];
   /** Microseconds between a sample and the one before it (the first: since the profile started). */
   timeDeltas: number[];
@@ -56,7 +57,7 @@ export interface ProfileParts {
 const SOCKET_WRITES = new Set(['writeLatin1String', 'writeUtf8String', 'writeAsciiString', 'writeUcs2String', 'writeBuffer', 'writev']);
 
 /** The directory the bench builds the package into (build.ts): samples from there are this package's. */
-const BUILD_MARK = '/webhook-receiver-bench/';
+export const BUILD_MARK = '/webhook-receiver-bench/';
 
 /** Native functions of Node's HMAC (node:crypto's `Hmac`): its key set-up, update and digest. */
 const HMAC_NATIVES = new Set(['init', 'update', 'digest', 'Hmac']);
@@ -239,19 +240,14 @@ async function main(): Promise<void> {
       rate: { type: 'string' },
     },
   });
-  const number = (name: string, text: string) => {
-    const value = Number(text);
-    if (!Number.isInteger(value) || value < 1) throw new TypeError(`--${name} takes a whole number above 0; got ${JSON.stringify(text)}`);
-    return value;
-  };
   const options: ProfileOptions = {
-    seconds: number('seconds', values.seconds),
-    reps: number('reps', values.reps),
-    interval: number('interval', values.interval),
+    seconds: wholeNumber('seconds', values.seconds),
+    reps: wholeNumber('reps', values.reps),
+    interval: wholeNumber('interval', values.interval),
     out: values.out,
-    rate: values.rate === undefined ? undefined : number('rate', values.rate),
+    rate: values.rate === undefined ? undefined : wholeNumber('rate', values.rate),
   };
-  const top = number('top', values.top);
+  const top = wholeNumber('top', values.top);
   const groups = positionals.length > 0 ? [positionals.map(parseCell)] : TARGET_FRAMEWORKS.map((framework) => TARGET_CELLS.map((variant) => [framework, variant] as const));
   const diff = values.diff || positionals.length === 0;
 
@@ -284,10 +280,4 @@ async function main(): Promise<void> {
   }
 }
 
-main().then(
-  () => process.exit(process.exitCode ?? 0),
-  (error: unknown) => {
-    console.error(error instanceof Error ? error.message : error);
-    process.exit(1);
-  },
-);
+runAsCommand(import.meta.url, main);

@@ -24,12 +24,27 @@ const HANDLE = 'handle, a handler that does nothing';
 /** Keeps results alive (a module variable is never optimised away), so no timed call is either. */
 let sink = 0;
 
-export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
-  const { createReceiver, createVerifier, memoryStore, DEFAULT_MEMORY_STORE_MAX, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } = config.pkg.index;
+/** The package's index, as built (the section) or from its sources (bench/profile-claim.ts). */
+type Index = BenchConfig['pkg']['index'];
+
+/** Section 11's candidates over one set-up, and how to close its receivers. */
+export interface ReceiverBench {
+  candidates: Candidate[];
+  /** The memory store's bound the stores were filled to. */
+  max: number;
+  close(): Promise<void>;
+}
+
+/**
+ * Section 11's set-up: a receiver whose memory store is full to `max`, the bare Map and the second
+ * store filled to the same bound, and one candidate per row (bench/profile-claim.ts profiles the
+ * same ones).
+ */
+export async function receiverBench(pkg: Index, max: number): Promise<ReceiverBench> {
+  const { createReceiver, createVerifier, memoryStore, DEFAULT_RENEWED_LOCK_SECONDS, DEFAULT_TTL_SECONDS } = pkg;
   const { secret, key } = newSecret();
   const body = jsonBody(KiB);
   const verifier = createVerifier({ secrets: secret });
-  const max = config.quick ? 5_000 : DEFAULT_MEMORY_STORE_MAX;
   const store = memoryStore({ max });
   const receiver = createReceiver({ secrets: secret, idempotency: { store } });
   let serial = 0;
@@ -103,9 +118,17 @@ export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
       sink ^= result.webhook.id.length;
     }),
   ];
+  const close = async () => {
+    await receiver.close();
+    await unstored.close();
+  };
+  return { candidates, max, close };
+}
+
+export async function runReceiver(config: BenchConfig): Promise<SectionReport> {
+  const { candidates, max, close } = await receiverBench(config.pkg.index, config.quick ? 5_000 : config.pkg.index.DEFAULT_MEMORY_STORE_MAX);
   const timings = await timeInterleaved(candidates, microTiming(config.quick));
-  await receiver.close();
-  await unstored.close();
+  await close();
   const base = series(timings, VERIFY);
   const floor = series(timings, BARE_MAP);
   const rows = candidates.map((c) => [

@@ -1,6 +1,7 @@
 /**
  * `npm run bench:profile`: how it shares a CPU profile's samples out, and one real run of two
- * HTTP cells under load, as a child process. Nothing here asserts a speed: only that the samples
+ * HTTP cells under load, as a child process; `npm run bench:profile:claim` the same way, with one
+ * real run of section 11's two candidates. Nothing here asserts a speed: only that the samples
  * are attributed where their code is and that the report's parts add up to what was sampled.
  */
 
@@ -10,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { partOf, profileParts, type CpuProfile } from '../../bench/profile.ts';
+import { addSamples, emptyClaimProfile, partOfFrame, sourceOf } from '../../bench/profile-claim.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 // Two servers and a load generator started, two one-second runs each and a warm-up: about 20 s on
@@ -61,10 +63,10 @@ describe('profileParts', () => {
   });
 });
 
-/** `bench/profile.ts` with `args`, on this process's own Node line (it re-runs itself on Node 26 unless told otherwise). */
-async function profileCommand(args: readonly string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** `script` with `args`, on this process's own Node line (it re-runs itself on Node 26 unless told otherwise). */
+async function profileCommand(args: readonly string[], script = 'bench/profile.ts'): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const line = process.versions.node.split('.')[0]!;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/profile.ts', ...args, '--node', line], { cwd: root, timeout: TIME_LIMIT_MS });
+  const child = spawn(process.execPath, ['--import', 'tsx', script, ...args, '--node', line], { cwd: root, timeout: TIME_LIMIT_MS });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -131,5 +133,98 @@ describe('npm run bench:profile', () => {
     const { code, stderr } = await profileCommand(['node:http/verify', '--rate', 'fast']);
     expect(code).not.toBe(0);
     expect(stderr).toContain('--rate takes a whole number above 0; got "fast"');
+  });
+});
+
+describe('partOfFrame', () => {
+  it('names the guarantee of each file of the package, and the bench\'s own parts', () => {
+    expect(partOfFrame('src/stores/memory/space.ts', 'issue')).toMatch(/^fencing/);
+    expect(partOfFrame('src/stores/memory/space.ts', 'owns')).toMatch(/^fencing/);
+    expect(partOfFrame('src/stores/memory/space.ts', 'makeRoom')).toMatch(/^the store's record/);
+    expect(partOfFrame('src/stores/internal.ts', 'checkClaim')).toMatch(/^the store's arguments checked/);
+    expect(partOfFrame('src/stores/internal.ts', 'isUnsignedKey')).toMatch(/^renewal, cancellation/);
+    expect(partOfFrame('src/receiver/input.ts', 'isRequest')).toMatch(/^the claim protocol/);
+    expect(partOfFrame('src/claims.ts', 'settle')).toMatch(/^renewal, cancellation/);
+    expect(partOfFrame('src/verify/wire.ts', 'single')).toMatch(/^verification/);
+    expect(partOfFrame('src/telemetry/observer.ts', 'start')).toBe('telemetry, off');
+    expect(partOfFrame('bench/bare-map.ts', 'claim')).toBe('the bare Map');
+    expect(partOfFrame('bench/fixtures.ts', 'run')).toMatch(/^the bench's loop/);
+    // A file no part names is shown by its path, never folded into another part.
+    expect(partOfFrame('src/inbox/gate.ts', 'open')).toBe('elsewhere in the repository: src/inbox/gate.ts');
+  });
+
+  it('reads the repository file of a frame, and nothing outside it', () => {
+    expect(sourceOf({ functionName: 'claim', url: `file://${root}/bench/bare-map.ts`, lineNumber: 0 })).toBe('bench/bare-map.ts');
+    expect(sourceOf({ functionName: 'route', url: `file://${root}/node_modules/fastify/lib/route.js`, lineNumber: 0 })).toBeUndefined();
+    expect(sourceOf({ functionName: 'emit', url: 'node:events', lineNumber: 0 })).toBeUndefined();
+    expect(sourceOf({ functionName: 'digest', url: '', lineNumber: 0 })).toBeUndefined();
+  });
+});
+
+describe('addSamples', () => {
+  it('gives each sample to the innermost frame of the repository on its stack', () => {
+    const at = (file: string) => `file://${root}/${file}`;
+    // root → the bench's loop → the bare Map → a native Map look-up; the loop → the garbage collector.
+    const profile: CpuProfile = {
+      nodes: [
+        { id: 1, callFrame: { functionName: '(root)', url: '', lineNumber: -1 }, children: [2, 5, 6] },
+        { id: 2, callFrame: { functionName: 'run', url: at('bench/fixtures.ts'), lineNumber: 130 }, children: [3] },
+        { id: 3, callFrame: { functionName: 'claim', url: at('bench/bare-map.ts'), lineNumber: 15 }, children: [4] },
+        { id: 4, callFrame: { functionName: 'MapPrototypeHas', url: '', lineNumber: -1 } },
+        { id: 5, callFrame: { functionName: '(garbage collector)', url: '', lineNumber: -1 } },
+        { id: 6, callFrame: { functionName: '(idle)', url: '', lineNumber: -1 } },
+      ],
+      samples: [4, 3, 2, 5, 6, 4],
+      timeDeltas: [0, 10, 20, 30, 40, 50],
+    };
+    const into = emptyClaimProfile();
+    addSamples(into, profile);
+    // A sample's time is the delta to the next one; the idle sample is left out, the last has none.
+    expect(into.busyMicros).toBe(10 + 20 + 30 + 40 + 0);
+    expect(into.parts.get('the bare Map')).toBe(10 + 20);
+    expect(into.parts.get("the bench's loop (each call awaited, the result kept)")).toBe(30);
+    expect(into.parts.get('garbage collector')).toBe(40);
+    expect(into.functions.get('claim bench/bare-map.ts')).toBe(30);
+    expect(() => addSamples(emptyClaimProfile(), { nodes: [], samples: [7], timeDeltas: [0] })).toThrow(/node 7/);
+  });
+});
+
+describe('npm run bench:profile:claim', () => {
+  it("profiles section 11's claim + complete beside its floor, each sample given to a named part", { timeout: TIME_LIMIT_MS }, async () => {
+    const { code, stdout, stderr } = await profileCommand(['--seconds', '1', '--max', '2000', '--top', '5'], 'bench/profile-claim.ts');
+    expect(code, stderr).toBe(0);
+    expect(stdout).toContain(`Node ${process.versions.node}; the stores full to 2,000 ids`);
+    const rows = new Map<string, string[]>();
+    for (const row of stdout.split('\n').filter((l) => l.startsWith('| ')).map((l) => l.slice(2, -2).split(' | '))) {
+      if (!rows.has(row[0]!)) rows.set(row[0]!, row.slice(1));
+    }
+    expect(rows.get('µs per call')?.slice(0, 2)).toEqual(['claim + complete', 'verify + a bare Map: look up, forget the oldest, insert, mark done']);
+    // The parts: every row of the first table but its header, its rule and its total (the function tables' rows start with a figure).
+    const parts = [...rows].filter(([name]) => !name.startsWith('µs') && !name.startsWith('---') && !name.startsWith('**') && !/^\d/.test(name));
+    const named = (prefix: string) => parts.find(([name]) => name.startsWith(prefix))?.[1];
+    // Every frame of the package on the path belongs to a part that names its guarantee.
+    expect(parts.map(([name]) => name).filter((name) => name.startsWith('elsewhere'))).toEqual([]);
+    // The store and the claim protocol are ours alone; the bare Map the floor's alone; both verify.
+    for (const prefix of ["the store's record", 'the claim protocol', 'renewal, cancellation']) {
+      expect(Number(named(prefix)![0]), prefix).toBeGreaterThan(0);
+      expect(Number(named(prefix)![1]), prefix).toBe(0);
+    }
+    expect(Number(named('the bare Map')![0])).toBe(0);
+    expect(Number(named('the bare Map')![1])).toBeGreaterThan(0);
+    expect(Number(named('verification')![0])).toBeGreaterThan(0);
+    expect(Number(named('verification')![1])).toBeGreaterThan(0);
+    // Each column's parts sum to its sampled time, give or take their rounding.
+    const total = rows.get('**sampled time per call**')!;
+    for (const column of [0, 1]) {
+      const sum = parts.reduce((a, [, cells]) => a + Number(cells[column]), 0);
+      expect(Math.abs(sum - Number(total[column]))).toBeLessThanOrEqual(0.005 * parts.length + 0.01);
+    }
+    expect(total[3]).toMatch(/^ratio \d+\.\d\d$/);
+  });
+
+  it('refuses a --seconds that is not a whole number above 0', { timeout: TIME_LIMIT_MS }, async () => {
+    const { code, stderr } = await profileCommand(['--seconds', '0.5'], 'bench/profile-claim.ts');
+    expect(code).not.toBe(0);
+    expect(stderr).toContain('--seconds takes a whole number above 0; got "0.5"');
   });
 });
