@@ -24,7 +24,7 @@ const HANDLE = 'handle, a handler that does nothing';
 /** Keeps results alive (a module variable is never optimised away), so no timed call is either. */
 let sink = 0;
 
-/** The package's index, as built (the section) or from its sources (bench/profile-claim.ts). */
+/** The package's index, as the bench builds it. */
 type Index = BenchConfig['pkg']['index'];
 
 /** Section 11's candidates over one set-up, and how to close its receivers. */
@@ -37,7 +37,7 @@ export interface ReceiverBench {
 
 /**
  * Section 11's set-up: a receiver whose memory store is full to `max`, the bare Map and the second
- * store filled to the same bound, and one candidate per row (bench/profile-claim.ts profiles the
+ * store filled to the same bound, and one candidate per row (bench/profile-pair.ts profiles the
  * same ones).
  */
 export async function receiverBench(pkg: Index, max: number): Promise<ReceiverBench> {

@@ -8,10 +8,11 @@
 import { webcrypto } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { handWrittenWebCryptoVerify, jsonBody, KiB, newSecret, signedMessage } from './fixtures.ts';
+import type { BuiltPackage } from './build.ts';
 import { judged, ratioText, table, timeSummary, timeText, type BenchConfig, type SectionReport } from './report.ts';
 import { inFlight, oneAtATime, ratios, series, summarize, timeInterleaved, type Candidate } from './stats.ts';
 
-const IN_FLIGHT = 64;
+export const IN_FLIGHT = 64;
 
 /**
  * The main thread's CPU time so far, in milliseconds (user + system, this thread only). It leaves
@@ -22,17 +23,31 @@ const IN_FLIGHT = 64;
  * Wall time counts that competition too; the main thread's CPU time is what a verifier adds.
  */
 const threadCpuUsage = (process as NodeJS.Process & { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage?.bind(process);
-const mainThreadClock = (): number => {
+export const mainThreadClock = (): number => {
   // On a Node without per-thread CPU time, the event loop's active time stands in.
   if (threadCpuUsage === undefined) return performance.eventLoopUtilization().active;
   const { user, system } = threadCpuUsage();
   return (user + system) / 1000;
 };
 
-export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> {
-  const { defaultBackend, webCryptoBackend } = config.pkg.crypto;
-  const { createVerifierWith } = config.pkg.verify;
-  const { createVerifier } = config.pkg.index;
+/** The calls section 3 times, over one verifier, one key and one signed 1 KiB message. */
+export interface WebCryptoCalls {
+  /** Our verifier with the WebCrypto backend forced. */
+  ours: () => Promise<unknown>;
+  /** The cheapest hand-written WebCrypto check (the target's floor). */
+  hand: () => Promise<boolean>;
+  /** Bare `subtle.sign` over a pre-built buffer, and over one joined per call. */
+  bare: () => Promise<ArrayBuffer>;
+  bareJoined: () => Promise<ArrayBuffer>;
+  /** Our verifier on Node's default path (node:crypto). */
+  node: () => Promise<unknown>;
+}
+
+/** Section 3's set-up, checked (bench/profile-pair.ts profiles the same calls). */
+export async function webCryptoCalls(pkg: BuiltPackage): Promise<WebCryptoCalls> {
+  const { defaultBackend, webCryptoBackend } = pkg.crypto;
+  const { createVerifierWith } = pkg.verify;
+  const { createVerifier } = pkg.index;
   if (defaultBackend.name !== 'node') throw new Error(`on Node the default backend must be node:crypto, not ${defaultBackend.name}`);
   const { secret, key, bytes } = newSecret();
   const message = signedMessage(key, jsonBody(KiB));
@@ -56,10 +71,17 @@ export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> 
   const hand = () => handWrittenWebCryptoVerify(message.headers, message.body, cryptoKey, subtle, buffers);
   if (!(await hand())) throw new Error('the hand-written WebCrypto check rejected the fixture');
 
-  const ours = () => forced.verify(input);
-  const bare = () => subtle.sign('HMAC', cryptoKey, content);
-  const bareJoined = () => subtle.sign('HMAC', cryptoKey, joined());
-  const node = () => nodePath.verify(input);
+  return {
+    ours: () => forced.verify(input),
+    hand,
+    bare: () => subtle.sign('HMAC', cryptoKey, content),
+    bareJoined: () => subtle.sign('HMAC', cryptoKey, joined()),
+    node: () => nodePath.verify(input),
+  };
+}
+
+export async function runWebCrypto(config: BenchConfig): Promise<SectionReport> {
+  const { ours, hand, bare, bareJoined, node } = await webCryptoCalls(config.pkg);
   const sequential: Candidate[] = [
     { name: 'ours, sequential', run: oneAtATime(ours) },
     { name: 'bare, sequential', run: oneAtATime(bare) },

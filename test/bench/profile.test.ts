@@ -1,7 +1,7 @@
 /**
  * `npm run bench:profile`: how it shares a CPU profile's samples out, and one real run of two
- * HTTP cells under load, as a child process; `npm run bench:profile:claim` the same way, with one
- * real run of section 11's two candidates. Nothing here asserts a speed: only that the samples
+ * HTTP cells under load, as a child process; `npm run bench:profile:pair` the same way, with one
+ * real run of each pair (section 11's two candidates, section 3's). Nothing here asserts a speed: only that the samples
  * are attributed where their code is and that the report's parts add up to what was sampled.
  */
 
@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { partOf, profileParts, type CpuProfile } from '../../bench/profile.ts';
-import { addSamples, emptyClaimProfile, partOfFrame, sourceOf } from '../../bench/profile-claim.ts';
+import { addSamples, CLAIM_PARTS, emptyPairProfile, partOfFrame, sourceOf, WEBCRYPTO_NODE_PARTS, WEBCRYPTO_PARTS } from '../../bench/profile-pair.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 // Two servers and a load generator started, two one-second runs each and a warm-up: about 20 s on
@@ -138,19 +138,30 @@ describe('npm run bench:profile', () => {
 
 describe('partOfFrame', () => {
   it('names the guarantee of each file of the package, and the bench\'s own parts', () => {
-    expect(partOfFrame('src/stores/memory/space.ts', 'issue')).toMatch(/^fencing/);
-    expect(partOfFrame('src/stores/memory/space.ts', 'owns')).toMatch(/^fencing/);
-    expect(partOfFrame('src/stores/memory/space.ts', 'makeRoom')).toMatch(/^the store's record/);
-    expect(partOfFrame('src/stores/internal.ts', 'checkClaim')).toMatch(/^the store's arguments checked/);
-    expect(partOfFrame('src/stores/internal.ts', 'isUnsignedKey')).toMatch(/^renewal, cancellation/);
-    expect(partOfFrame('src/receiver/input.ts', 'isRequest')).toMatch(/^the claim protocol/);
-    expect(partOfFrame('src/claims.ts', 'settle')).toMatch(/^renewal, cancellation/);
-    expect(partOfFrame('src/verify/wire.ts', 'single')).toMatch(/^verification/);
-    expect(partOfFrame('src/telemetry/observer.ts', 'start')).toBe('telemetry, off');
-    expect(partOfFrame('bench/bare-map.ts', 'claim')).toBe('the bare Map');
-    expect(partOfFrame('bench/fixtures.ts', 'run')).toMatch(/^the bench's loop/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/stores/memory/space.ts', 'issue')).toMatch(/^fencing/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/stores/memory/space.ts', 'owns')).toMatch(/^fencing/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/stores/memory/space.ts', 'makeRoom')).toMatch(/^the store's record/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/stores/internal.ts', 'checkClaim')).toMatch(/^the store's arguments checked/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/stores/internal.ts', 'isUnsignedKey')).toMatch(/^renewal, cancellation/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/receiver/input.ts', 'isRequest')).toMatch(/^the claim protocol/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/claims.ts', 'settle')).toMatch(/^renewal, cancellation/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/verify/wire.ts', 'single')).toMatch(/^verification/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/telemetry/observer.ts', 'start')).toBe('telemetry, off');
+    expect(partOfFrame(CLAIM_PARTS, 'bench/bare-map.ts', 'claim')).toBe('the bare Map');
+    expect(partOfFrame(CLAIM_PARTS, 'bench/fixtures.ts', 'run')).toMatch(/^the bench's loop/);
     // A file no part names is shown by its path, never folded into another part.
-    expect(partOfFrame('src/inbox/gate.ts', 'open')).toBe('elsewhere in the repository: src/inbox/gate.ts');
+    expect(partOfFrame(CLAIM_PARTS, 'src/inbox/gate.ts', 'open')).toBe('elsewhere in the repository: src/inbox/gate.ts');
+  });
+
+  it("names the WebCrypto path's parts, ours and the hand-written check's", () => {
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'src/crypto.ts', 'webHmac')).toMatch(/^the HMAC through `crypto.subtle`/);
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'src/lib/encoding.ts', 'constantTimeEqualBase64')).toMatch(/^the signature list compared/);
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'src/verify/wire.ts', 'parseSignatureHeader')).toMatch(/^headers, timestamp and signature list/);
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'src/verify.ts', 'verify')).toMatch(/^the verifier around them/);
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'bench/fixtures.ts', 'handWrittenWebCryptoVerify')).toMatch(/^the hand-written check/);
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'bench/fixtures.ts', 'handWrittenMatch')).toMatch(/^the hand-written compare/);
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'bench/stats.ts', 'inFlight')).toMatch(/^the bench's loop/);
+    expect(partOfFrame(WEBCRYPTO_PARTS, 'bench/profile-pair.ts', 'profilePair')).toMatch(/^the profiler's own/);
   });
 
   it('reads the repository file of a frame, and nothing outside it', () => {
@@ -164,67 +175,131 @@ describe('partOfFrame', () => {
 describe('addSamples', () => {
   it('gives each sample to the innermost frame of the repository on its stack', () => {
     const at = (file: string) => `file://${root}/${file}`;
-    // root → the bench's loop → the bare Map → a native Map look-up; the loop → the garbage collector.
+    // root → the bench's loop → the bare Map → a native Map look-up; the loop → the garbage collector;
+    // root → Node's timers → a native call (no frame of the repository on the stack).
     const profile: CpuProfile = {
       nodes: [
-        { id: 1, callFrame: { functionName: '(root)', url: '', lineNumber: -1 }, children: [2, 5, 6] },
+        { id: 1, callFrame: { functionName: '(root)', url: '', lineNumber: -1 }, children: [2, 5, 6, 7] },
         { id: 2, callFrame: { functionName: 'run', url: at('bench/fixtures.ts'), lineNumber: 130 }, children: [3] },
         { id: 3, callFrame: { functionName: 'claim', url: at('bench/bare-map.ts'), lineNumber: 15 }, children: [4] },
         { id: 4, callFrame: { functionName: 'MapPrototypeHas', url: '', lineNumber: -1 } },
         { id: 5, callFrame: { functionName: '(garbage collector)', url: '', lineNumber: -1 } },
         { id: 6, callFrame: { functionName: '(idle)', url: '', lineNumber: -1 } },
+        { id: 7, callFrame: { functionName: 'processTimers', url: 'node:internal/timers', lineNumber: 500 }, children: [8] },
+        { id: 8, callFrame: { functionName: 'getLibuvNow', url: '', lineNumber: -1 } },
       ],
-      samples: [4, 3, 2, 5, 6, 4],
-      timeDeltas: [0, 10, 20, 30, 40, 50],
+      samples: [4, 3, 2, 5, 6, 8, 4],
+      timeDeltas: [0, 10, 20, 30, 40, 50, 60],
     };
-    const into = emptyClaimProfile();
-    addSamples(into, profile);
+    const into = emptyPairProfile();
+    addSamples(into, profile, CLAIM_PARTS);
     // A sample's time is the delta to the next one; the idle sample is left out, the last has none.
-    expect(into.busyMicros).toBe(10 + 20 + 30 + 40 + 0);
+    expect(into.busyMicros).toBe(10 + 20 + 30 + 40 + 60 + 0);
+    expect(into.parts.get("Node's node:internal/timers, called from neither the package nor the bench")).toBe(60);
     expect(into.parts.get('the bare Map')).toBe(10 + 20);
     expect(into.parts.get("the bench's loop (each call awaited, the result kept)")).toBe(30);
     expect(into.parts.get('garbage collector')).toBe(40);
     expect(into.functions.get('claim bench/bare-map.ts')).toBe(30);
-    expect(() => addSamples(emptyClaimProfile(), { nodes: [], samples: [7], timeDeltas: [0] })).toThrow(/node 7/);
+    expect(() => addSamples(emptyPairProfile(), { nodes: [], samples: [7], timeDeltas: [0] }, CLAIM_PARTS)).toThrow(/node 7/);
+  });
+
+  it("names Node's work below a frame of the repository apart, by the first of the named parts any frame below matches", () => {
+    const at = (file: string) => `file://${root}/${file}`;
+    // The hand-written check → subtle.sign → jobPromise → the job's constructor (Node's crypto) or the native run;
+    // the hand-written check → subtle.sign → normalizeAlgorithm; the hand-written check itself.
+    const profile: CpuProfile = {
+      nodes: [
+        { id: 1, callFrame: { functionName: 'handWrittenWebCryptoVerify', url: at('bench/fixtures.ts'), lineNumber: 194 }, children: [2] },
+        { id: 2, callFrame: { functionName: 'sign', url: 'node:internal/crypto/webcrypto', lineNumber: 1 }, children: [3, 6] },
+        { id: 3, callFrame: { functionName: 'jobPromise', url: 'node:internal/crypto/util', lineNumber: 1 }, children: [4, 5] },
+        { id: 4, callFrame: { functionName: '', url: 'node:internal/crypto/mac', lineNumber: 1 } },
+        { id: 5, callFrame: { functionName: 'run', url: '', lineNumber: -1 } },
+        { id: 6, callFrame: { functionName: 'normalizeAlgorithm', url: 'node:internal/crypto/util', lineNumber: 1 } },
+      ],
+      samples: [4, 5, 6, 1, 1],
+      timeDeltas: [0, 1, 2, 3, 4],
+    };
+    const into = emptyPairProfile();
+    addSamples(into, profile, WEBCRYPTO_PARTS, WEBCRYPTO_NODE_PARTS);
+    expect(into.parts.get(WEBCRYPTO_NODE_PARTS[0]!.name)).toBe(1 + 2);
+    expect(into.parts.get(WEBCRYPTO_NODE_PARTS[1]!.name)).toBe(3);
+    expect(into.parts.get('the hand-written check: headers, window, join into a reused buffer, `subtle.sign`')).toBe(4);
+    // Every one of them is still the hand-written check's, by function.
+    expect(into.functions.get('handWrittenWebCryptoVerify bench/fixtures.ts')).toBe(1 + 2 + 3 + 4);
   });
 });
 
-describe('npm run bench:profile:claim', () => {
+/** Rows of a report's tables by their first cell (the first row of that name). */
+function rowsOf(stdout: string): Map<string, string[]> {
+  const rows = new Map<string, string[]>();
+  for (const row of stdout.split('\n').filter((l) => l.startsWith('| ')).map((l) => l.slice(2, -2).split(' | '))) {
+    if (!rows.has(row[0]!)) rows.set(row[0]!, row.slice(1));
+  }
+  return rows;
+}
+
+/**
+ * A pair's report: its columns, every sample in a named part (none "elsewhere"), each column's
+ * parts summing to its sampled time, and the main thread's CPU time; `named(prefix)` gives a part's row.
+ */
+function checkPairReport(stdout: string, columns: readonly string[]): (prefix: string) => number[] {
+  const rows = rowsOf(stdout);
+  expect(rows.get('µs per call')?.slice(0, 2)).toEqual(columns);
+  // The parts: every row of the first table but its header, its rule and its totals (the function tables' rows start with a figure).
+  const parts = [...rows].filter(([name]) => !name.startsWith('µs') && !name.startsWith('---') && !name.startsWith('**') && !/^\d/.test(name));
+  expect(parts.map(([name]) => name).filter((name) => name.startsWith('elsewhere'))).toEqual([]);
+  const total = rows.get('**sampled time per call**')!;
+  for (const column of [0, 1]) {
+    const sum = parts.reduce((a, [, cells]) => a + Number(cells[column]), 0);
+    expect(Math.abs(sum - Number(total[column]))).toBeLessThanOrEqual(0.005 * parts.length + 0.01);
+  }
+  expect(total[3]).toMatch(/^ratio \d+\.\d\d$/);
+  const cpu = rows.get('**main thread CPU time per call (user + system)**')!;
+  expect(Number(cpu[0])).toBeGreaterThan(0);
+  expect(Number(cpu[1])).toBeGreaterThan(0);
+  return (prefix) => {
+    const row = parts.find(([name]) => name.startsWith(prefix));
+    expect(row, prefix).toBeDefined();
+    return row![1].slice(0, 2).map(Number);
+  };
+}
+
+describe('npm run bench:profile:pair', () => {
   it("profiles section 11's claim + complete beside its floor, each sample given to a named part", { timeout: TIME_LIMIT_MS }, async () => {
-    const { code, stdout, stderr } = await profileCommand(['--seconds', '1', '--max', '2000', '--top', '5'], 'bench/profile-claim.ts');
+    const { code, stdout, stderr } = await profileCommand(['claim', '--seconds', '1', '--max', '2000', '--top', '5'], 'bench/profile-pair.ts');
     expect(code, stderr).toBe(0);
     expect(stdout).toContain(`Node ${process.versions.node}; the stores full to 2,000 ids`);
-    const rows = new Map<string, string[]>();
-    for (const row of stdout.split('\n').filter((l) => l.startsWith('| ')).map((l) => l.slice(2, -2).split(' | '))) {
-      if (!rows.has(row[0]!)) rows.set(row[0]!, row.slice(1));
-    }
-    expect(rows.get('µs per call')?.slice(0, 2)).toEqual(['claim + complete', 'verify + a bare Map: look up, forget the oldest, insert, mark done']);
-    // The parts: every row of the first table but its header, its rule and its total (the function tables' rows start with a figure).
-    const parts = [...rows].filter(([name]) => !name.startsWith('µs') && !name.startsWith('---') && !name.startsWith('**') && !/^\d/.test(name));
-    const named = (prefix: string) => parts.find(([name]) => name.startsWith(prefix))?.[1];
-    // Every frame of the package on the path belongs to a part that names its guarantee.
-    expect(parts.map(([name]) => name).filter((name) => name.startsWith('elsewhere'))).toEqual([]);
+    const named = checkPairReport(stdout, ['claim + complete', 'verify + a bare Map: look up, forget the oldest, insert, mark done']);
     // The store and the claim protocol are ours alone; the bare Map the floor's alone; both verify.
     for (const prefix of ["the store's record", 'the claim protocol', 'renewal, cancellation']) {
-      expect(Number(named(prefix)![0]), prefix).toBeGreaterThan(0);
-      expect(Number(named(prefix)![1]), prefix).toBe(0);
+      expect(named(prefix)[0], prefix).toBeGreaterThan(0);
+      expect(named(prefix)[1], prefix).toBe(0);
     }
-    expect(Number(named('the bare Map')![0])).toBe(0);
-    expect(Number(named('the bare Map')![1])).toBeGreaterThan(0);
-    expect(Number(named('verification')![0])).toBeGreaterThan(0);
-    expect(Number(named('verification')![1])).toBeGreaterThan(0);
-    // Each column's parts sum to its sampled time, give or take their rounding.
-    const total = rows.get('**sampled time per call**')!;
-    for (const column of [0, 1]) {
-      const sum = parts.reduce((a, [, cells]) => a + Number(cells[column]), 0);
-      expect(Math.abs(sum - Number(total[column]))).toBeLessThanOrEqual(0.005 * parts.length + 0.01);
-    }
-    expect(total[3]).toMatch(/^ratio \d+\.\d\d$/);
+    expect(named('the bare Map')).toEqual([0, expect.any(Number)]);
+    expect(named('the bare Map')[1]).toBeGreaterThan(0);
+    expect(named('verification')[0]).toBeGreaterThan(0);
+    expect(named('verification')[1]).toBeGreaterThan(0);
   });
 
-  it('refuses a --seconds that is not a whole number above 0', { timeout: TIME_LIMIT_MS }, async () => {
-    const { code, stderr } = await profileCommand(['--seconds', '0.5'], 'bench/profile-claim.ts');
-    expect(code).not.toBe(0);
-    expect(stderr).toContain('--seconds takes a whole number above 0; got "0.5"');
+  it("profiles section 3's WebCrypto verifier beside the hand-written check, 64 in flight", { timeout: TIME_LIMIT_MS }, async () => {
+    const { code, stdout, stderr } = await profileCommand(['webcrypto', '--seconds', '1', '--top', '5'], 'bench/profile-pair.ts');
+    expect(code, stderr).toBe(0);
+    expect(stdout).toContain(`Node ${process.versions.node}; 1 KiB, 64 calls in flight`);
+    const named = checkPairReport(stdout, ['ours, WebCrypto forced', 'hand-written WebCrypto check']);
+    expect(named('the HMAC through `crypto.subtle`')[0]).toBeGreaterThan(0);
+    expect(named('the HMAC through `crypto.subtle`')[1]).toBe(0);
+    expect(named('the hand-written check')[0]).toBe(0);
+    expect(named('the hand-written check')[1]).toBeGreaterThan(0);
+    // Node's hand-off of each sign to its thread pool is named apart, in both columns.
+    for (const cost of named("Node's WebCrypto, both alike: the job handed to the thread pool")) expect(cost).toBeGreaterThan(0);
+  });
+
+  it('refuses a pair it does not know, and a --seconds that is not a whole number above 0', { timeout: TIME_LIMIT_MS }, async () => {
+    const unknown = await profileCommand(['http'], 'bench/profile-pair.ts');
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.stderr).toContain('name one pair to profile, one of claim, webcrypto; got "http"');
+    const seconds = await profileCommand(['claim', '--seconds', '0.5'], 'bench/profile-pair.ts');
+    expect(seconds.code).not.toBe(0);
+    expect(seconds.stderr).toContain('--seconds takes a whole number above 0; got "0.5"');
   });
 });
