@@ -29,6 +29,7 @@ import { findSourceMap } from 'node:module';
 import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { getHeapStatistics } from 'node:v8';
 import { FULL_SUITE_LINE, rerunOnLine } from '../test/support/node-lines.ts';
 import { buildPackage, type BuiltPackage } from './build.ts';
 import { runAsCommand, wholeNumber } from './command.ts';
@@ -205,12 +206,22 @@ export function addSamples(into: PairProfile, profile: CpuProfile, parts: readon
   }
 }
 
-/** One candidate's samples, how many calls they cover, and its main thread's CPU time over them (µs). */
+/**
+ * One candidate's samples, how many calls they cover, its main thread's CPU time over them (µs)
+ * and the bytes V8 allocated on its heap meanwhile (`undefined` on a Node whose heap statistics
+ * do not count them: before Node 26).
+ */
 export interface ProfiledCandidate {
   name: string;
   calls: number;
   cpuMicros: number;
+  allocatedBytes: number | undefined;
   profile: PairProfile;
+}
+
+/** The bytes V8 has allocated on this isolate's heap so far, where Node reports them. */
+function allocatedSoFar(): number | undefined {
+  return (getHeapStatistics() as { total_allocated_bytes?: number }).total_allocated_bytes;
 }
 
 const fixed2 = (micros: number) => micros.toFixed(2);
@@ -247,6 +258,12 @@ export function renderPairProfile(ours: ProfiledCandidate, floor: ProfiledCandid
   const oursCpu = per(ours, ours.cpuMicros);
   const floorCpu = per(floor, floor.cpuMicros);
   rows.push(['**main thread CPU time per call (user + system)**', fixed2(oursCpu), fixed2(floorCpu), signed(oursCpu - floorCpu, 2), `ratio ${(oursCpu / floorCpu).toFixed(2)}`]);
+  if (ours.allocatedBytes !== undefined && floor.allocatedBytes !== undefined) {
+    // What the garbage collector's part grows with: the bytes each call leaves on the heap.
+    const oursBytes = ours.allocatedBytes / ours.calls;
+    const floorBytes = floor.allocatedBytes / floor.calls;
+    rows.push(['**bytes allocated on the heap per call**', oursBytes.toFixed(0), floorBytes.toFixed(0), signed(oursBytes - floorBytes, 0), `ratio ${(oursBytes / floorBytes).toFixed(2)}`]);
+  }
   const lines = [
     `calls profiled: ${ours.name} ${ours.calls}, ${floor.name} ${floor.calls}`,
     '',
@@ -352,7 +369,7 @@ async function profilePair(pair: Pair, options: Options): Promise<{ about: strin
     }
     await session.post('Profiler.enable');
     await session.post('Profiler.setSamplingInterval', { interval: options.interval });
-    const results = chosen.map((c): ProfiledCandidate => ({ name: c.name, calls: 0, cpuMicros: 0, profile: emptyPairProfile() }));
+    const results = chosen.map((c): ProfiledCandidate => ({ name: c.name, calls: 0, cpuMicros: 0, allocatedBytes: allocatedSoFar() === undefined ? undefined : 0, profile: emptyPairProfile() }));
     const deadline = performance.now() + options.seconds * 2 * 1000;
     for (let round = 0; performance.now() < deadline || round < 2; round++) {
       for (let k = 0; k < chosen.length; k++) {
@@ -362,8 +379,10 @@ async function profilePair(pair: Pair, options: Options): Promise<{ about: strin
         candidate.prepare?.(pair.batch);
         await session.post('Profiler.start');
         const cpu = mainThreadClock();
+        const allocated = allocatedSoFar();
         await candidate.run(pair.batch);
         result.cpuMicros += (mainThreadClock() - cpu) * 1000;
+        if (result.allocatedBytes !== undefined) result.allocatedBytes += allocatedSoFar()! - allocated!;
         const { profile } = await session.post('Profiler.stop');
         addSamples(result.profile, profile as CpuProfile, pair.parts, pair.nodeParts);
         result.calls += pair.batch;
