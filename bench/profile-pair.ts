@@ -66,7 +66,7 @@ export const CLAIM_PARTS: readonly Part[] = [
     name: "the claim protocol: the id's key space (tenant; signed or unsigned), ordering (off here), the store's answer checked against its contract, the claim and its outcome",
     file: /^src\/(receiver|rejection|ordering)(\.ts$|\/)/,
   },
-  { name: 'renewal, cancellation, settling once: the held claim, its lock times, its handler context, the keeper', file: /^src\/(claims|context|stores\/internal)\.ts$/ },
+  { name: 'renewal, cancellation, settling once: the held claim, its lock times, its handler context, the keeper', file: /^src\/(claims|context|stores\/internal|lib\/linked-set)\.ts$/ },
   { name: 'telemetry, off', file: /^src\/telemetry(\.ts$|\/)/ },
   { name: 'verification: headers, timestamp, HMAC, the signature list', file: /^src\/(verify|headers|crypto|secrets|keys|body|errors|lib\/(hash|encoding))(\.ts$|\/)/ },
   { name: 'the bare Map', file: /^bench\/bare-map\.ts$/ },

@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { getHeapStatistics } from 'node:v8';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { partOf, profileParts, type CpuProfile } from '../../bench/profile.ts';
 import { addSamples, CLAIM_PARTS, emptyPairProfile, partOfFrame, sourceOf, WEBCRYPTO_NODE_PARTS, WEBCRYPTO_PARTS } from '../../bench/profile-pair.ts';
@@ -145,6 +146,7 @@ describe('partOfFrame', () => {
     expect(partOfFrame(CLAIM_PARTS, 'src/stores/internal.ts', 'isUnsignedKey')).toMatch(/^renewal, cancellation/);
     expect(partOfFrame(CLAIM_PARTS, 'src/receiver/input.ts', 'isRequest')).toMatch(/^the claim protocol/);
     expect(partOfFrame(CLAIM_PARTS, 'src/claims.ts', 'settle')).toMatch(/^renewal, cancellation/);
+    expect(partOfFrame(CLAIM_PARTS, 'src/lib/linked-set.ts', 'add')).toMatch(/^renewal, cancellation/);
     expect(partOfFrame(CLAIM_PARTS, 'src/verify/wire.ts', 'single')).toMatch(/^verification/);
     expect(partOfFrame(CLAIM_PARTS, 'src/telemetry/observer.ts', 'start')).toBe('telemetry, off');
     expect(partOfFrame(CLAIM_PARTS, 'bench/bare-map.ts', 'claim')).toBe('the bare Map');
@@ -257,6 +259,14 @@ function checkPairReport(stdout: string, columns: readonly string[]): (prefix: s
   const cpu = rows.get('**main thread CPU time per call (user + system)**')!;
   expect(Number(cpu[0])).toBeGreaterThan(0);
   expect(Number(cpu[1])).toBeGreaterThan(0);
+  // The heap bytes each call allocates, where this Node counts them (it runs the report's line).
+  const bytes = rows.get('**bytes allocated on the heap per call**');
+  if ('total_allocated_bytes' in getHeapStatistics()) {
+    expect(Number(bytes?.[0])).toBeGreaterThan(0);
+    expect(Number(bytes?.[1])).toBeGreaterThan(0);
+  } else {
+    expect(bytes).toBeUndefined();
+  }
   return (prefix) => {
     const row = parts.find(([name]) => name.startsWith(prefix));
     expect(row, prefix).toBeDefined();
