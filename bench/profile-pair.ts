@@ -35,7 +35,7 @@ import { buildPackage, type BuiltPackage } from './build.ts';
 import { runAsCommand, wholeNumber } from './command.ts';
 import { BARE_MAP, CLAIM } from './labels.ts';
 import { receiverBench } from './receiver.ts';
-import { ROOT, table } from './report.ts';
+import { fixed, ROOT, signedFixed, table } from './report.ts';
 import { inFlight, type Candidate } from './stats.ts';
 import { IN_FLIGHT, mainThreadClock, webCryptoCalls } from './webcrypto.ts';
 import { BUILD_MARK, type CpuProfile } from './profile.ts';
@@ -129,10 +129,13 @@ export function sourceOf(frame: Frame): string | undefined {
   return inRepository(path);
 }
 
+/** How a part named by no entry of a pair's parts starts: the file's path follows. */
+const ELSEWHERE = 'elsewhere in the repository: ';
+
 /** The part of `parts` a frame of the package or the bench belongs to; a file no part names is named by its path. */
 export function partOfFrame(parts: readonly Part[], file: string, functionName: string): string {
   const part = parts.find((p) => p.file.test(file) && (p.fn === undefined || p.fn.test(functionName)));
-  return part?.name ?? `elsewhere in the repository: ${file}`;
+  return part?.name ?? `${ELSEWHERE}${file}`;
 }
 
 /** Busy time by part and by function (µs, summed over the samples). */
@@ -224,46 +227,36 @@ function allocatedSoFar(): number | undefined {
   return (getHeapStatistics() as { total_allocated_bytes?: number }).total_allocated_bytes;
 }
 
-const fixed2 = (micros: number) => micros.toFixed(2);
-
 /**
  * The report: each part's µs per call for our candidate and for its floor, their difference, and
  * the difference over the floor's total (what the part adds to the target's ratio); the sampled
  * totals and the main thread's CPU time; then each candidate's top functions.
  */
 export function renderPairProfile(ours: ProfiledCandidate, floor: ProfiledCandidate, top: number): string {
-  const per = (c: ProfiledCandidate, micros: number) => micros / c.calls;
+  // Each figure per call: a part's µs, or a candidate's total of some measure.
+  const partOf = (c: ProfiledCandidate, part: string) => (c.profile.parts.get(part) ?? 0) / c.calls;
   const parts = [...new Set([...ours.profile.parts.keys(), ...floor.profile.parts.keys()])];
-  const share = (part: string) => per(ours, ours.profile.parts.get(part) ?? 0) - per(floor, floor.profile.parts.get(part) ?? 0);
+  const share = (part: string) => partOf(ours, part) - partOf(floor, part);
   parts.sort((a, b) => share(b) - share(a));
   // Parts under half a hundredth of a µs in both columns are summed into one row (a file no part
   // names is always shown).
-  const tiny = (part: string) =>
-    !part.startsWith('elsewhere') && per(ours, ours.profile.parts.get(part) ?? 0) < 0.005 && per(floor, floor.profile.parts.get(part) ?? 0) < 0.005;
-  const floorTotal = per(floor, floor.profile.busyMicros);
-  // Under half the last digit either way prints as zero (never `-0.00`).
-  const signed = (value: number, digits: number) => {
-    const half = 0.5 * 10 ** -digits;
-    return value >= half ? `+${value.toFixed(digits)}` : value <= -half ? value.toFixed(digits) : (0).toFixed(digits);
-  };
-  const row = (name: string, oursMicros: number, floorMicros: number) => [name, fixed2(oursMicros), fixed2(floorMicros), signed(oursMicros - floorMicros, 2), signed((oursMicros - floorMicros) / floorTotal, 3)];
-  const rows = parts.filter((part) => !tiny(part)).map((part) => row(part, per(ours, ours.profile.parts.get(part) ?? 0), per(floor, floor.profile.parts.get(part) ?? 0)));
+  const tiny = (part: string) => !part.startsWith(ELSEWHERE) && partOf(ours, part) < 0.005 && partOf(floor, part) < 0.005;
+  const floorTotal = floor.profile.busyMicros / floor.calls;
+  const row = (name: string, o: number, f: number) => [name, fixed(o), fixed(f), signedFixed(o - f), signedFixed((o - f) / floorTotal, 3)];
+  const rows = parts.filter((part) => !tiny(part)).map((part) => row(part, partOf(ours, part), partOf(floor, part)));
   const small = parts.filter(tiny);
   if (small.length > 0) {
-    const sum = (c: ProfiledCandidate) => small.reduce((total, part) => total + per(c, c.profile.parts.get(part) ?? 0), 0);
+    const sum = (c: ProfiledCandidate) => small.reduce((total, part) => total + partOf(c, part), 0);
     rows.push(row(`smaller parts (${small.length}, each under 0.005 µs in both)`, sum(ours), sum(floor)));
   }
-  const oursTotal = per(ours, ours.profile.busyMicros);
-  rows.push(['**sampled time per call**', fixed2(oursTotal), fixed2(floorTotal), signed(oursTotal - floorTotal, 2), `ratio ${(oursTotal / floorTotal).toFixed(2)}`]);
-  const oursCpu = per(ours, ours.cpuMicros);
-  const floorCpu = per(floor, floor.cpuMicros);
-  rows.push(['**main thread CPU time per call (user + system)**', fixed2(oursCpu), fixed2(floorCpu), signed(oursCpu - floorCpu, 2), `ratio ${(oursCpu / floorCpu).toFixed(2)}`]);
-  if (ours.allocatedBytes !== undefined && floor.allocatedBytes !== undefined) {
-    // What the garbage collector's part grows with: the bytes each call leaves on the heap.
-    const oursBytes = ours.allocatedBytes / ours.calls;
-    const floorBytes = floor.allocatedBytes / floor.calls;
-    rows.push(['**bytes allocated on the heap per call**', oursBytes.toFixed(0), floorBytes.toFixed(0), signed(oursBytes - floorBytes, 0), `ratio ${(oursBytes / floorBytes).toFixed(2)}`]);
-  }
+  const total = (name: string, of: (c: ProfiledCandidate) => number, digits = 2) => {
+    const [o, f] = [of(ours) / ours.calls, of(floor) / floor.calls];
+    rows.push([name, fixed(o, digits), fixed(f, digits), signedFixed(o - f, digits), `ratio ${fixed(o / f)}`]);
+  };
+  total('**sampled time per call**', (c) => c.profile.busyMicros);
+  total('**main thread CPU time per call (user + system)**', (c) => c.cpuMicros);
+  // What the garbage collector's part grows with: the bytes each call leaves on the heap.
+  if (ours.allocatedBytes !== undefined && floor.allocatedBytes !== undefined) total('**bytes allocated on the heap per call**', (c) => c.allocatedBytes!, 0);
   const lines = [
     `calls profiled: ${ours.name} ${ours.calls}, ${floor.name} ${floor.calls}`,
     '',
@@ -272,7 +265,7 @@ export function renderPairProfile(ours: ProfiledCandidate, floor: ProfiledCandid
   for (const c of [ours, floor]) {
     lines.push('', `${c.name}: the ${top} functions of the repository with the most samples (each sample to its innermost frame of the repository; µs per call)`, '');
     const functions = [...c.profile.functions].sort((a, b) => b[1] - a[1]).slice(0, top);
-    lines.push(table(['µs', 'function'], functions.map(([name, micros]) => [fixed2(per(c, micros)), `\`${name}\``])));
+    lines.push(table(['µs', 'function'], functions.map(([name, micros]) => [fixed(micros / c.calls), `\`${name}\``])));
   }
   return lines.join('\n');
 }

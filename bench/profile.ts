@@ -36,7 +36,7 @@ import { runAsCommand, wholeNumber } from './command.ts';
 import { newSecret } from './fixtures.ts';
 import { Child, CONNECTIONS, sizedRuns, START_TIMEOUT_MS, startServer, type ServerChild } from './http.ts';
 import { FRAMEWORKS, VARIANTS } from './http-cases.ts';
-import { table } from './report.ts';
+import { fixed, signedFixed, table } from './report.ts';
 
 /** The part of a V8 CPU profile (`Profiler.stop`'s `profile`) this file reads. */
 export interface CpuProfile {
@@ -134,8 +134,6 @@ function parseCell(text: string): [string, string] {
   return [framework, variant];
 }
 
-const fixed1 = (micros: number) => micros.toFixed(1);
-
 /** Parts under this many µs per request in every cell are summed into one row. */
 const SMALL_PART_MICROS = 0.5;
 
@@ -159,13 +157,12 @@ export function renderProfiles(profiled: readonly Profiled[], top: number, diff 
   ];
   const pairs = diff ? Array.from({ length: profiled.length >> 1 }, (_, i) => [profiled[2 * i]!, profiled[2 * i + 1]!] as const) : [];
   const header = ['µs per request', ...profiled.map((p) => p.cell), ...pairs.map(([a, b]) => `${a.cell} − ${b.cell}`)];
-  const signed = (micros: number) => (micros >= 0.05 ? `+${fixed1(micros)}` : fixed1(micros));
-  const rows = figures.map(([name, figure]) => [name, ...profiled.map((p) => fixed1(figure(p))), ...pairs.map(([a, b]) => signed(figure(a) - figure(b)))]);
+  const rows = figures.map(([name, figure]) => [name, ...profiled.map((p) => fixed(figure(p), 1)), ...pairs.map(([a, b]) => signedFixed(figure(a) - figure(b), 1))]);
   const lines = [`requests profiled: ${profiled.map((p) => `${p.cell} ${p.requests}`).join(', ')}`, '', table(header, rows)];
   for (const p of profiled) {
     lines.push('', `${p.cell}: the ${top} functions with the most samples of their own (µs per request)`, '');
     const functions = [...p.profile.functions].sort((a, b) => b[1] - a[1]).slice(0, top);
-    lines.push(table(['µs', 'function'], functions.map(([name, micros]) => [fixed1(perRequest(p, micros)), `\`${name}\``])));
+    lines.push(table(['µs', 'function'], functions.map(([name, micros]) => [fixed(perRequest(p, micros), 1), `\`${name}\``])));
   }
   return lines.join('\n');
 }

@@ -119,6 +119,12 @@ export function fixed(value: number, digits = 2): string {
   return value.toFixed(digits);
 }
 
+/** A difference with its sign, `+0.25` or `-0.25`; under half the last digit either way, zero (never `-0.00`). */
+export function signedFixed(value: number, digits = 2): string {
+  const half = 0.5 * 10 ** -digits;
+  return value >= half ? `+${fixed(value, digits)}` : value <= -half ? fixed(value, digits) : fixed(0, digits);
+}
+
 /**
  * A ratio judged as every target is: met when its median is within `limit`; a tie when only its
  * range (min–max over repetitions) reaches it, counted as met and said so in `measured`; else

@@ -161,10 +161,9 @@ export class Held implements ClaimHandle {
   pending: Promise<void> | undefined;
   /** The delivery's record, when it is observed. */
   trace: Trace | undefined;
-  /** Its place in its keeper's list of running claims (a {@link LinkedSet}). */
+  /** Its neighbours in its keeper's set of running claims (a {@link LinkedSet}). */
   prev: Held | undefined;
   next: Held | undefined;
-  listed = false;
 
   constructor(
     readonly store: IdempotencyStore,
@@ -212,8 +211,8 @@ export class ClaimKeeper {
   readonly #report: Report;
   /**
    * Claims whose handler runs, for renewal (only with a store that has `extend`) and `close`.
-   * Linked through the claims: a `Set` here got a new table from V8 when a claim was added to it
-   * empty and again when its last claim left, some 240 bytes a delivery at one claim at a time.
+   * Linked through the claims: a `Set` here got a new table from V8 each time a claim joined it
+   * empty and each time its last claim left, which at one claim at a time is every delivery.
    */
   readonly #held = new LinkedSet<Held>();
   /** Completions still being retried, for `close`. */
@@ -235,9 +234,7 @@ export class ClaimKeeper {
     this.#closed = true;
     if (this.#beat !== undefined) clearTimeout(this.#beat);
     this.#beat = undefined;
-    const running = this.#held.snapshot();
-    this.#held.clear();
-    for (const held of running) {
+    for (const held of this.#held.clear()) {
       held.over = true;
       held.context.abort(reason);
     }
@@ -280,7 +277,7 @@ export class ClaimKeeper {
         void this.#renew(held, time);
       }
     }
-    if (this.#held.size > 0 && !this.#closed) this.#arm();
+    if (!this.#held.empty && !this.#closed) this.#arm();
   }
 
   async #renew(held: Held, time: number): Promise<void> {

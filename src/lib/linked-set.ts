@@ -1,10 +1,9 @@
 /** A set of objects linked through fields of their own, for sets that gain and lose members on every request. */
 
-/** What a member of a {@link LinkedSet} carries: its neighbours, and whether it is in the set. */
+/** What a member of a {@link LinkedSet} carries: its neighbours while it is in the set. */
 export interface Linked<T> {
   prev: T | undefined;
   next: T | undefined;
-  listed: boolean;
 }
 
 /**
@@ -14,27 +13,30 @@ export interface Linked<T> {
  */
 export class LinkedSet<T extends Linked<T>> {
   #first: T | undefined;
-  size = 0;
+
+  /** Whether `member` is in the set: the first member, or one with a neighbour before it. */
+  has(member: T): boolean {
+    return member.prev !== undefined || this.#first === member;
+  }
+
+  get empty(): boolean {
+    return this.#first === undefined;
+  }
 
   add(member: T): void {
-    if (member.listed) return;
-    member.listed = true;
-    member.prev = undefined;
+    if (this.has(member)) return;
     member.next = this.#first;
     if (this.#first !== undefined) this.#first.prev = member;
     this.#first = member;
-    this.size++;
   }
 
   delete(member: T): void {
-    if (!member.listed) return;
-    member.listed = false;
+    if (!this.has(member)) return;
     if (member.prev !== undefined) member.prev.next = member.next;
     else this.#first = member.next;
     if (member.next !== undefined) member.next.prev = member.prev;
     member.prev = undefined;
     member.next = undefined;
-    this.size--;
   }
 
   /**
@@ -47,7 +49,14 @@ export class LinkedSet<T extends Linked<T>> {
     return all;
   }
 
-  clear(): void {
-    for (const member of this.snapshot()) this.delete(member);
+  /** Empties the set; returns the members it had, newest first. */
+  clear(): T[] {
+    const all = this.snapshot();
+    for (const member of all) {
+      member.prev = undefined;
+      member.next = undefined;
+    }
+    this.#first = undefined;
+    return all;
   }
 }

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { README_END, README_START, readmeHeadline, withReadmeHeadline } from '../../bench/readme.ts';
 import { capacityBlock, DOC_BLOCKS, node24Block, receiverSplitBlock, withBlock } from '../../bench/doc-blocks.ts';
 import { BARE_MAP, CAPACITY_TITLE, CLAIM, PARTS_HEADING, RECEIVER_ONLY, RECEIVER_TITLE, SCALE_HEADING, STORE_ONLY, TWO_HEADING, USAGE_HEADING } from '../../bench/labels.ts';
-import { judged, KEPT_MARKER, loadIsHigh, loadWarning, renderReport, withKeptPart, type SectionReport } from '../../bench/report.ts';
+import { judged, KEPT_MARKER, loadIsHigh, loadWarning, renderReport, signedFixed, withKeptPart, type SectionReport } from '../../bench/report.ts';
 
 const root = resolve(import.meta.dirname, '../..');
 
@@ -143,6 +143,18 @@ describe('judging a target', () => {
     expect(report).toContain('| tied | ≤ 1.15 | 1.20 (1.10–1.30): a tie | x | tie |');
     expect(report).toContain('| missed | ≤ 1.15 | 1.30 (1.20–1.40) | x | **MISS** |');
     expect(readmeHeadline(report)).toContain('2 of 3 targets met, 1 of them a tie');
+  });
+});
+
+describe('a difference with its sign (the profiles\' difference columns)', () => {
+  it('signs what rounds away from zero, and prints zero for what rounds to it, never -0', () => {
+    expect(signedFixed(0.25)).toBe('+0.25');
+    expect(signedFixed(-0.25)).toBe('-0.25');
+    expect(signedFixed(-0.004)).toBe('0.00');
+    expect(signedFixed(0.004)).toBe('0.00');
+    expect(signedFixed(0.05, 1)).toBe('+0.1');
+    expect(signedFixed(-0.04, 1)).toBe('0.0');
+    expect(signedFixed(1617.4, 0)).toBe('+1617');
   });
 });
 

@@ -9,7 +9,6 @@ import { LinkedSet, type Linked } from '../../src/lib/linked-set.ts';
 class Member implements Linked<Member> {
   prev: Member | undefined;
   next: Member | undefined;
-  listed = false;
   constructor(readonly name: string) {}
 }
 
@@ -22,7 +21,8 @@ describe('LinkedSet', () => {
     for (const m of [a, b, c, d]) set.add(m);
     set.add(b);
     expect(names(set)).toEqual(['d', 'c', 'b', 'a']);
-    expect(set.size).toBe(4);
+    expect(set.snapshot()).toHaveLength(4);
+    expect([a, b, c, d].every((m) => set.has(m))).toBe(true);
     // The middle, the last (oldest) and the first (newest).
     set.delete(c);
     expect(names(set)).toEqual(['d', 'b', 'a']);
@@ -30,14 +30,14 @@ describe('LinkedSet', () => {
     expect(names(set)).toEqual(['d', 'b']);
     set.delete(d);
     expect(names(set)).toEqual(['b']);
-    expect(set.size).toBe(1);
+    expect(set.snapshot()).toHaveLength(1);
     // Removing a member twice, or one never added, changes nothing.
     set.delete(d);
     set.delete(new Member('e'));
     expect(names(set)).toEqual(['b']);
-    expect(set.size).toBe(1);
+    expect(set.snapshot()).toHaveLength(1);
     // A removed member keeps no link into the set, and can be added again.
-    expect([c.prev, c.next, c.listed]).toEqual([undefined, undefined, false]);
+    expect([c.prev, c.next, set.has(c)]).toEqual([undefined, undefined, false]);
     set.add(c);
     expect(names(set)).toEqual(['c', 'b']);
   });
@@ -53,9 +53,12 @@ describe('LinkedSet', () => {
       for (const other of members) if (other !== m) set.delete(other);
     }
     expect(seen).toEqual(['c', 'b', 'a']);
-    set.clear();
-    expect(set.size).toBe(0);
+    // Clearing hands back what the set held.
+    set.add(members[0]!);
+    set.add(members[1]!);
+    expect(set.clear().map((m) => m.name)).toEqual(['b', 'a']);
+    expect(set.empty).toBe(true);
     expect(names(set)).toEqual([]);
-    expect(members.every((m) => !m.listed && m.prev === undefined && m.next === undefined)).toBe(true);
+    expect(members.every((m) => !set.has(m) && m.prev === undefined && m.next === undefined)).toBe(true);
   });
 });
