@@ -241,11 +241,11 @@ export class ClaimKeeper {
     return [...this.#inFlight];
   }
 
-  // Renewal: one timer per receiver, not one per request, so a fast handler pays for a Set entry
-  // and nothing else. It beats every sixth of the lock while any handler runs and renews each
-  // claim a third of the lock after its last renewal, so a claim is renewed before half its lock
-  // has gone by, and a renewal that failed (a store blip) is tried again at the next beat, some
-  // four more times before the lock runs out.
+  // Renewal: one timer per receiver, not one per request, so a fast handler pays for its links in
+  // the set of running claims and nothing else. It beats every sixth of the lock while any handler
+  // runs and renews each claim a third of the lock after its last renewal, so a claim is renewed
+  // before half its lock has gone by, and a renewal that failed (a store blip) is tried again at
+  // the next beat, some four more times before the lock runs out.
 
   /** Renews `held` while its handler runs (only with a store that has `extend`). */
   hold(held: Held): void {
